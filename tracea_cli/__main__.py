@@ -1,0 +1,4 @@
+from tracea_cli.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The `tracea` command: one module per command, composed here; errors become exit codes in one place (`_Group`)."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import typer
+import typer.core
+from typer.core import TyperGroup
+
+from tracea_cli import __version__
+from tracea_cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, TraceaError
+
+# typer >= 0.28 vendors click as typer._click; earlier versions use click itself.
+click = getattr(typer.core, "click", None) or getattr(typer.core, "_click")
+
+
+class _Group(TyperGroup):
+    """Runs a command and maps what escapes it to a sentence on stderr and an exit code.
+
+    TraceaError -> its code (2 for usage), KeyboardInterrupt -> 130, anything else -> 1 with a pointer to --debug.
+    Tracebacks only with --debug (or TRACEA_DEBUG=1). Works the same under typer's test runner.
+    """
+
+    def invoke(self, ctx: click.Context):  # noqa: D401
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except TraceaError as e:
+            if _debug(ctx):
+                traceback.print_exc()
+            _say(f"error: {e.message}" + (f"\n  hint: {e.hint}" if e.hint else ""))
+            raise click.exceptions.Exit(e.exit_code) from None
+        except KeyboardInterrupt:
+            _say("interrupted: finished work was saved.")
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        except Exception as e:  # a bug: say so plainly
+            if _debug(ctx):
+                traceback.print_exc()
+            _say(f"error: internal error ({type(e).__name__}: {e}).\n  hint: run again with --debug and report it.")
+            raise click.exceptions.Exit(EXIT_FAILED) from None
+
+
+def _debug(ctx: click.Context) -> bool:
+    from tracea_cli.config import _flag
+    import os
+
+    root = ctx.find_root()
+    return bool((root.obj or {}).get("debug")) or _flag(os.environ, "TRACEA_DEBUG")
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+app = typer.Typer(
+    cls=_Group,
+    name="tracea",
+    help="Diagnose the machine, tune kernels, benchmark them against vendor libraries, export the winners.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"tracea {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+) -> None:
+    ctx.obj = {"debug": debug}
+
+
+def _register() -> None:
+    # Each command module is light at import: heavy libraries load inside the commands.
+    from tracea_cli.cli import commands  # noqa: F401  (registers commands on `app`)
+
+
+_register()
+
+
+def main() -> None:
+    app()

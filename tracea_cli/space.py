@@ -1,0 +1,110 @@
+"""Search spaces: parameters, their values, and the constraints between them. Pure: no GPU, no I/O, no randomness.
+
+A configuration is a plain `dict[str, int | str]` keyed by parameter name. `config_key` gives its canonical text
+(the cache's key and the replay's identity). Strategies see a space as an ordered list of valid candidates plus
+the parameter descriptions they need for encoding.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Literal, Mapping, Sequence
+
+Value = int | float | str | bool
+Config = dict[str, Value]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One tunable parameter. `ordinal` values have a meaningful order (tile sizes); `categorical` ones do not."""
+
+    name: str
+    values: tuple[Value, ...]
+    kind: Literal["ordinal", "categorical"] = "ordinal"
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise ValueError(f"parameter {self.name} has no values")
+        if len(set(self.values)) != len(self.values):
+            raise ValueError(f"parameter {self.name} repeats a value")
+
+
+# A rule returns None when the configuration is fine, else the reason it is not.
+Rule = Callable[[Mapping[str, Value]], "str | None"]
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Parameters and the rules that reject combinations (shape alignment, device limits, between parameters)."""
+
+    params: tuple[Param, ...]
+    rules: tuple[Rule, ...] = field(default=())
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def why_invalid(self, config: Mapping[str, Value]) -> str | None:
+        """None if `config` is in the space and passes every rule, else a sentence saying why not."""
+        for p in self.params:
+            if p.name not in config:
+                return f"parameter {p.name} is missing"
+            if config[p.name] not in p.values:
+                return f"{p.name}={config[p.name]!r} is not one of {list(p.values)}"
+        extra = set(config) - set(self.names)
+        if extra:
+            return f"unknown parameter(s) {sorted(extra)}"
+        for rule in self.rules:
+            reason = rule(config)
+            if reason:
+                return reason
+        return None
+
+    def all_configs(self) -> Iterator[Config]:
+        for combo in itertools.product(*(p.values for p in self.params)):
+            yield dict(zip(self.names, combo))
+
+    def valid_configs(self) -> list[Config]:
+        return [c for c in self.all_configs() if self.why_invalid(c) is None]
+
+    def rejections(self) -> Iterator[tuple[Config, str]]:
+        for c in self.all_configs():
+            reason = self.why_invalid(c)
+            if reason:
+                yield c, reason
+
+
+def config_key(config: Mapping[str, Value]) -> str:
+    """Canonical text of a configuration: JSON with sorted keys and no spaces."""
+    return json.dumps(dict(config), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """What a search strategy sees: valid configurations in a fixed order, and the parameters that describe them."""
+
+    params: tuple[Param, ...]
+    configs: tuple[Mapping[str, Value], ...]
+
+    @classmethod
+    def from_space(cls, space: SearchSpace) -> "Candidates":
+        return cls(params=space.params, configs=tuple(space.valid_configs()))
+
+    @classmethod
+    def from_configs(cls, params: Sequence[Param], configs: Iterable[Mapping[str, Value]]) -> "Candidates":
+        return cls(params=tuple(params), configs=tuple(configs))
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+    def index_of(self) -> dict[str, int]:
+        return {config_key(c): i for i, c in enumerate(self.configs)}

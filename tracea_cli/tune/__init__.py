@@ -1,0 +1,1 @@
+"""Tuning: search strategies (`strategies`), replay on recorded landscapes (`replay`), evaluation workers, the driver."""
