@@ -1,0 +1,194 @@
+"""Fault-proof evaluation: candidates run in worker processes under a watchdog.
+
+A job dataclass goes in, an outcome dataclass comes out. The parent owns the cache and the console; a worker only
+compiles (when the job carries no artifact), checks and times. A worker that dies, hangs past its timeout, or hits a
+launch error that may have poisoned its CUDA context is replaced by a fresh one before the next job. Workers ignore
+SIGINT: Ctrl-C reaches the parent, which stops them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from tracea_cli.backends.base import Artifact, Backend, CompileFailed, Evaluation, Status, Target
+from tracea_cli.space import Value
+from tracea_cli.timing import TimingPolicy
+
+BackendFactory = Callable[[], Backend]
+STARTUP_TIMEOUT_S = 180.0  # importing numba/CuPy on a busy 2-core machine can take a while
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    job_id: int
+    problem: Any
+    config: Mapping[str, Value]
+    target: Target
+    policy: TimingPolicy
+    seed: int
+    artifact: Artifact | None = None  # precompiled (CUDA); None: the worker compiles (CPU)
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    job_id: int
+    config: Mapping[str, Value]
+    evaluation: Evaluation
+    device_index: int | None
+
+
+def run_job(backend: Backend, job: EvalJob) -> Evaluation:
+    """Compile if needed, then evaluate. Every failure becomes a typed Evaluation."""
+    compile_s = 0.0
+    artifact = job.artifact
+    if artifact is None:
+        t0 = time.perf_counter()
+        try:
+            artifact = backend.compile(job.problem, job.config, job.target)
+        except CompileFailed as e:
+            return Evaluation(Status.COMPILE_ERROR, reason=_trim(str(e)), compile_s=time.perf_counter() - t0)
+        compile_s = time.perf_counter() - t0
+    try:
+        ev = backend.evaluate(artifact, job.problem, job.target, policy=job.policy, seed=job.seed)
+    except Exception as e:  # a backend must not raise for kernel faults; if it does, record it
+        return Evaluation(Status.LAUNCH_ERROR, reason=_trim(f"{type(e).__name__}: {e}"), compile_s=compile_s)
+    if compile_s and not ev.compile_s:
+        ev = Evaluation(ev.status, ev.reason, ev.samples, ev.rel_error, compile_s)
+    return ev
+
+
+def _trim(text: str, limit: int = 600) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _worker_main(conn: Connection, factory: BackendFactory) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    backend = factory()
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        ev = run_job(backend, job)
+        conn.send(("done", EvalOutcome(job.job_id, job.config, ev, job.target.device_index)))
+        if ev.status is Status.LAUNCH_ERROR:
+            return  # the CUDA context may be unusable: let the parent start a fresh worker
+
+
+class _Worker:
+    def __init__(self, ctx, factory: BackendFactory, device_index: int | None) -> None:
+        self.device_index = device_index
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, factory), daemon=True)
+        self.proc.start()
+        child.close()
+        self.job: EvalJob | None = None
+        self.deadline = 0.0
+        self.ready = False
+        self.started = time.monotonic()
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(2)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join(2)
+        self.conn.close()
+
+
+class WorkerPool:
+    """One worker per device (or one for the CPU). `run(jobs)` yields outcomes as they finish."""
+
+    def __init__(self, factory: BackendFactory, devices: Iterable[int | None], *, timeout_s: float) -> None:
+        self._ctx = mp.get_context("spawn")  # never fork a process that may hold a CUDA context
+        self._factory = factory
+        self._devices = list(devices) or [None]
+        self._timeout_s = timeout_s
+        self._workers: dict[int | None, _Worker] = {}
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for w in self._workers.values():
+            try:
+                if w.proc.is_alive() and w.job is None:
+                    w.conn.send(None)
+            except OSError:
+                pass
+            w.stop()
+        self._workers.clear()
+
+    def _worker(self, device: int | None) -> _Worker:
+        w = self._workers.get(device)
+        if w is None or not w.proc.is_alive():
+            if w is not None:
+                w.stop()
+            w = self._workers[device] = _Worker(self._ctx, self._factory, device)
+        return w
+
+    def run(self, jobs: Iterable[EvalJob], *, retarget: Callable[[EvalJob, int | None], EvalJob] | None = None) -> Iterator[EvalOutcome]:
+        """Run jobs on free workers; `retarget(job, device)` adapts a job to the device it lands on."""
+        pending = list(jobs)
+        while pending or any(w.job is not None for w in self._workers.values()):
+            for device in self._devices:
+                w = self._worker(device)
+                if w.job is None and pending and w.ready:
+                    job = pending.pop(0)
+                    if retarget is not None:
+                        job = retarget(job, device)
+                    w.job, w.deadline = job, time.monotonic() + self._timeout_s
+                    w.conn.send(job)
+            yield from self._collect(block=bool(pending) or any(w.job for w in self._workers.values()))
+
+    def _collect(self, block: bool) -> Iterator[EvalOutcome]:
+        workers = list(self._workers.values())
+        now = time.monotonic()
+        deadlines = [w.deadline if w.job else w.started + STARTUP_TIMEOUT_S for w in workers if w.job or not w.ready]
+        timeout = max(0.0, min(deadlines) - now) if deadlines else 0.0
+        ready = wait([w.conn for w in workers] + [w.proc.sentinel for w in workers], timeout=min(timeout, 1.0) if block else 0)
+        for w in workers:
+            if w.conn in ready or w.conn.poll():
+                try:
+                    kind, payload = w.conn.recv()
+                except (EOFError, OSError):
+                    kind, payload = "dead", None
+                if kind == "ready":
+                    w.ready = True
+                    continue
+                if kind == "done":
+                    w.job = None
+                    yield payload
+                    continue
+                w.proc.join(2)  # the pipe closed: the process is gone or going
+                yield from self._fail(w, Status.CRASHED, f"the worker process died (exit code {w.proc.exitcode})")
+                continue
+            if not w.proc.is_alive() or (w.conn not in ready and w.proc.sentinel in ready):
+                yield from self._fail(w, Status.CRASHED, f"the worker process died (exit code {w.proc.exitcode})")
+            elif w.job is not None and time.monotonic() > w.deadline:
+                yield from self._fail(w, Status.TIMEOUT, f"no result within {self._timeout_s:g} s; the worker was killed")
+            elif not w.ready and time.monotonic() > w.started + STARTUP_TIMEOUT_S:
+                raise RuntimeError(f"a tuning worker did not start within {STARTUP_TIMEOUT_S:g} s")
+
+    def _fail(self, w: _Worker, status: Status, reason: str) -> Iterator[EvalOutcome]:
+        job = w.job
+        w.stop()
+        del self._workers[w.device_index]
+        if job is not None:
+            yield EvalOutcome(job.job_id, job.config, Evaluation(status, reason=reason), w.device_index)
+        elif status is Status.CRASHED:
+            raise RuntimeError(f"a tuning worker died before taking a job: {reason}")
