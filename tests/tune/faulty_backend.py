@@ -1,0 +1,43 @@
+"""A backend whose candidates misbehave on purpose: hang, crash the worker, return wrong results, fail to compile.
+
+Used by the fault-injection tests of the worker pool and the tuning driver. Configuration parameter `x`:
+0..3 good (time = 1 + x ms), 4 hangs, 5 kills its process, 6 returns a wrong result, 7 fails to compile.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status
+from tracea_cli.space import Param, SearchSpace
+from tracea_cli.timing import Samples
+
+
+class FaultyBackend:
+    name = "faulty"
+
+    def space(self, problem, target):
+        return SearchSpace(params=(Param("x", tuple(range(8))),))
+
+    def source_hash(self, problem):
+        return "faulty-v1"
+
+    def compile(self, problem, config, target):
+        if config["x"] == 7:
+            raise CompileFailed("error: x=7 does not compile")
+        return Artifact(config=config, kernel_name="faulty")
+
+    def evaluate(self, artifact, problem, target, *, policy, seed):
+        x = artifact.config["x"]
+        if x == 4:
+            time.sleep(3600)
+        if x == 5:
+            os._exit(3)
+        if x == 6:
+            return Evaluation(Status.WRONG_RESULT, reason="relative error 0.5 exceeds the fp32 bound 1e-05", rel_error=0.5)
+        t = 1.0 + x
+        return Evaluation(Status.OK, samples=Samples(times_ms=(t, t, t), throttled=(False,) * 3, wall_s=0.0), rel_error=0.0)
+
+    def baseline(self, problem, target, *, policy, seed):
+        return "reference", Evaluation(Status.OK, samples=Samples(times_ms=(2.5,) * 3, throttled=(False,) * 3, wall_s=0.0))

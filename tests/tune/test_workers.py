@@ -1,0 +1,29 @@
+"""The worker pool survives hangs, crashes, wrong results and compile failures, and keeps going."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # spawned workers import faulty_backend by name
+
+from faulty_backend import FaultyBackend  # noqa: E402
+
+from tracea_cli.backends.base import Status, Target  # noqa: E402
+from tracea_cli.timing import TimingPolicy  # noqa: E402
+from tracea_cli.tune.workers import EvalJob, WorkerPool  # noqa: E402
+
+TARGET = Target(backend="faulty", device_class="test")
+
+
+@pytest.mark.timeout(240)
+def test_pool_records_each_fault_and_goes_on():
+    jobs = [EvalJob(i, None, {"x": x}, TARGET, TimingPolicy(), seed=i) for i, x in enumerate([0, 4, 1, 5, 6, 7, 2])]
+    with WorkerPool(FaultyBackend, [None], timeout_s=4.0) as pool:
+        outcomes = {o.config["x"]: o.evaluation for o in pool.run(jobs)}
+    assert outcomes[0].status is Status.OK and outcomes[0].samples.times_ms[0] == 1.0
+    assert outcomes[4].status is Status.TIMEOUT and "killed" in outcomes[4].reason
+    assert outcomes[5].status is Status.CRASHED and "exit code 3" in outcomes[5].reason
+    assert outcomes[6].status is Status.WRONG_RESULT
+    assert outcomes[7].status is Status.COMPILE_ERROR and "x=7" in outcomes[7].reason
+    assert outcomes[1].ok and outcomes[2].ok  # fresh workers took over after the hang and the crash
