@@ -1,27 +1,47 @@
-"""The tuning driver: profile -> space -> cache -> warm start -> propose, compile, evaluate, record -> winner.
+"""The tuning driver: profile -> space -> cache -> warm start -> propose, evaluate, record -> re-time -> winner.
 
-Contract used by `tracea tune`, `tracea bench` and the Python API. (Implementation in progress.)
+`tune(request, settings=...)` is what `tracea tune`, `tracea bench` and the Python API call. It computes and
+returns data; printing belongs to cli/tune.py. Every finished trial is written to the cache at once, so Ctrl-C
+(KeyboardInterrupt, raised out of here) loses nothing, and the next run resumes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
+from tracea_cli.backends.base import Evaluation, Status, Target
+from tracea_cli.errors import UsageError
 from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.space import Value
+from tracea_cli.space import Candidates, Value, config_key
+from tracea_cli.stats import summarize
+from tracea_cli.timing import TimingPolicy
+
+SEARCH_POLICY = TimingPolicy(warmup=2, min_samples=5, max_samples=30, target_cv=0.03, max_seconds=1.0)
+RETIME_POLICY = TimingPolicy(warmup=3, min_samples=15, max_samples=100, target_cv=0.01, max_seconds=3.0)
+RETIME_TOP = 3
+CONVERGED_IMPROVEMENT = 0.005  # a new best must beat the old by 0.5% to count as progress
+CPU_DTYPES = ("fp32", "fp64")
 
 
 @dataclass(frozen=True)
 class TuneRequest:
     problem: GemmProblem
-    backend: str = "auto"  # auto | cuda | cpu
+    backend: str = "auto"  # auto | cuda | cpu | rocm
     devices: str | None = None  # the --device text
     strategy: str = "bayes"
-    budget: int = 40  # evaluations
+    budget: int = 40  # evaluations, stored trials included
     time_limit_s: float | None = None
     seed: int = 0
     force: bool = False
+
+    def __post_init__(self) -> None:
+        if self.budget < 1:
+            raise UsageError(f"--budget must be at least 1, got {self.budget}.")
+        if self.time_limit_s is not None and self.time_limit_s <= 0:
+            raise UsageError(f"--time-limit must be positive, got {self.time_limit_s}.")
 
 
 @dataclass(frozen=True)
@@ -53,7 +73,15 @@ class TuneResult:
     ranking: tuple[Measured, ...] = ()  # best few, re-timed
     failures: tuple[Failure, ...] = ()
     target: Mapping[str, Any] = field(default_factory=dict)
-    stopped_because: str = ""  # budget | time limit | converged | space exhausted | cache hit | interrupted
+    stopped_because: str = ""  # budget | time limit | converged | space exhausted | cache hit
+    space_size: int = 0
+    problem: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float | None:
+        if self.winner and self.baseline:
+            return self.baseline.median_ms / self.winner.median_ms
+        return None
 
     def as_dict(self) -> dict[str, Any]:
         def m(x: Measured | None) -> dict | None:
@@ -64,7 +92,7 @@ class TuneResult:
 
         base = m(self.baseline)
         if base is not None:
-            base["name"] = self.baseline_name
+            base = {"name": self.baseline_name, **base}
         return {
             "key": self.key,
             "cache_hit": self.cache_hit,
@@ -72,9 +100,12 @@ class TuneResult:
             "trials_total": self.trials_total,
             "winner": m(self.winner),
             "baseline": base,
+            "speedup": self.speedup,
             "ranking": [m(r) for r in self.ranking],
             "failures": [{"config": dict(f.config), "status": f.status, "reason": f.reason} for f in self.failures],
+            "problem": dict(self.problem),
             "target": dict(self.target),
+            "space_size": self.space_size,
             "stopped_because": self.stopped_because,
         }
 
@@ -82,5 +113,151 @@ class TuneResult:
 ProgressFn = Callable[[int, int, str], None]  # (done, total, message)
 
 
+def _measured(config: Mapping[str, Value], ev: Evaluation, problem: GemmProblem, gpu: bool) -> Measured:
+    s = summarize(ev.samples.times_ms)
+    scale, unit = (1e12, "TFLOP/s") if gpu else (1e9, "GFLOP/s")
+    return Measured(dict(config), s.median, s.cv, tuple(ev.samples.times_ms), problem.flops / (s.median * 1e-3) / scale, unit)
+
+
 def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) -> TuneResult:
-    raise NotImplementedError("the tuning driver is being written")
+    """Tune one problem. Raises UsageError for bad requests, KeyboardInterrupt when interrupted (trials kept)."""
+    from tracea_cli.cache import TuningCache
+    from tracea_cli.tune import setup
+
+    progress = progress or (lambda done, total, msg: None)
+    plan = setup.plan(request, settings)
+    problem, target, backend = plan.problem, plan.target, plan.backend
+    gpu = target.backend == "cuda"
+    candidates = plan.candidates
+    if len(candidates) == 0:
+        raise UsageError(f"no valid configuration exists for {problem.label} on {target.device_class}.",
+                         "Try another shape or dtype; `tracea tune --help` lists them.")
+
+    with TuningCache.open(settings.cache_path) as cache:
+        for w in cache.warnings:
+            progress(0, request.budget, f"warning: {w}")
+        key = plan.key
+        if request.force:
+            cache.forget(key)
+        elif cache.is_hit(key, request.budget):
+            return _from_cache(cache, key, plan, stopped="cache hit")
+
+        from tracea_cli.tune.strategies import make_strategy
+
+        strategy = make_strategy(request.strategy, candidates, seed=request.seed)
+        index = candidates.index_of()
+        stored = cache.trials(key)
+        for t in stored:
+            i = index.get(config_key(t.config))
+            if i is not None:
+                strategy.observe(i, t.median_ms if t.status == Status.OK.value else math.inf)
+        seen = {config_key(t.config) for t in stored}
+        queue = [c for c in setup.warm_start_configs(cache, key, candidates) if config_key(c) not in seen]
+
+        remaining = request.budget - len(seen)
+        evaluations = 0
+        best = min((t.median_ms for t in stored if t.status == Status.OK.value), default=math.inf)
+        since_improvement = 0
+        patience = max(12, request.budget // 3)
+        began = time.monotonic()
+        stopped = "budget"
+        batch = len(plan.devices) * 2 if gpu else 1  # the CPU runs one at a time: nothing overlaps a timed run
+
+        with setup.pool(plan, settings) as pool:
+            while remaining > 0:
+                if request.time_limit_s is not None and time.monotonic() - began >= request.time_limit_s:
+                    stopped = "time limit"
+                    break
+                if since_improvement >= patience:
+                    stopped = "converged"
+                    break
+                n = min(batch, remaining)
+                picks = [index[config_key(c)] for c in queue[:n]]
+                queue = queue[n:]
+                if n > len(picks):
+                    picks += strategy.ask(n - len(picks))
+                picks = list(dict.fromkeys(picks))
+                if not picks:
+                    stopped = "space exhausted"
+                    break
+                jobs = setup.jobs(plan, [candidates.configs[i] for i in picks], SEARCH_POLICY, request.seed + evaluations)
+                for outcome in pool.run(jobs, retarget=setup.retarget):
+                    ev = outcome.evaluation
+                    cost = summarize(ev.samples.times_ms).median if ev.ok else math.inf
+                    cache.record_trial(key, setup.trial(outcome.config, ev))
+                    strategy.tell(index[config_key(outcome.config)], cost)
+                    evaluations += 1
+                    remaining -= 1
+                    if cost < best * (1 - CONVERGED_IMPROVEMENT):
+                        since_improvement = 0
+                    else:
+                        since_improvement += 1
+                    best = min(best, cost)
+                    label = "ok" if ev.ok else ev.status.value
+                    progress(request.budget - remaining, request.budget, f"{label} {config_key(outcome.config)}")
+
+            ranking = _retime_best(cache, key, plan, pool, progress)
+            baseline_name, baseline_ev = _baseline(plan, pool)
+        if ranking:
+            cache.set_winner(key, setup.trial(ranking[0][0], ranking[0][1]))
+        if baseline_ev is not None and baseline_ev.ok:
+            cache.set_baseline(key, baseline_name, setup.trial({}, baseline_ev))
+        cache.record_search(key, strategy=request.strategy, budget=request.budget,
+                            evaluations=len(cache.trials(key)), converged=stopped in ("converged", "space exhausted"))
+        result = _from_cache(cache, key, plan, stopped=stopped)
+        return replace(result, cache_hit=False, evaluations=evaluations,
+                       ranking=tuple(_measured(c, ev, problem, gpu) for c, ev in ranking))
+
+
+def _retime_best(cache, key, plan, pool, progress) -> list[tuple[dict, Evaluation]]:
+    from tracea_cli.tune import setup
+
+    ok = sorted((t for t in cache.trials(key) if t.status == Status.OK.value), key=lambda t: t.median_ms)
+    top = [dict(t.config) for t in ok[:RETIME_TOP]]
+    if not top:
+        return []
+    progress(0, 0, f"re-timing the best {len(top)}")
+    outcomes = list(pool.run(setup.jobs(plan, top, RETIME_POLICY, seed=10_000), retarget=setup.retarget))
+    good = [(dict(o.config), o.evaluation) for o in outcomes if o.evaluation.ok]
+    return sorted(good, key=lambda ce: summarize(ce[1].samples.times_ms).median)
+
+
+def _baseline(plan, pool) -> tuple[str | None, Evaluation | None]:
+    from tracea_cli.tune import setup
+
+    outcomes = list(pool.run([setup.baseline_job(plan, RETIME_POLICY)], retarget=setup.retarget))
+    if not outcomes:
+        return None, None
+    return outcomes[0].baseline_name, outcomes[0].evaluation
+
+
+def _from_cache(cache, key, plan, *, stopped: str) -> TuneResult:
+    from tracea_cli.tune import setup
+
+    gpu = plan.target.backend == "cuda"
+    problem = plan.problem
+    trials = cache.trials(key)
+    winner = cache.winner(key)
+    base = cache.baseline(key)
+
+    def as_measured(t) -> Measured | None:
+        if t is None:
+            return None
+        ev = setup.evaluation_of(t)
+        return _measured(t.config, ev, problem, gpu)
+
+    failures = tuple(Failure(dict(t.config), t.status, t.reason) for t in trials if t.status != Status.OK.value)
+    return TuneResult(
+        key=key.id,
+        cache_hit=stopped == "cache hit",
+        evaluations=0,
+        trials_total=len(trials),
+        winner=as_measured(winner),
+        baseline_name=base[0] if base else None,
+        baseline=as_measured(base[1]) if base else None,
+        failures=failures,
+        target=setup.describe_target(plan.target),
+        stopped_because=stopped,
+        space_size=len(plan.candidates),
+        problem=problem.as_dict(),
+    )

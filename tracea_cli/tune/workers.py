@@ -33,6 +33,7 @@ class EvalJob:
     policy: TimingPolicy
     seed: int
     artifact: Artifact | None = None  # precompiled (CUDA); None: the worker compiles (CPU)
+    kind: str = "kernel"  # "kernel" | "baseline" (the vendor library on the same problem)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class EvalOutcome:
     config: Mapping[str, Value]
     evaluation: Evaluation
     device_index: int | None
+    baseline_name: str | None = None
 
 
 def run_job(backend: Backend, job: EvalJob) -> Evaluation:
@@ -63,6 +65,13 @@ def run_job(backend: Backend, job: EvalJob) -> Evaluation:
     return ev
 
 
+def run_baseline(backend: Backend, job: EvalJob) -> tuple[str | None, Evaluation]:
+    try:
+        return backend.baseline(job.problem, job.target, policy=job.policy, seed=job.seed)
+    except Exception as e:
+        return None, Evaluation(Status.LAUNCH_ERROR, reason=_trim(f"baseline failed: {type(e).__name__}: {e}"))
+
+
 def _trim(text: str, limit: int = 600) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -79,8 +88,12 @@ def _worker_main(conn: Connection, factory: BackendFactory) -> None:
             return
         if job is None:
             return
-        ev = run_job(backend, job)
-        conn.send(("done", EvalOutcome(job.job_id, job.config, ev, job.target.device_index)))
+        name = None
+        if job.kind == "baseline":
+            name, ev = run_baseline(backend, job)
+        else:
+            ev = run_job(backend, job)
+        conn.send(("done", EvalOutcome(job.job_id, job.config, ev, job.target.device_index, name)))
         if ev.status is Status.LAUNCH_ERROR:
             return  # the CUDA context may be unusable: let the parent start a fresh worker
 

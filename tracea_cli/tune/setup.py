@@ -1,0 +1,190 @@
+"""Turning a tune request into a plan: backend, target, space, cache key, workers. Also the small conversions between
+evaluations (what workers return) and trials (what the cache stores)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from tracea_cli.backends.base import Evaluation, Status, Target
+from tracea_cli.errors import UsageError
+from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.space import Candidates, Value
+from tracea_cli.timing import Samples, TimingPolicy
+from tracea_cli.tune.workers import EvalJob, WorkerPool
+
+CPU_DTYPES = ("fp32", "fp64")
+BACKENDS = ("auto", "cuda", "cpu", "rocm")
+
+
+@dataclass(frozen=True)
+class Plan:
+    problem: GemmProblem
+    target: Target
+    devices: tuple[int | None, ...]
+    backend: Any  # a backends.base.Backend
+    backend_factory: Any  # picklable: builds the backend inside a worker
+    candidates: Candidates
+    key: Any  # cache.CacheKey
+
+
+def _cuda_usable() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def resolve_backend(name: str, problem: GemmProblem) -> str:
+    if name not in BACKENDS:
+        raise UsageError(f"unknown backend {name!r}.", f"Use one of {', '.join(BACKENDS)}.")
+    if name == "rocm":
+        raise UsageError("the rocm backend has no kernels yet (no AMD hardware has verified them).", "Use --backend cuda or cpu.")
+    if name == "auto":
+        name = "cuda" if _cuda_usable() else "cpu"
+        if name == "cpu" and problem.dtype not in CPU_DTYPES:
+            raise UsageError(f"--dtype {problem.dtype} needs the cuda backend, and no CUDA device is usable here.",
+                             "Use --dtype fp32 or fp64 on the CPU, or run on a machine with an NVIDIA GPU.")
+    if name == "cpu" and problem.dtype not in CPU_DTYPES:
+        raise UsageError(f"the cpu backend does fp32 and fp64, not {problem.dtype}.", "Use --backend cuda for tf32, fp16 and bf16.")
+    if name == "cuda" and not _cuda_usable():
+        raise UsageError("--backend cuda was asked for, but no CUDA device is usable here.", "Run `tracea doctor` to see why.")
+    return name
+
+
+def backend_class(name: str):
+    if name == "cpu":
+        from tracea_cli.backends.cpu import CpuBackend
+
+        return CpuBackend
+    from tracea_cli.backends.cuda import CudaBackend
+
+    return CudaBackend
+
+
+def cpu_target(profile) -> Target:
+    from tracea_cli.doctor.profile import cpu_device_class
+
+    return Target(backend="cpu", device_class=cpu_device_class(profile), threads=os.cpu_count() or 1)
+
+
+def plan(request, settings) -> Plan:
+    from tracea_cli.cache import CacheKey
+    from tracea_cli.devices import parse_devices
+    from tracea_cli.doctor.profile import cuda_target, load_or_make_profile
+    from tracea_cli.ops.gemm.spaces import space_for
+
+    problem = request.problem
+    backend_name = resolve_backend(request.backend, problem)
+    profile = load_or_make_profile(settings)
+    if backend_name == "cuda":
+        devices: tuple[int | None, ...] = parse_devices(request.devices, len(profile.gpus))
+        target = cuda_target(profile, devices[0])
+    else:
+        if request.devices not in (None, "", "cpu"):
+            raise UsageError("--device chooses CUDA devices; the cpu backend uses this machine's CPU.", "Leave --device out.")
+        devices = (None,)
+        target = cpu_target(profile)
+    factory = backend_class(backend_name)
+    backend = factory()
+    candidates = Candidates.from_space(space_for(problem, target))
+    key = CacheKey(
+        op=problem.op, backend=backend_name, dtype=problem.dtype, layout=problem.layout, shape=problem.shape,
+        device_class=target.device_class, source_hash=backend.source_hash(problem), toolchain=toolchain(backend_name),
+        epilogue=problem.epilogue, arch=target.arch,
+    )
+    return Plan(problem, target, devices, backend, factory, candidates, key)
+
+
+def toolchain(backend: str) -> dict[str, str]:
+    from importlib import metadata
+
+    def version(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "absent"
+
+    if backend == "cpu":
+        return {"numba": version("numba"), "llvmlite": version("llvmlite"), "numpy": version("numpy")}
+    from tracea_cli.backends import nvrtc
+
+    return {"nvrtc": nvrtc.version(), "cupy": version("cupy-cuda13x")}
+
+
+def warm_start_configs(cache, key, candidates: Candidates) -> list[Mapping[str, Value]]:
+    """Winners of the nearest cached shapes that are valid here (same op, dtype, layout, device class)."""
+    from tracea_cli.space import config_key
+
+    valid = candidates.index_of()
+    out = []
+    for _shape, config in cache.nearest_winners(key, limit=3):
+        if config_key(config) in valid and config not in out:
+            out.append(dict(config))
+    return out
+
+
+def pool(plan: Plan, settings) -> WorkerPool:
+    return WorkerPool(plan.backend_factory, plan.devices, timeout_s=settings.worker_timeout_s)
+
+
+def jobs(plan: Plan, configs, policy: TimingPolicy, seed: int) -> list[EvalJob]:
+    """Jobs for the pool; CUDA configurations are compiled here, in parallel, ahead of measurement."""
+    artifacts: list[Any] = [None] * len(configs)
+    if plan.target.backend == "cuda":
+        artifacts = _compile_all(plan, configs)
+    return [EvalJob(seed + i, plan.problem, dict(c), plan.target, policy, seed + i, artifact=a)
+            for i, (c, a) in enumerate(zip(configs, artifacts))]
+
+
+def _compile_all(plan: Plan, configs) -> list[Any]:
+    """NVRTC through ctypes releases the GIL: a thread pool keeps the compiler busy on every core."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tracea_cli.backends.base import CompileFailed
+
+    def build(config):
+        try:
+            return plan.backend.compile(plan.problem, config, plan.target)
+        except CompileFailed:
+            return None  # the worker compiles again and records the failure with its log
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
+        return list(ex.map(build, configs))
+
+
+def baseline_job(plan: Plan, policy: TimingPolicy) -> EvalJob:
+    return EvalJob(-1, plan.problem, {}, plan.target, policy, seed=-1, kind="baseline")
+
+
+def retarget(job: EvalJob, device: int | None) -> EvalJob:
+    if device is None or job.target.device_index == device:
+        return job
+    from dataclasses import replace
+
+    return replace(job, target=replace(job.target, device_index=device))
+
+
+def trial(config: Mapping[str, Value], ev: Evaluation):
+    from tracea_cli.cache import Trial
+    from tracea_cli.stats import summarize
+
+    s = summarize(ev.samples.times_ms) if ev.ok and ev.samples else None
+    return Trial(
+        config=dict(config), status=ev.status.value, reason=ev.reason if not ev.ok else "",
+        samples_ms=tuple(ev.samples.times_ms) if ev.samples else (), median_ms=s.median if s else None,
+        cv=s.cv if s else None, rel_error=ev.rel_error, compile_s=ev.compile_s,
+    )
+
+
+def evaluation_of(t) -> Evaluation:
+    samples = Samples(tuple(t.samples_ms), (False,) * len(t.samples_ms), 0.0) if t.samples_ms else None
+    return Evaluation(Status(t.status), t.reason, samples, t.rel_error, t.compile_s)
+
+
+def describe_target(target: Target) -> dict[str, Any]:
+    return {"backend": target.backend, "device_class": target.device_class, "arch": target.arch,
+            "device_index": target.device_index, "threads": target.threads}
