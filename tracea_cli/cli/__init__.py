@@ -26,21 +26,21 @@ class _Group(TyperGroup):
     def invoke(self, ctx: click.Context):  # noqa: D401
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except (typer.Exit, typer.Abort, click.ClickException):  # typer >= 0.28 has its own Exit/Abort
             raise
         except TraceaError as e:
             if _debug(ctx):
                 traceback.print_exc()
             _say(f"error: {e.message}" + (f"\n  hint: {e.hint}" if e.hint else ""))
-            raise click.exceptions.Exit(e.exit_code) from None
+            raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt:
             _say("interrupted: finished work was saved.")
-            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except Exception as e:  # a bug: say so plainly
             if _debug(ctx):
                 traceback.print_exc()
             _say(f"error: internal error ({type(e).__name__}: {e}).\n  hint: run again with --debug and report it.")
-            raise click.exceptions.Exit(EXIT_FAILED) from None
+            raise typer.Exit(EXIT_FAILED) from None
 
 
 def _debug(ctx: click.Context) -> bool:
