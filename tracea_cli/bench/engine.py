@@ -1,0 +1,169 @@
+"""The live `Engine`: the tuning driver, the cache, the backend and the capability profile behind one small surface.
+
+Everything that touches the machine or another subsystem for `tracea bench` goes through here, so the runner and
+the reports stay pure and testable. Heavy modules (the backends, numba, CuPy) load when the engine is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tracea_cli import __version__
+from tracea_cli.backends.base import Evaluation, Target
+from tracea_cli.bench.baselines import check_baseline, torch_gemm
+from tracea_cli.bench.ceilings import ceiling_from_measured
+from tracea_cli.bench.results import Ceiling, Environment, TrialPoint, Tuning
+from tracea_cli.bench.runner import ProgressFn, TunedKernel
+from tracea_cli.errors import RunFailed
+from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.space import Value
+from tracea_cli.timing import TimingPolicy
+
+CPU_DTYPES = ("fp32", "fp64")
+ALL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp64")
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    """The profile (or a part of it) as plain data, whether it is a dataclass with `as_dict()` or a mapping."""
+    if obj is None:
+        return {}
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    if hasattr(obj, "as_dict"):
+        return dict(obj.as_dict())
+    if hasattr(obj, "__dict__"):
+        return dict(vars(obj))
+    return {}
+
+
+def cuda_dtypes(target: Target) -> tuple[str, ...]:
+    """tf32 and bf16 need Ampere (sm_80) or later; fp16 tensor cores Volta or later."""
+    cc = target.limits.compute_capability if target.limits else (0, 0)
+    if cc >= (8, 0):
+        return ALL_DTYPES
+    return ("fp32", "fp16", "fp64") if cc >= (7, 0) else ("fp32", "fp64")
+
+
+class LiveEngine:
+    """Built once per `tracea bench` run: resolves the backend and device, loads (or makes) the profile."""
+
+    def __init__(self, settings, *, backend: str = "auto", devices: str | None = None) -> None:
+        from tracea_cli.doctor.profile import load_or_make_profile
+        from tracea_cli.tune import setup
+
+        self.settings = settings
+        self.devices = devices
+        self.backend_name = setup.resolve_backend(backend, GemmProblem(1, 1, 1, "fp32"))
+        self.profile = load_or_make_profile(settings)
+        if self.backend_name == "cuda":
+            from tracea_cli.devices import parse_devices
+            from tracea_cli.doctor.profile import cuda_target
+
+            index = parse_devices(devices, len(self.profile.gpus))[0]
+            self.target = cuda_target(self.profile, index)
+        else:
+            if devices not in (None, "", "cpu"):
+                from tracea_cli.errors import UsageError
+
+                raise UsageError("--device chooses CUDA devices; the cpu backend uses this machine's CPU.", "Leave --device out.")
+            self.target = setup.cpu_target(self.profile)
+        self._plans: dict[GemmProblem, Any] = {}
+
+    # -- what the runner asks ------------------------------------------------------------------------------------
+
+    def check_baseline(self, choice: str, ops: tuple[str, ...]) -> None:
+        check_baseline(choice, ops=ops, backend=self.backend_name)
+
+    def dtypes(self) -> tuple[str, ...]:
+        return CPU_DTYPES if self.backend_name == "cpu" else cuda_dtypes(self.target)
+
+    def environment(self, *, suite: str, command: str, created: str) -> Environment:
+        p = _as_dict(self.profile)
+        if self.backend_name == "cuda":
+            gpus = p.get("gpus") or []
+            index = self.target.device_index or 0
+            gpu = _as_dict(gpus[index]) if index < len(gpus) else {}
+            device = str(gpu.get("name") or self.target.device_class)
+        else:
+            cpu = _as_dict(p.get("cpu"))
+            device = str(cpu.get("model") or cpu.get("name") or cpu.get("brand") or self.target.device_class)
+        created_p = p.get("created")
+        return Environment(
+            tracea_version=__version__,
+            created=created,
+            command=command,
+            suite=suite,
+            backend=self.backend_name,
+            device=device,
+            device_class=self.target.device_class,
+            arch=self.target.arch,
+            machine_id=p.get("machine_id"),
+            profile_schema_version=p.get("schema_version"),
+            profile_created=None if created_p is None else str(created_p),
+            host=_as_dict(p.get("host")),
+        )
+
+    def ceiling(self, problem: GemmProblem) -> Ceiling:
+        measured = _as_dict(self.profile).get("measured") or []
+        return ceiling_from_measured(measured, backend=self.backend_name, dtype=problem.dtype, device_index=self.target.device_index)
+
+    def tuned(self, problem: GemmProblem, *, budget: int | None, seed: int, progress: ProgressFn) -> TunedKernel | None:
+        from tracea_cli.cache import TuningCache
+        from tracea_cli.tune.driver import TuneRequest, tune
+
+        plan = self._plan(problem)
+        if budget is None:
+            with TuningCache.open(self.settings.cache_path) as cache:
+                winner = cache.winner(plan.key)
+                trials = cache.trials(plan.key)
+            if winner is None:
+                return None
+            failures = tuple({"config": dict(t.config), "status": t.status, "reason": t.reason} for t in trials if not t.ok)
+            tuning = Tuning(key=plan.key.id, cache_hit=True, evaluations=0, trials_total=len(trials), stopped_because="cached (--no-tune)", failures=failures)
+            return TunedKernel(config=dict(winner.config), tuning=tuning)
+        request = TuneRequest(problem, backend=self.backend_name, devices=self.devices, budget=budget, seed=seed)
+        result = tune(request, settings=self.settings, progress=progress)
+        if result.winner is None:
+            raise RunFailed(f"no configuration of {problem.label} ran correctly in {result.trials_total} trials.",
+                            f"See `tracea cache show {result.key}` for the failures.")
+        failures = tuple({"config": dict(f.config), "status": f.status, "reason": f.reason} for f in result.failures)
+        tuning = Tuning(key=result.key, cache_hit=result.cache_hit, evaluations=result.evaluations, trials_total=result.trials_total,
+                        stopped_because=result.stopped_because, failures=failures)
+        return TunedKernel(config=dict(result.winner.config), tuning=tuning)
+
+    def trials(self, problem: GemmProblem) -> tuple[TrialPoint, ...]:
+        from tracea_cli.cache import TuningCache
+        from tracea_cli.cache.records import iso_time
+
+        with TuningCache.open(self.settings.cache_path) as cache:
+            trials = sorted(cache.trials(self._plan(problem).key), key=lambda t: t.timestamp)
+        return tuple(TrialPoint(index=i + 1, status=t.status, median_ms=t.median_ms if t.ok else None, timestamp=iso_time(t.timestamp))
+                     for i, t in enumerate(trials))
+
+    def measure(self, problem: GemmProblem, config: Mapping[str, Value], *, policy: TimingPolicy, seed: int) -> Evaluation:
+        from tracea_cli.tune.workers import EvalJob, run_job
+
+        plan = self._plan(problem)
+        return run_job(plan.backend, EvalJob(0, problem, dict(config), plan.target, policy, seed))
+
+    def baseline(self, choice: str, problem: GemmProblem, *, policy: TimingPolicy, seed: int) -> tuple[str, Evaluation]:
+        from tracea_cli.tune.workers import EvalJob, run_baseline
+
+        plan = self._plan(problem)
+        if choice == "torch":
+            return torch_gemm(problem, plan.target, policy=policy, seed=seed)
+        # auto, cublas (cuda) and numpy (cpu) are the backend's own vendor baseline; check_baseline kept the rest out
+        name, ev = run_baseline(plan.backend, EvalJob(-1, problem, {}, plan.target, policy, seed, kind="baseline"))
+        return name or choice, ev
+
+    # -- internals -----------------------------------------------------------------------------------------------
+
+    def _plan(self, problem: GemmProblem):
+        plan = self._plans.get(problem)
+        if plan is None:
+            from tracea_cli.tune import setup
+            from tracea_cli.tune.driver import TuneRequest
+
+            plan = setup.plan(TuneRequest(problem, backend=self.backend_name, devices=self.devices, budget=1), self.settings)
+            self._plans[problem] = plan
+        return plan

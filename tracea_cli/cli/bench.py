@@ -1,0 +1,194 @@
+"""`tracea bench`: benchmark a suite (or one problem) against the vendor library and render reports.
+
+Thin: parse and validate (everything that can be wrong with the input is found before any long work), run through
+`bench.runner` with the live engine, render through `report`, and decide the exit code: 1 when a measurement
+failed or `--compare` found a regression, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from tracea_cli.errors import RunFailed, UsageError
+
+
+def _output_paths(formats: tuple[str, ...], output: Path | None, output_dir: Path | None, data_dir: Path, stamp: str) -> dict[str, Path]:
+    """Where each file report goes: --output (one report), --output-dir, or the data folder's reports/."""
+    from tracea_cli.cli.output import check_writable
+    from tracea_cli.report import EXTENSIONS
+
+    files = [f for f in formats if f != "terminal"]
+    if output is not None and output_dir is not None:
+        raise UsageError("--output and --output-dir were both given.", "Use --output PATH for one report, or --output-dir DIR for several.")
+    if output is not None:
+        if len(files) != 1:
+            raise UsageError(f"--output takes one file report, and {len(files)} were asked for ({', '.join(files) or 'only terminal'}).",
+                             "Give exactly one of --report json|csv|md|html, or use --output-dir DIR.")
+        return {files[0]: check_writable(output, f"{files[0]} report")}
+    folder = output_dir if output_dir is not None else data_dir / "reports"
+    return {f: check_writable(folder / f"bench-{stamp}.{EXTENSIONS[f]}", f"{f} report") for f in files}
+
+
+def _infer_format(output: Path | None) -> str | None:
+    if output is None:
+        return None
+    suffix = output.suffix.lower().lstrip(".")
+    return {"json": "json", "csv": "csv", "md": "md", "markdown": "md", "html": "html", "htm": "html"}.get(suffix)
+
+
+def _command_line(op, m, n, k, dtype, layout, suite, baseline, no_tune, tune_budget, backend, device, from_file, compare) -> str:
+    """The command as a user would retype it (the options that change what is measured; output options left out)."""
+    parts = ["tracea", "bench"]
+    if op:
+        parts += [op, f"--m {m}"] + ([f"--n {n}"] if n else []) + ([f"--k {k}"] if k else []) + [f"--dtype {dtype}", f"--layout {layout}"]
+    elif from_file is None:
+        parts.append(f"--suite {suite or 'default'}")
+    if from_file is not None:
+        parts.append(f"--from {from_file}")
+    if baseline != "auto":
+        parts.append(f"--baseline {baseline}")
+    if no_tune:
+        parts.append("--no-tune")
+    elif tune_budget is not None:
+        parts.append(f"--tune-budget {tune_budget}")
+    if backend != "auto":
+        parts.append(f"--backend {backend}")
+    if device:
+        parts.append(f"--device {device}")
+    if compare is not None:
+        parts.append(f"--compare {compare}")
+    return " ".join(parts)
+
+
+def bench_command(
+    op: Optional[str] = typer.Argument(None, help="Benchmark one problem of this operation (gemm) instead of a suite."),
+    m: Optional[int] = typer.Option(None, "--m", help="One problem: rows of A and C."),
+    n: Optional[int] = typer.Option(None, "--n", help="One problem: columns of B and C (default: M)."),
+    k: Optional[int] = typer.Option(None, "--k", help="One problem: the reduction size (default: M)."),
+    dtype: str = typer.Option("fp32", "--dtype", help="One problem: fp32 | tf32 | fp16 | bf16 | fp64."),
+    layout: str = typer.Option("nn", "--layout", help="One problem: nn, or nt (B given as N x K)."),
+    suite: Optional[str] = typer.Option(None, "--suite", help="quick | default | FILE (a suite file, see docs/bench.md). Default: default."),
+    baseline: str = typer.Option("auto", "--baseline", help="auto | cublas | cudnn | numpy | torch | none. auto: the backend's vendor library."),
+    report: Optional[List[str]] = typer.Option(None, "--report", help="terminal | json | csv | md | html; repeatable. Default: terminal."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Write the one file report here."),
+    output_dir: Optional[Path] = typer.Option(None, "--output-dir", help="Write the file reports into this folder (default: <data folder>/reports)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout, nothing else."),
+    from_file: Optional[Path] = typer.Option(None, "--from", help="Render reports from earlier results (a JSON report) without re-running."),
+    compare: Optional[Path] = typer.Option(None, "--compare", help="Compare with earlier results (a JSON report); exit 1 on a significant regression."),
+    no_tune: bool = typer.Option(False, "--no-tune", help="Use cached winners only; problems without one have no tuned row."),
+    tune_budget: Optional[int] = typer.Option(None, "--tune-budget", help="Evaluations per problem when a problem is not in the cache."),
+    backend: str = typer.Option("auto", "--backend", help="auto | cuda | cpu."),
+    device: Optional[str] = typer.Option(None, "--device", help="CUDA device: N (the first of N,M or all is used)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random inputs and of the search."),
+) -> None:
+    """Benchmark tuned kernels against the vendor library: `tracea bench --report html` (default suite), or one
+    problem: `tracea bench gemm --m 4096 --dtype bf16`."""
+    from tracea_cli.bench import results as res
+    from tracea_cli.bench.compare import compare_results
+    from tracea_cli.bench.runner import DEFAULT_TUNE_BUDGET
+    from tracea_cli.cli.output import print_json, stderr_console, stdout_console, write_atomic
+    from tracea_cli.config import Settings
+    from tracea_cli.report import check_formats, render
+
+    settings = Settings.from_env()
+    inferred = _infer_format(output) if not report else None
+    formats = check_formats(report or ([inferred] if inferred else [] if json_out else ["terminal"]))
+    if tune_budget is not None and tune_budget < 1:
+        raise UsageError(f"--tune-budget must be at least 1, got {tune_budget}.")
+    if tune_budget is not None and no_tune:
+        raise UsageError("--tune-budget and --no-tune were both given.", "Leave one out.")
+    if op is None and any(x is not None for x in (m, n, k)):
+        raise UsageError("--m/--n/--k describe one problem: name its operation too.", "Example: tracea bench gemm --m 4096 --dtype bf16")
+    if op is not None and suite is not None:
+        raise UsageError("give either one problem (OP and --m) or --suite, not both.")
+    if from_file is not None and (op is not None or suite is not None or no_tune or tune_budget is not None
+                                  or backend != "auto" or device or baseline != "auto"):
+        raise UsageError("--from renders earlier results: it takes no problem, suite, baseline, tuning or device options.", "Leave them out, or drop --from to measure afresh.")
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    paths = _output_paths(formats, output, output_dir, settings.data_dir, stamp)
+    old = res.load(compare, what="--compare file") if compare is not None else None
+    command = _command_line(op, m, n, k, dtype, layout, suite, baseline, no_tune, tune_budget, backend, device, from_file, compare)
+    err = stderr_console()
+
+    if from_file is not None:
+        results = res.load(from_file, what="--from file")
+    else:
+        results = _run(settings, op=op, m=m, n=n, k=k, dtype=dtype, layout=layout, suite=suite, baseline=baseline, no_tune=no_tune,
+                       tune_budget=tune_budget or DEFAULT_TUNE_BUDGET, backend=backend, device=device, seed=seed, command=command, console=err)
+    if old is not None:
+        results = results.with_comparison(compare_results(old, results, against=str(compare)))
+
+    out = err if json_out else stdout_console()
+    if "terminal" in formats:
+        from tracea_cli.report.terminal import render_terminal
+
+        render_terminal(results, out)
+    for fmt, path in paths.items():
+        write_atomic(path, render(fmt, results), f"{fmt} report")
+        out.print(f"{fmt} report: {path}", soft_wrap=True)
+    if json_out:
+        print_json(res.to_dict(results))
+
+    if results.comparison is not None and results.comparison.regressions:
+        worst = max(results.comparison.regressions, key=lambda c: c.ratio.estimate)
+        raise RunFailed(f"{len(results.comparison.regressions)} significant regression(s) against {compare}; the worst: {worst.problem} / "
+                        f"{worst.provider} takes {worst.ratio.estimate:.2f}x the old time.", "See the comparison in the report.")
+    failed = [r for r in results.results if not r.ok and r.status != res.SKIPPED]
+    if failed and from_file is None:
+        raise RunFailed(f"{len(failed)} measurement(s) failed, e.g. {failed[0].problem} / {failed[0].provider}: {failed[0].status}.",
+                        "The reports list every failure with its reason.")
+
+
+def _run(settings, *, op, m, n, k, dtype, layout, suite, baseline, no_tune, tune_budget, backend, device, seed, command, console):
+    from tracea_cli.bench.engine import LiveEngine
+    from tracea_cli.bench.runner import BenchRequest, run_bench
+    from tracea_cli.bench.baselines import check_baseline
+    from tracea_cli.bench.suites import BUILTIN, resolve_suite, single
+    from tracea_cli.ops import check_op
+    from tracea_cli.ops.gemm.problem import GemmProblem
+
+    # Everything that can be wrong with the input is found before the engine is built (a profile may be made then).
+    problem = None
+    suite_file = None
+    if op is not None:
+        check_op(op)
+        if m is None:
+            raise UsageError("--m is required for one problem (N and K default to M).", "Example: tracea bench gemm --m 4096 --dtype bf16")
+        problem = GemmProblem(m, n if n is not None else m, k if k is not None else m, dtype=dtype, layout=layout)
+        ops: tuple[str, ...] = (problem.op,)
+    else:
+        name = suite or "default"
+        if name not in BUILTIN:
+            suite_file = resolve_suite(name, backend="", dtypes=())
+        ops = tuple(dict.fromkeys(p.op for p in suite_file.problems)) if suite_file else ("gemm",)
+    check_baseline(baseline, ops=ops, backend=None)
+
+    engine = LiveEngine(settings, backend=backend, devices=device)
+    engine.check_baseline(baseline, ops)
+    if problem is not None:
+        if problem.dtype not in engine.dtypes():
+            raise UsageError(f"the {engine.backend_name} backend does not run {problem.dtype} here (it runs {', '.join(engine.dtypes())}).",
+                             "Choose another --dtype, or run on a machine whose GPU supports it.")
+        chosen = single(problem)
+    else:
+        chosen = suite_file or resolve_suite(suite or "default", backend=engine.backend_name, dtypes=engine.dtypes())
+    request = BenchRequest(suite=chosen, baseline=baseline, tune=not no_tune, tune_budget=tune_budget, seed=seed, command=command)
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
+                  console=console, transient=True) as bar:
+        task = bar.add_task("starting", total=len(chosen.problems))
+
+        def progress(done: int, total: int, message: str) -> None:
+            bar.update(task, completed=done, description=message[:80])
+
+        return run_bench(request, engine, progress=progress)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench_command)

@@ -1,0 +1,78 @@
+"""How figures are written in every report: one place, so the terminal, Markdown, CSV and HTML agree."""
+
+from __future__ import annotations
+
+from tracea_cli.bench.results import BenchResults, ResultRow
+from tracea_cli.stats import Interval
+
+
+def rate_unit(results: BenchResults) -> tuple[str, float]:
+    """TFLOP/s on a GPU, GFLOP/s on the CPU: (label, divisor from FLOP/s)."""
+    return ("TFLOP/s", 1e12) if results.environment.backend != "cpu" else ("GFLOP/s", 1e9)
+
+
+def bandwidth_unit(results: BenchResults) -> tuple[str, float]:
+    return ("TB/s", 1e12) if results.environment.backend != "cpu" else ("GB/s", 1e9)
+
+
+def ms(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if x >= 100:
+        return f"{x:.1f}"
+    if x >= 1:
+        return f"{x:.3f}"
+    return f"{x:.4f}"
+
+
+def iqr(row: ResultRow) -> str:
+    if row.q1_ms is None or row.q3_ms is None:
+        return "-"
+    return f"{ms(row.q1_ms)}–{ms(row.q3_ms)}"
+
+
+def pct(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:.{digits}f}%"
+
+
+def cv(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def scaled(x: float | None, divisor: float) -> str:
+    if x is None:
+        return "-"
+    v = x / divisor
+    return f"{v:.3g}" if v < 10 else f"{v:.1f}"
+
+
+def speedup(i: Interval | None) -> str:
+    """'1.23× [1.18–1.27]' (the 95% interval)."""
+    if i is None:
+        return "-"
+    return f"{i.estimate:.2f}× [{i.low:.2f}–{i.high:.2f}]"
+
+
+def ratio_change(i: Interval) -> str:
+    """A new/old time ratio as a signed percentage change with its interval: '+7.1% [+5.0, +9.3]'."""
+    def signed(v: float) -> str:
+        return f"{100 * (v - 1):+.1f}"
+
+    return f"{signed(i.estimate)}% [{signed(i.low)}, {signed(i.high)}]"
+
+
+def config_text(config) -> str:
+    if not config:
+        return ""
+    return " ".join(f"{k}={v}" for k, v in config.items())
+
+
+def notes(row: ResultRow) -> str:
+    parts = []
+    if not row.ok:
+        parts.append(row.status)
+        if row.reason:
+            parts.append(row.reason)
+    if row.throttled:
+        parts.append(f"throttled {row.throttled_samples}/{row.n} samples")
+    return "; ".join(parts)
