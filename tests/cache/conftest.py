@@ -1,0 +1,48 @@
+"""Fixtures for the tuning-cache tests: keys, trials and a cache in a temporary folder (never the real home)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracea_cli.cache import CacheKey, Trial, TuningCache
+
+
+def make_key(m: int = 256, n: int | None = None, k: int | None = None, **fields) -> CacheKey:
+    base = dict(
+        op="gemm", backend="cpu", dtype="fp32", layout="nn", device_class="test-cpu (2 cores)",
+        source_hash="src-1", toolchain={"numba": "0.60.0"},
+    )
+    base.update(fields)
+    return CacheKey(shape={"m": m, "n": n or m, "k": k or m}, **base)
+
+
+def make_trial(block: int = 32, median_ms: float = 1.0, status: str = "ok", **fields) -> Trial:
+    config = fields.pop("config", {"block": block, "order": "ijk"})
+    if status == "ok":
+        samples = (median_ms * 0.99, median_ms, median_ms * 1.01)
+        return Trial(config, status="ok", samples_ms=samples, median_ms=median_ms, cv=0.01, rel_error=1e-7,
+                     compile_s=0.25, **fields)
+    return Trial(config, status=status, reason=fields.pop("reason", f"it {status}"), **fields)
+
+
+@pytest.fixture
+def cache_path(tmp_path):
+    return tmp_path / "cache" / "tuning.sqlite3"
+
+
+@pytest.fixture
+def cache(cache_path):
+    with TuningCache.open(cache_path) as c:
+        yield c
+
+
+@pytest.fixture
+def mk_key():
+    """make_key(m, n=None, k=None, **fields) -> CacheKey (gemm on the CPU unless fields say otherwise)."""
+    return make_key
+
+
+@pytest.fixture
+def mk_trial():
+    """make_trial(block, median_ms, status='ok', **fields) -> Trial."""
+    return make_trial

@@ -1,0 +1,313 @@
+"""`tracea cache ls | show KEY | export FILE | import FILE | clear | prune`: look after the tuning cache."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+
+from tracea_cli.cli.output import print_json, stderr_console, stdout_console
+from tracea_cli.errors import UsageError
+
+CacheOption = typer.Option(None, "--cache", metavar="DIR", help="Cache folder (default: TRACEA_CACHE_DIR or the user cache folder).")
+JsonOption = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
+
+cache_app = typer.Typer(
+    name="cache",
+    help="List, inspect, share (export/import), prune and clear the tuning cache.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cache_app, name="cache")
+
+
+# ---- shared -----------------------------------------------------------------------------------------------------
+
+
+def _open(cache_dir: Optional[Path]):
+    """The cache chosen by --cache or the settings, with its warnings printed on stderr."""
+    from tracea_cli.cache import TuningCache
+    from tracea_cli.config import Settings
+
+    settings = Settings.from_env()
+    if cache_dir is not None:
+        settings = dataclasses.replace(settings, cache_dir=Path(cache_dir).expanduser())
+    cache = TuningCache.open(settings.cache_path)
+    err = stderr_console()
+    for w in cache.warnings:
+        err.print(f"warning: {w}")
+    return cache
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _config_text(config: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in config.items())
+
+
+# ---- ls ---------------------------------------------------------------------------------------------------------
+
+
+@cache_app.command("ls")
+def ls(cache_dir: Optional[Path] = CacheOption, as_json: bool = JsonOption) -> None:
+    """List the cached keys: id, problem, backend, device class, trials and the winner's time."""
+    with _open(cache_dir) as cache:
+        rows = cache.summaries()
+        path = cache.path
+    if as_json:
+        print_json({"cache": str(path), "keys": [r.as_dict() for r in rows]})
+        return
+    if not rows:
+        stderr_console().print(f"The tuning cache {path} is empty. `tracea tune` fills it.")
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{_count(len(rows), 'key')} in {path}", title_justify="left")
+    table.add_column("id", no_wrap=True)
+    for name in ("op", "shape", "dtype", "layout", "backend", "device class"):
+        table.add_column(name, overflow="fold")
+    table.add_column("trials", justify="right")
+    table.add_column("winner ms", justify="right", no_wrap=True)
+    for r in rows:
+        k = r.key
+        trials = f"{r.trials}" + (f" ({r.failed} failed)" if r.failed else "")
+        op = k.op if k.epilogue == "none" else f"{k.op} +{k.epilogue}"
+        table.add_row(k.id, op, k.shape_text, k.dtype, k.layout, k.backend, k.device_class, trials, _ms(r.winner_ms))
+    stdout_console().print(table)
+
+
+# ---- show -------------------------------------------------------------------------------------------------------
+
+
+def _statistics(trials: list) -> dict[str, Any]:
+    ok = [t for t in trials if t.ok and t.median_ms is not None]
+    medians = [t.median_ms for t in ok]
+    return {
+        "trials": len(trials),
+        "ok": len(ok),
+        "failed": dict(Counter(t.status for t in trials if not t.ok)),
+        "fastest_ms": min(medians) if medians else None,
+        "median_of_medians_ms": statistics.median(medians) if medians else None,
+        "slowest_ms": max(medians) if medians else None,
+        "compile_s_total": sum(t.compile_s for t in trials),
+        "first": min((t.timestamp for t in trials), default=None),
+        "last": max((t.timestamp for t in trials), default=None),
+    }
+
+
+@cache_app.command("show")
+def show(
+    key_id: str = typer.Argument(..., metavar="KEY", help="A key id from `tracea cache ls` (any unique prefix)."),
+    cache_dir: Optional[Path] = CacheOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Show one key: its fields, search state, winner, trial statistics and failures."""
+    from tracea_cli.cache.records import iso_time
+
+    with _open(cache_dir) as cache:
+        key = cache.resolve(key_id)
+        trials = cache.trials(key)
+        winner = cache.winner(key)
+        search = cache.search_state(key)
+    stats = _statistics(trials)
+    failures = [t for t in trials if not t.ok]
+    if as_json:
+        stats_json = {**stats, "first": stats["first"] and iso_time(stats["first"]), "last": stats["last"] and iso_time(stats["last"])}
+        print_json({
+            "key": key.as_dict(),
+            "bucket": key.bucket,
+            "search": search.as_dict() if search else None,
+            "winner": winner.as_dict() if winner else None,
+            "statistics": stats_json,
+            "failures": [{"config": dict(t.config), "status": t.status, "reason": t.reason} for t in failures],
+            "trials": [t.as_dict() for t in trials],
+        })
+        return
+    from rich.table import Table
+
+    out = stdout_console()
+    fields = Table.grid(padding=(0, 2))
+    fields.add_column(style="bold")
+    fields.add_column(overflow="fold")
+    for name, value in key.as_dict().items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
+        fields.add_row(name, "-" if value is None else str(value))
+    fields.add_row("bucket (log2)", ", ".join(f"{k}={v}" for k, v in key.bucket.items()))
+    if search:
+        fields.add_row("search", f"{search.strategy}, {search.evaluations} evaluations of a budget of {search.budget}"
+                       + (", converged" if search.converged else "") + f", updated {iso_time(search.updated)}")
+    else:
+        fields.add_row("search", "none recorded")
+    if winner:
+        fields.add_row("winner", f"{_ms(winner.median_ms)} ms (cv {winner.cv or 0:.1%}, {len(winner.samples_ms)} samples)")
+        fields.add_row("winner config", _config_text(dict(winner.config)))
+    else:
+        fields.add_row("winner", "none")
+    failed = ", ".join(f"{n} {s}" for s, n in stats["failed"].items()) or "none"
+    fields.add_row("trials", f"{stats['trials']} ({stats['ok']} correct; failed: {failed})")
+    if stats["ok"]:
+        fields.add_row("trial times", f"fastest {_ms(stats['fastest_ms'])} ms, median {_ms(stats['median_of_medians_ms'])} ms, "
+                       f"slowest {_ms(stats['slowest_ms'])} ms")
+    fields.add_row("compile time", f"{stats['compile_s_total']:.2f} s in all")
+    out.print(fields)
+    if failures:
+        table = Table(title="failures", title_justify="left")
+        table.add_column("config", overflow="fold")
+        table.add_column("status")
+        table.add_column("reason", overflow="fold")
+        for t in failures:
+            reason = t.reason if len(t.reason) <= 200 else t.reason[:197] + "..."
+            table.add_row(_config_text(dict(t.config)), t.status, reason)
+        out.print(table)
+
+
+# ---- export / import --------------------------------------------------------------------------------------------
+
+
+@cache_app.command("export")
+def export(
+    file: Path = typer.Argument(..., metavar="FILE", help="JSON file to write (docs/cache-format.md)."),
+    key_ids: Optional[list[str]] = typer.Option(None, "--key", metavar="KEY", help="Export only this key (repeatable)."),
+    cache_dir: Optional[Path] = CacheOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Write keys, trials, winners and search state to a JSON file to share (configurations and times, no binaries)."""
+    with _open(cache_dir) as cache:
+        keys = [cache.resolve(k) for k in key_ids] if key_ids else None
+        data = cache.export_data(keys)
+    from tracea_cli.cache.transfer import write_json_atomic
+
+    write_json_atomic(file, data)
+    trials = sum(len(e["trials"]) for e in data["entries"])
+    if as_json:
+        print_json({"path": str(file), "entries": len(data["entries"]), "trials": trials})
+    else:
+        stderr_console().print(f"Exported {_count(len(data['entries']), 'key')} ({_count(trials, 'trial')}) to {file}.")
+
+
+@cache_app.command("import")
+def import_(
+    file: Path = typer.Argument(..., metavar="FILE", help="A file written by `tracea cache export`."),
+    cache_dir: Optional[Path] = CacheOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Merge an export file into the cache. Every configuration is checked against the op's search space first;
+    any invalid entry refuses the whole import."""
+    from tracea_cli.cache.validate import gemm_validator
+
+    with _open(cache_dir) as cache:
+        report = cache.import_(file, gemm_validator())
+    if as_json:
+        print_json({"path": str(file), **report.as_dict()})
+    else:
+        stderr_console().print(
+            f"Imported {_count(report.entries, 'key')} from {file}: {report.keys_added} new, {report.keys_merged} merged; "
+            f"{_count(report.trials_added, 'trial')} added ({report.trials_skipped} already present); "
+            f"{_count(report.winners_set, 'winner')} set."
+        )
+
+
+# ---- clear / prune ----------------------------------------------------------------------------------------------
+
+
+@cache_app.command("clear")
+def clear(
+    yes: bool = typer.Option(False, "--yes", help="Confirm: remove every key, trial and winner."),
+    cache_dir: Optional[Path] = CacheOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Remove everything from the cache (needs --yes)."""
+    with _open(cache_dir) as cache:
+        if not yes:
+            n = len(cache.keys())
+            raise UsageError(
+                f"clearing the cache removes {_count(n, 'key')} with their trials, and needs --yes.",
+                "Run `tracea cache clear --yes`, or `tracea cache export FILE` first to keep a copy.",
+            )
+        removed = cache.clear()
+        path = cache.path
+    if as_json:
+        print_json({"cache": str(path), "keys_removed": removed})
+    else:
+        stderr_console().print(f"Removed {_count(removed, 'key')} from {path}.")
+
+
+def _source_checker(notes: list[str]) -> Callable:
+    """is_current(key): False when the installed kernel sources hash differently from the key's source hash.
+    Keys whose backend cannot be asked (not installed, or an op without a backend here) are kept, with a note."""
+    from tracea_cli.errors import TraceaError
+
+    backends: dict[str, Any] = {}
+
+    def backend(name: str):
+        if name not in backends:
+            try:
+                if name == "cpu":
+                    from tracea_cli.backends.cpu import CpuBackend as cls
+                elif name == "cuda":
+                    from tracea_cli.backends.cuda import CudaBackend as cls
+                else:
+                    raise ImportError(f"no {name} backend")
+                backends[name] = cls()
+            except (ImportError, AttributeError, OSError, TraceaError) as e:
+                notes.append(f"kept the {name} keys: cannot hash the current {name} kernel sources ({e}).")
+                backends[name] = None
+        return backends[name]
+
+    def is_current(key) -> bool:
+        from tracea_cli.ops.gemm.problem import GemmProblem
+
+        b = backend(key.backend) if key.op == "gemm" else None
+        if b is None:
+            return True
+        s = key.shape_dict
+        try:
+            problem = GemmProblem(m=s["m"], n=s["n"], k=s["k"], dtype=key.dtype, layout=key.layout, epilogue=key.epilogue)
+        except (KeyError, TraceaError):
+            return True
+        return b.source_hash(problem) == key.source_hash
+
+    return is_current
+
+
+@cache_app.command("prune")
+def prune(
+    older_than: Optional[float] = typer.Option(None, "--older-than", metavar="DAYS", min=0, help="Also remove keys not updated for DAYS days."),
+    failed: bool = typer.Option(False, "--failed", help="Remove failed trials (older than DAYS with --older-than) so they are tried again."),
+    keep_stale: bool = typer.Option(False, "--keep-stale", help="Keep keys whose kernel source hash is no longer current."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Count what would be removed; remove nothing."),
+    cache_dir: Optional[Path] = CacheOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Remove keys that can never be hit again (older key schema, kernel sources changed), and optionally old keys
+    and failed trials."""
+    notes: list[str] = []
+    with _open(cache_dir) as cache:
+        report = cache.prune(
+            older_than_days=older_than,
+            keep_failed=not failed,
+            is_current=None if keep_stale else _source_checker(notes),
+            dry_run=dry_run,
+        )
+        path = cache.path
+    err = stderr_console()
+    for n in notes:
+        err.print(f"note: {n}")
+    if as_json:
+        print_json({"cache": str(path), **report.as_dict(), "notes": notes})
+    else:
+        verb = "Would remove" if dry_run else "Removed"
+        err.print(f"{verb} {_count(report.keys_removed, 'key')} and {_count(report.trials_removed, 'trial')} from {path}.")
