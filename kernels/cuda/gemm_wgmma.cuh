@@ -1,0 +1,472 @@
+// Hopper GEMM family (sm_90a): C = epilogue(A·B) with wgmma, TMA and warp specialisation.
+//
+// One CTA computes TILE_M x TILE_N tiles of C. Warpgroup 0 is the producer: one thread streams A and B tiles into a
+// ring of STAGES shared-memory slots with TMA (cp.async.bulk.tensor), each slot completing on its `full` mbarrier.
+// Warpgroups 1..CONSUMERS are consumers: each owns TILE_M/CONSUMERS rows of the tile, multiplies with wgmma straight
+// from shared memory, and hands the slot back through its `empty` mbarrier. Slot index and mbarrier parity run on
+// across tiles, so with PERSISTENT the producer already fetches the next tile while consumers run the epilogue.
+// With CLUSTER_M = 2, two CTAs of a cluster take vertically adjacent tiles and share B: each loads half of the B
+// tile and multicasts it to both, so a slot is free only when the consumers of both CTAs have released it.
+//
+// Configuration (the generated translation unit defines these before including this file):
+//   WG_DTYPE      0 fp16, 1 bf16, 2 tf32 (operands and C); accumulation is always fp32
+//   WG_TILE_M     64..256, a multiple of 64 * WG_CONSUMERS        WG_TILE_N  64, 128, 192 or 256
+//   WG_STAGES     shared-memory ring depth                        WG_CONSUMERS  1 or 2 consumer warpgroups
+//   WG_CLUSTER_M  1 or 2 (B multicast across the cluster)         WG_PERSISTENT 0: one tile per cluster, 1: loop
+//   WG_GROUP_M    tile order: this many tile rows are walked column by column before moving on (L2 reuse)
+//   WG_B_KMAJOR   1: B is N x K (layout nt), 0: B is K x N (layout nn, wgmma reads it transposed)
+//   WG_EPILOGUE   0 none, 1 bias, 2 bias+ReLU, 3 bias+SiLU, 4 bias+GELU, 5 bias+residual
+//   WG_STORE_TMA  0: registers -> global stores; 1: registers -> swizzled shared memory -> TMA store
+//
+// ABI (docs/kernel-abi.md, "Hopper family"): tensor maps for A, B and C are passed by value as __grid_constant__
+// parameters; every tile box is 128 bytes wide with the 128-byte swizzle, which the wgmma descriptors mirror.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "gemm_wgmma_mma.cuh"
+
+#ifndef WG_HANG_CYCLES
+#define WG_HANG_CYCLES (1ll << 32)  // ~2 s: a wait this long means a broken pipeline; trap rather than hang the GPU
+#endif
+
+namespace wg {
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#if WG_DTYPE == 0
+typedef __half elem_t;
+#elif WG_DTYPE == 1
+typedef __nv_bfloat16 elem_t;
+#else
+typedef float elem_t;
+#endif
+
+// The driver's CUtensorMap: 128 opaque bytes, 64-byte aligned.
+struct __align__(64) TensorMap {
+  u64 opaque[16];
+};
+
+constexpr int kElemBytes = sizeof(elem_t);
+constexpr int kTileM = WG_TILE_M;
+constexpr int kTileN = WG_TILE_N;
+constexpr int kTileK = 128 / kElemBytes;  // one 128-byte swizzle row of K per stage
+constexpr int kMmaK = 32 / kElemBytes;    // K of one wgmma: 16 for 16-bit operands, 8 for tf32
+constexpr int kStages = WG_STAGES;
+constexpr int kConsumers = WG_CONSUMERS;
+constexpr int kCluster = WG_CLUSTER_M;
+constexpr int kThreads = 128 * (kConsumers + 1);
+constexpr int kConsumerRows = kTileM / kConsumers;  // rows of the tile one consumer warpgroup owns
+constexpr int kSlabs = kConsumerRows / 64;          // m64 wgmmas per consumer and k-step
+constexpr int kAcc = kTileN / 2;                    // fp32 accumulators per thread and slab
+constexpr bool kBKMajor = WG_B_KMAJOR != 0;
+constexpr int kChunkN = 128 / kElemBytes;           // columns of one 128-byte swizzle chunk (N-major B, C staging)
+
+constexpr u32 kStageBytesA = kTileM * 128;
+constexpr u32 kStageBytesB = kTileN * 128;
+constexpr u32 kStageBytesC = WG_STORE_TMA ? kTileM * kTileN * kElemBytes : 0;
+
+static_assert(kTileM % (64 * kConsumers) == 0, "each consumer owns whole m64 slabs");
+static_assert(kTileN % 64 == 0 && kTileN <= 256, "wgmma N is 64..256 here");
+static_assert(kSlabs * kAcc <= 128, "accumulators must fit the consumer's registers");
+static_assert(kBKMajor || kElemBytes == 2, "tf32 wgmma reads B K-major only");
+static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
+
+// ---- shared memory, mbarriers, proxies ------------------------------------------------------------------------------
+
+__device__ __forceinline__ u32 smem_u32(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
+}
+
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ bool mbar_try_wait(u32 bar, u32 parity) {
+  u32 done;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+// Waits for the phase of parity `parity` to complete.
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  if (mbar_try_wait(bar, parity)) return;
+  const long long began = clock64();
+  while (!mbar_try_wait(bar, parity)) {
+    if (clock64() - began > WG_HANG_CYCLES) __trap();
+  }
+}
+
+// Arrives on the mbarrier at the same shared-memory offset in CTA `cta` of this cluster.
+__device__ __forceinline__ void mbar_arrive_in(u32 bar, u32 cta) {
+  if (kCluster == 1) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+  } else {
+    asm volatile(
+        "{\n.reg .b32 remote;\n"
+        "mapa.shared::cluster.u32 remote, %0, %1;\n"
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+        "r"(cta)
+        : "memory");
+  }
+}
+
+__device__ __forceinline__ u32 cluster_rank() {
+  u32 r = 0;
+  if (kCluster > 1) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void named_sync(u32 id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+
+// Generic-proxy shared-memory writes become visible to TMA (async proxy) reads.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// ---- TMA --------------------------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ void tma_load(u32 dst, const TensorMap* map, u32 bar, int c0, int c1) {
+  if (kCluster == 1) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
+        "l"(map), "r"(bar), "r"(c0), "r"(c1)
+        : "memory");
+  } else {
+    // Lands at the same offset, and completes on the same mbarrier, in every CTA of the cluster.
+    const unsigned short all = (1u << kCluster) - 1;
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(dst),
+        "l"(map), "r"(bar), "r"(c0), "r"(c1), "h"(all)
+        : "memory");
+  }
+}
+
+__device__ __forceinline__ void tma_load_local(u32 dst, const TensorMap* map, u32 bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_store(const TensorMap* map, u32 src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(map), "r"(src),
+               "r"(c0), "r"(c1)
+               : "memory");
+}
+
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
+// ---- wgmma --------------------------------------------------------------------------------------------------------------
+
+// Shared-memory matrix descriptor with the 128-byte swizzle. K-major tiles: rows of 128 bytes, 8-row groups 1024
+// bytes apart (SBO); LBO is unused. N-major B: 64-column chunks `lbo` bytes apart, 8-row groups of K 1024 apart.
+__device__ __forceinline__ u64 smem_desc(u32 addr, u32 lbo) {
+  return static_cast<u64>((addr & 0x3FFFF) >> 4) | (static_cast<u64>(lbo >> 4) << 16) |
+         (static_cast<u64>(1024 >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
+}
+
+// Tells the compiler the accumulators may have changed (an async wgmma wrote them).
+__device__ __forceinline__ void touch(float (&d)[kAcc]) {
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+__device__ __forceinline__ void mma(float (&d)[kAcc], u64 desc_a, u64 desc_b, int accumulate) {
+#if WG_DTYPE == 0
+  wgmma_f16<kBKMajor ? 0 : 1>(d, desc_a, desc_b, accumulate);
+#elif WG_DTYPE == 1
+  wgmma_bf16<kBKMajor ? 0 : 1>(d, desc_a, desc_b, accumulate);
+#else
+  wgmma_tf32(d, desc_a, desc_b, accumulate);
+#endif
+}
+
+// ---- tile order and epilogue ----------------------------------------------------------------------------------------
+
+// Work item t -> (cluster row, tile column). WG_GROUP_M cluster rows are walked column by column, so a wave of CTAs
+// shares a few B column panels and a few A row panels in L2.
+__device__ __forceinline__ void tile_of(int t, int cluster_rows, int tiles_n, int& crow, int& tn) {
+  const int per_group = WG_GROUP_M * tiles_n;
+  const int group = t / per_group;
+  const int first = group * WG_GROUP_M;
+  const int rows = min(WG_GROUP_M, cluster_rows - first);
+  const int r = t - group * per_group;
+  crow = first + r % rows;
+  tn = r / rows;
+}
+
+__device__ __forceinline__ float to_float(elem_t x) {
+#if WG_DTYPE == 2
+  return x;
+#else
+  return static_cast<float>(x);
+#endif
+}
+
+__device__ __forceinline__ float epilogue(float x, const elem_t* bias, const elem_t* residual, int col, long long at) {
+#if WG_EPILOGUE >= 1
+  x += to_float(bias[col]);
+#endif
+#if WG_EPILOGUE == 2
+  x = fmaxf(x, 0.0f);
+#elif WG_EPILOGUE == 3
+  x = x / (1.0f + __expf(-x));
+#elif WG_EPILOGUE == 4
+  x = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+#elif WG_EPILOGUE == 5
+  x += to_float(residual[at]);
+#endif
+  return x;
+}
+
+// Two adjacent outputs as the bits one store writes.
+#if WG_DTYPE == 2
+typedef float2 pair_t;
+__device__ __forceinline__ pair_t pack(float a, float b) { return make_float2(a, b); }
+#elif WG_DTYPE == 1
+typedef u32 pair_t;
+__device__ __forceinline__ pair_t pack(float a, float b) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<u32*>(&v);
+}
+#else
+typedef u32 pair_t;
+__device__ __forceinline__ pair_t pack(float a, float b) {
+  __half2 v = __floats2half2_rn(a, b);
+  return *reinterpret_cast<u32*>(&v);
+}
+#endif
+
+// ---- the two roles ----------------------------------------------------------------------------------------------------
+
+struct Ring {
+  u32 a, b, c, full, empty;  // shared-window addresses: slot 0 of A and B, C staging, barrier arrays
+  __device__ u32 full_bar(int s) const { return full + 8 * s; }
+  __device__ u32 empty_bar(int s) const { return empty + 8 * s; }
+};
+
+__device__ __forceinline__ void produce(const Ring& ring, const TensorMap* map_a, const TensorMap* map_b, int work,
+                                        int first, int stride, int cluster_rows, int tiles_n, int k_blocks, u32 rank) {
+  int slot = 0;
+  u32 phase = 0;
+  for (int t = first; t < work; t += stride) {
+    int crow, tn;
+    tile_of(t, cluster_rows, tiles_n, crow, tn);
+    const int m0 = (crow * kCluster + static_cast<int>(rank)) * kTileM;
+    const int n0 = tn * kTileN;
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      mbar_wait(ring.empty_bar(slot), phase ^ 1);  // the first pass through the ring finds every slot free
+      const u32 bar = ring.full_bar(slot);
+      mbar_expect_tx(bar, kStageBytesA + kStageBytesB);
+      const int k0 = kb * kTileK;
+      tma_load_local(ring.a + slot * kStageBytesA, map_a, bar, k0, m0);
+      const u32 b_slot = ring.b + slot * kStageBytesB;
+      if constexpr (kBKMajor) {
+        // B tile = TILE_N rows of 128 bytes; this CTA fetches its share of the rows for the whole cluster.
+        constexpr int rows = kTileN / kCluster;
+        tma_load(b_slot + rank * rows * 128, map_b, bar, k0, n0 + static_cast<int>(rank) * rows);
+      } else {
+        // B tile = TILE_N/64 chunks, each TILE_K rows (of K) x 64 columns; this CTA fetches its share of the K rows.
+        constexpr int rows = kTileK / kCluster;
+#pragma unroll
+        for (int c = 0; c < kTileN / kChunkN; ++c)
+          tma_load(b_slot + c * (kTileK * 128) + rank * rows * 128, map_b, bar, n0 + c * kChunkN,
+                   k0 + static_cast<int>(rank) * rows);
+      }
+      if (++slot == kStages) {
+        slot = 0;
+        phase ^= 1;
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void release(const Ring& ring, int slot, bool signaller) {
+  if (signaller) {
+#pragma unroll
+    for (u32 cta = 0; cta < kCluster; ++cta) mbar_arrive_in(ring.empty_bar(slot), cta);
+  }
+}
+
+__device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c, elem_t* C, const elem_t* bias,
+                                        const elem_t* residual, int M, int N, int ldc, int work, int first, int stride,
+                                        int cluster_rows, int tiles_n, int k_blocks, u32 rank, int consumer) {
+  const int tid = threadIdx.x % 128;
+  const int warp = tid / 32, lane = tid % 32;
+  const bool signaller = tid == 0;
+  float acc[kSlabs][kAcc];
+#pragma unroll
+  for (int j = 0; j < kSlabs; ++j)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[j][i] = 0.0f;
+
+  int slot = 0;
+  u32 phase = 0;
+  for (int t = first; t < work; t += stride) {
+    int crow, tn;
+    tile_of(t, cluster_rows, tiles_n, crow, tn);
+    const int m0 = (crow * kCluster + static_cast<int>(rank)) * kTileM;
+    const int n0 = tn * kTileN;
+
+    // Main loop: wgmmas of slot k run while slot k-1 is handed back; one wgmma group stays in flight.
+    int previous = 0;
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      mbar_wait(ring.full_bar(slot), phase);
+      const u32 a_slot = ring.a + slot * kStageBytesA + consumer * kConsumerRows * 128;
+      const u32 b_slot = ring.b + slot * kStageBytesB;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kTileK / kMmaK; ++kk) {
+        // A k-step moves 32 bytes along a swizzled K-major row; an N-major B k-step moves 16 rows of 128 bytes.
+        const u64 desc_b = kBKMajor ? smem_desc(b_slot + kk * 32, 16) : smem_desc(b_slot + kk * kMmaK * 128, kTileK * 128);
+#pragma unroll
+        for (int j = 0; j < kSlabs; ++j)
+          mma(acc[j], smem_desc(a_slot + j * 64 * 128 + kk * 32, 16), desc_b, (kb | kk) != 0);
+      }
+      wgmma_commit();
+      if (kb > 0) {
+        wgmma_wait<1>();
+        release(ring, previous, signaller);
+      }
+      previous = slot;
+      if (++slot == kStages) {
+        slot = 0;
+        phase ^= 1;
+      }
+    }
+    wgmma_wait<0>();
+    release(ring, previous, signaller);
+#pragma unroll
+    for (int j = 0; j < kSlabs; ++j) touch(acc[j]);
+
+    // Epilogue. Thread (warp, lane) holds, per slab j and 8-column group i, rows warp*16 + lane/4 (+8) and columns
+    // 8i + 2*(lane%4) (+1): acc[j][4i + 2h + {0,1}] for h = 0, 1.
+    const int row0 = m0 + consumer * kConsumerRows;
+    if (row0 >= M) continue;  // a cluster's spare tile past the last row
+#if WG_STORE_TMA
+    const u32 staging = ring.c + consumer * (kConsumerRows * kTileN * kElemBytes);
+    if (signaller) tma_store_wait_read();  // the previous tile's store has left shared memory
+    named_sync(1 + consumer);
+#endif
+#pragma unroll
+    for (int j = 0; j < kSlabs; ++j) {
+#pragma unroll
+      for (int i = 0; i < kTileN / 8; ++i) {
+        const int col_in_tile = 8 * i + 2 * (lane % 4);
+        const int col = n0 + col_in_tile;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = j * 64 + warp * 16 + lane / 4 + 8 * h;  // row within this consumer's share
+          const int row = row0 + r;
+          const long long at = static_cast<long long>(row) * ldc + col;
+          float v0 = acc[j][4 * i + 2 * h], v1 = acc[j][4 * i + 2 * h + 1];
+#if WG_EPILOGUE >= 1
+          if (col < N && row < M) {
+            v0 = epilogue(v0, bias, residual, col, at);
+            v1 = epilogue(v1, bias, residual, col + 1, at + 1);
+          }
+#endif
+#if WG_STORE_TMA
+          // 128-byte swizzle: the 16-byte unit index within a row is XORed with the row index mod 8.
+          const int chunk = col_in_tile / kChunkN;
+          const int byte = (col_in_tile % kChunkN) * kElemBytes;
+          const u32 addr = staging + chunk * (kConsumerRows * 128) + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+          const pair_t bits = pack(v0, v1);
+          if constexpr (sizeof(pair_t) == 4) {
+            asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(*reinterpret_cast<const u32*>(&bits)) : "memory");
+          } else {
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1) : "memory");
+          }
+#else
+          if (row < M && col < N) *reinterpret_cast<pair_t*>(C + at) = pack(v0, v1);
+#endif
+        }
+      }
+    }
+#if WG_STORE_TMA
+    fence_async_shared();
+    named_sync(1 + consumer);
+    if (signaller) {
+#pragma unroll
+      for (int c = 0; c < kTileN / kChunkN; ++c) tma_store(map_c, staging + c * (kConsumerRows * 128), n0 + c * kChunkN, row0);
+      tma_store_commit();
+    }
+#endif
+  }
+#if WG_STORE_TMA
+  if (signaller) tma_store_wait_all();
+#endif
+}
+
+}  // namespace wg
+
+extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
+    gemm_wgmma(const __grid_constant__ wg::TensorMap map_a, const __grid_constant__ wg::TensorMap map_b,
+               const __grid_constant__ wg::TensorMap map_c, wg::elem_t* __restrict__ C,
+               const wg::elem_t* __restrict__ bias, const wg::elem_t* __restrict__ residual, int M, int N, int K,
+               int ldc) {
+  using namespace wg;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // The 128-byte swizzle repeats every 1024 bytes: every slot starts on such a boundary.
+  const u32 raw = smem_u32(smem_raw);
+  const u32 base = (raw + 1023) & ~1023u;
+  Ring ring;
+  ring.a = base;
+  ring.b = base + kStages * kStageBytesA;
+  ring.c = ring.b + kStages * kStageBytesB;
+  ring.full = ring.c + kStageBytesC;
+  ring.empty = ring.full + 8 * kStages;
+
+  const int tiles_m = (M + kTileM - 1) / kTileM;
+  const int tiles_n = (N + kTileN - 1) / kTileN;
+  const int cluster_rows = (tiles_m + kCluster - 1) / kCluster;
+  const int work = cluster_rows * tiles_n;  // one work item = kCluster vertically adjacent tiles
+  const int k_blocks = (K + kTileK - 1) / kTileK;
+  const u32 rank = cluster_rank();
+  const int first = blockIdx.x / kCluster;
+  const int stride = WG_PERSISTENT ? gridDim.x / kCluster : work;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(ring.full_bar(s), 1);
+      mbar_init(ring.empty_bar(s), kConsumers * kCluster);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if (kCluster > 1) cluster_sync();  // peers multicast into our slots and arrive on our barriers
+  else __syncthreads();
+
+  if (threadIdx.x < 128) {
+    if (kConsumers > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0)
+      produce(ring, &map_a, &map_b, work, first, stride, cluster_rows, tiles_n, k_blocks, rank);
+  } else {
+    if (kConsumers > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    consume(ring, &map_c, C, bias, residual, M, N, ldc, work, first, stride, cluster_rows, tiles_n, k_blocks, rank,
+            threadIdx.x / 128 - 1);
+  }
+  if (kCluster > 1) cluster_sync();  // no CTA leaves while a peer may still signal its barriers
+}

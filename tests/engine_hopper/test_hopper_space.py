@@ -1,0 +1,136 @@
+"""The wgmma family's search space: where it applies, and rules that keep invalid configurations from compiling."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tracea_cli.backends.archs import limits_for
+from tracea_cli.backends.base import Target
+from tracea_cli.ops.gemm import hopper_space as hs
+from tracea_cli.ops.gemm.problem import GemmProblem
+
+H200 = Target(backend="cuda", device_class="NVIDIA H200", arch="sm_90a", limits=limits_for("sm_90a"))
+GOOD = {"family": "wgmma", "tile_m": 128, "tile_n": 256, "stages": 4, "consumers": 2, "cluster_m": 2,
+        "persistent": 1, "group_m": 8, "store": "direct"}
+
+
+def problem(m=4096, n=4096, k=4096, dtype="bf16", layout="nn", epilogue="none") -> GemmProblem:
+    return GemmProblem(m, n, k, dtype=dtype, layout=layout, epilogue=epilogue)
+
+
+@pytest.mark.parametrize("target", [
+    Target(backend="cuda", device_class="A100", arch="sm_80"),
+    Target(backend="cuda", device_class="RTX 4090", arch="sm_89"),
+    Target(backend="cpu", device_class="cpu"),
+])
+def test_only_sm90_targets(target):
+    assert hs.hopper_space(problem(), target) is None
+    assert "sm_90" in hs.qualifies(problem(), target)
+
+
+def test_plain_sm90_target_qualifies():
+    assert hs.hopper_space(problem(), Target(backend="cuda", device_class="H100", arch="sm_90")) is not None
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_dtypes_without_wgmma_are_left_out(dtype):
+    assert hs.hopper_space(problem(dtype=dtype), H200) is None
+
+
+def test_tf32_needs_k_major_b():
+    assert hs.hopper_space(problem(dtype="tf32", layout="nn"), H200) is None
+    assert "K-major" in hs.qualifies(problem(dtype="tf32", layout="nn"), H200)
+    assert hs.hopper_space(problem(dtype="tf32", layout="nt"), H200) is not None
+
+
+@pytest.mark.parametrize("m,n,k,dtype,ok", [
+    (4096, 4096, 4100, "bf16", False),  # K*2 bytes is not a multiple of 16
+    (4096, 4100, 4096, "fp16", False),
+    (1000, 3000, 777, "fp16", False),  # the awkward shape stays with the predicated families
+    (1000, 3000, 776, "fp16", True),  # M needs no alignment: TMA clips rows
+    (4096, 4096, 4100, "tf32", True),  # 4 fp32 elements are 16 bytes
+    (4096, 4098, 4096, "tf32", False),
+])
+def test_tma_alignment(m, n, k, dtype, ok):
+    layout = "nt" if dtype == "tf32" else "nn"
+    assert (hs.hopper_space(problem(m, n, k, dtype, layout), H200) is not None) is ok
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (4096, 2112, 7168), (16, 4096, 4096), (1000, 3000, 776)])
+@pytest.mark.parametrize("dtype", ["bf16", "tf32"])
+def test_every_valid_config_fits_the_device(shape, dtype):
+    p = problem(*shape, dtype=dtype, layout="nt")
+    space = hs.hopper_space(p, H200)
+    valid = space.valid_configs()
+    assert valid, "the space must not be empty"
+    for c in valid:
+        assert hs.smem_bytes(dtype, c) <= H200.limits.max_shared_per_block_optin
+        assert c["tile_m"] % (64 * c["consumers"]) == 0
+        assert c["tile_m"] // c["consumers"] * c["tile_n"] // 128 <= hs.MAX_ACCUMULATORS
+        assert c["tile_m"] <= 64 * hs.ceil_div(p.m, 64) and c["tile_n"] <= 64 * hs.ceil_div(p.n, 64)
+
+
+@pytest.mark.parametrize("change,reason", [
+    ({"tile_m": 64, "consumers": 2}, "whole 64-row slabs"),
+    ({"tile_m": 256, "tile_n": 256, "consumers": 2}, "accumulators"),
+    ({"stages": 6, "store": "tma"}, "shared memory"),
+    ({"tile_n": 192, "stages": 6}, "shared memory"),
+])
+def test_rejections_say_why(change, reason):
+    space = hs.hopper_space(problem(), H200)
+    assert space.why_invalid(GOOD) is None
+    assert reason in space.why_invalid({**GOOD, **change})
+
+
+def test_small_problems_reject_oversized_tiles_clusters_and_stages():
+    space = hs.hopper_space(problem(m=16, n=4096, k=128), H200)
+    assert "larger than M" in space.why_invalid({**GOOD, "tile_m": 128})
+    small = {**GOOD, "tile_m": 64, "consumers": 1, "tile_n": 128, "cluster_m": 1, "group_m": 1, "stages": 2}
+    assert space.why_invalid(small) is None
+    assert "two tile rows" in space.why_invalid({**small, "cluster_m": 2})
+    assert "K-blocks" in space.why_invalid({**small, "stages": 3})  # K = 128 is two 64-wide blocks
+
+
+def test_tile_orders_that_coincide_are_kept_once():
+    # M = 1024 with 128-row tiles in clusters of 2: 4 cluster rows, so group_m 8 and 16 both mean "all rows".
+    space = hs.hopper_space(problem(m=1024), H200)
+    assert space.why_invalid({**GOOD, "group_m": 4}) is None
+    assert space.why_invalid({**GOOD, "group_m": 8}) is not None
+    assert space.why_invalid({**GOOD, "group_m": 16}) is not None
+
+
+def test_the_targets_limits_are_used():
+    tight = dataclasses.replace(H200.limits, max_shared_per_block_optin=100 * 1024)
+    small = dataclasses.replace(H200, limits=tight)
+    full = hs.hopper_space(problem(), H200).valid_configs()
+    fewer = hs.hopper_space(problem(), small).valid_configs()
+    assert 0 < len(fewer) < len(full)
+    assert all(hs.smem_bytes("bf16", c) <= 100 * 1024 for c in fewer)
+
+
+def test_space_is_deterministic():
+    a = hs.hopper_space(problem(), H200).valid_configs()
+    b = hs.hopper_space(problem(), H200).valid_configs()
+    assert a == b
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096), (1000, 3000, 776),
+                                   (64, 64, 64)])
+def test_default_config_is_valid(shape):
+    p = problem(*shape)
+    config = hs.default_config(p, H200)
+    assert config is not None
+    assert hs.hopper_space(p, H200).why_invalid(config) is None
+
+
+def test_default_config_is_none_where_the_family_does_not_apply():
+    assert hs.default_config(problem(dtype="fp32"), H200) is None
+
+
+def test_work_items_count_cluster_pairs():
+    p = problem(m=1000, n=3000)
+    # 8 tile rows of 128 in pairs -> 4 cluster rows; 12 tile columns of 256
+    assert hs.work_items(p, GOOD) == 4 * 12
+    assert hs.work_items(p, {**GOOD, "cluster_m": 1}) == 8 * 12

@@ -1,0 +1,487 @@
+"""The Hopper GEMM family on CUDA: NVRTC builds sm_90a cubins; cuda.bindings launches them with tensor maps and clusters.
+
+Compiling needs no GPU (NVRTC through `backends.nvrtc`). Running needs CuPy, which owns the memory, the stream and the
+events, and cuda.bindings, which loads the cubin, encodes the TMA tensor maps (`cuTensorMapEncodeTiled`) and launches
+with cluster dimensions (`cuLaunchKernelEx`): CuPy can do neither. The kernel ABI is in docs/kernel-abi.md ("Hopper
+family"); `launch_description` is its machine-readable form, which the C header export follows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from tracea_cli.backends import nvrtc
+from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status, Target
+from tracea_cli.errors import UsageError
+from tracea_cli.ops.dtypes import from_storage, to_storage
+from tracea_cli.ops.gemm import hopper_space as hs
+from tracea_cli.ops.gemm.problem import GemmProblem, make_inputs, reference
+from tracea_cli.ops.verify import check
+from tracea_cli.resources import kernel_source
+from tracea_cli.space import SearchSpace, Value, config_key
+from tracea_cli.timing import Samples, TimingPolicy, measure
+
+KERNEL_NAME = "gemm_wgmma"
+HEADER = "cuda/gemm_wgmma.cuh"
+MMA_HEADER = "cuda/gemm_wgmma_mma.cuh"
+ARCH = "sm_90a"  # wgmma and setmaxnreg exist only on the architecture-specific target
+PARAM_ORDER = ("map_a", "map_b", "map_c", "C", "bias", "residual", "M", "N", "K", "ldc")
+SERIALIZED_WGMMA = "C7510"  # ptxas: the wgmma pipeline was serialised (correct, but slow)
+IGNORED_SETMAXNREG = "C7508"  # ptxas: setmaxnreg was ignored
+
+
+# ---- source, launch description, compile (no GPU) -------------------------------------------------------------------
+
+
+def headers_text() -> str:
+    """The family's headers, the mma wrappers inlined where the kernel includes them."""
+    kernel = kernel_source(HEADER)
+    return kernel.replace('#include "gemm_wgmma_mma.cuh"', kernel_source(MMA_HEADER), 1)
+
+
+def defines(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, int]:
+    return {
+        "WG_DTYPE": hs.DTYPE_CODES[problem.dtype],
+        "WG_TILE_M": int(config["tile_m"]),
+        "WG_TILE_N": int(config["tile_n"]),
+        "WG_STAGES": int(config["stages"]),
+        "WG_CONSUMERS": int(config["consumers"]),
+        "WG_CLUSTER_M": int(config["cluster_m"]),
+        "WG_PERSISTENT": int(config["persistent"]),
+        "WG_GROUP_M": int(config["group_m"]),
+        "WG_B_KMAJOR": 1 if problem.layout == "nt" else 0,
+        "WG_EPILOGUE": hs.EPILOGUE_CODES[problem.epilogue],
+        "WG_STORE_TMA": 1 if config["store"] == "tma" else 0,
+    }
+
+
+def kernel_source_for(problem: GemmProblem, config: Mapping[str, Value]) -> str:
+    """The exact, self-contained translation unit compiled for this configuration."""
+    head = f"// tracea gemm, family wgmma: {problem.label}, config {config_key(config)}\n"
+    return head + "".join(f"#define {k} {v}\n" for k, v in defines(problem, config).items()) + headers_text()
+
+
+def source_hash(problem: GemmProblem | None = None) -> str:
+    return hashlib.sha256(headers_text().encode()).hexdigest()[:16]
+
+
+def _tensor_maps(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, dict[str, Any]]:
+    tk = hs.tile_k(problem.dtype)
+    cluster = int(config["cluster_m"])
+    common = {"dtype": problem.dtype, "elem_bytes": hs.elem_bytes(problem.dtype), "swizzle": "128B",
+              "interleave": "none", "l2_promotion": "256B", "oob_fill": "zero"}
+    chunk = hs.SWIZZLE_BYTES // hs.elem_bytes(problem.dtype)
+    if problem.layout == "nt":
+        b = {"tensor": "B", "dims": ["K", "N"], "row_stride": "ldb", "box": [tk, int(config["tile_n"]) // cluster]}
+    else:
+        b = {"tensor": "B", "dims": ["N", "K"], "row_stride": "ldb", "box": [chunk, tk // cluster]}
+    return {
+        "map_a": {"tensor": "A", "dims": ["K", "M"], "row_stride": "lda", "box": [tk, int(config["tile_m"])], **common},
+        "map_b": {**b, **common},
+        "map_c": {"tensor": "C", "dims": ["N", "M"], "row_stride": "ldc",
+                  "box": [chunk, int(config["tile_m"]) // int(config["consumers"])],
+                  **common, "dtype": "fp32" if problem.dtype == "tf32" else problem.dtype},
+    }
+
+
+def launch_description(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, Any]:
+    """How a host runs the kernel: params, tensor maps (innermost dimension first), grid rule, cluster, shared memory."""
+    cluster = int(config["cluster_m"])
+    return {
+        "family": hs.FAMILY,
+        "arch": ARCH,
+        "steps": [{
+            "kind": "kernel",
+            "name": KERNEL_NAME,
+            "block": [hs.threads(config), 1, 1],
+            "grid": {"x": "persistent_clusters" if int(config["persistent"]) else "work_clusters", "y": 1, "z": 1},
+            "cluster": [cluster, 1, 1],
+            "dynamic_smem_bytes": hs.smem_bytes(problem.dtype, config),
+        }],
+        "params": list(PARAM_ORDER),
+        "tensor_maps": _tensor_maps(problem, config),
+        "tile_m": int(config["tile_m"]),
+        "tile_n": int(config["tile_n"]),
+        "tile_k": hs.tile_k(problem.dtype),
+        "cluster_m": cluster,
+        "persistent": int(config["persistent"]),
+        "work": "ceil(ceil(M/tile_m)/cluster_m) * ceil(N/tile_n)",
+        "alignment_bytes": hs.ALIGN_BYTES,
+    }
+
+
+def compile_config(problem: GemmProblem, config: Mapping[str, Value], target: Target) -> Artifact:
+    """Build one configuration for sm_90a. Raises CompileFailed (with the reason) for a rejected or failing one."""
+    space = hs.hopper_space(problem, target)
+    if space is None:
+        raise CompileFailed(hs.qualifies(problem, target) or "the wgmma family does not apply")
+    reason = space.why_invalid(config)
+    if reason:
+        raise CompileFailed(f"configuration rejected before compiling: {reason}")
+    source = kernel_source_for(problem, config)
+    try:
+        program = nvrtc.compile_source(source, nvrtc.CompileOptions(arch=ARCH), name="gemm_wgmma.cu")
+    except nvrtc.NvrtcError as e:
+        raise CompileFailed(f"{e}\n{e.log[-4000:]}") from None
+    res = program.resources.get(KERNEL_NAME)
+    resources: dict[str, Any] = dict(res.__dict__) if res else {}
+    resources.update(
+        warnings=list(program.warnings),
+        wgmma_serialized=SERIALIZED_WGMMA in program.log,
+        setmaxnreg_ignored=IGNORED_SETMAXNREG in program.log,
+        nvrtc_version=program.nvrtc_version,
+        ptx_isa=program.ptx_isa,
+        ptx_target=_ptx_target(program.ptx),
+        ptx_wgmma=program.ptx.count("wgmma.mma_async"),
+        log=program.log,
+    )
+    return Artifact(
+        config=dict(config),
+        kernel_name=KERNEL_NAME,
+        binary=program.cubin,
+        source=source,
+        launch=launch_description(problem, config),
+        resources=resources,
+        compile_s=program.compile_s,
+    )
+
+
+def _ptx_target(ptx: str) -> str:
+    m = re.search(r"^\.target\s+(\S+)", ptx, re.M)
+    return m.group(1) if m else ""
+
+
+# ---- running on the GPU (CuPy owns memory; cuda.bindings loads, encodes and launches) ------------------------------
+
+
+class LaunchFailed(RuntimeError):
+    """A driver call for loading or launching failed; the message names the call and the CUDA error."""
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError:  # cuda-python before the cuda.bindings namespace
+        from cuda import cuda as driver  # type: ignore[no-redef]
+    return driver
+
+
+def _ok(result: tuple, what: str) -> Any:
+    driver = _driver()
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        name = getattr(err, "name", str(err))
+        raise LaunchFailed(f"{what} failed: {name}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+@dataclass(frozen=True)
+class GemmBuffers:
+    """Device arrays (CuPy) in storage format: A M×K, B K×N (nn) or N×K (nt), C M×N, bias N, residual M×N."""
+
+    a: Any
+    b: Any
+    c: Any
+    bias: Any = None
+    residual: Any = None
+
+
+_STORAGE = {"fp16": np.float16, "bf16": np.uint16, "tf32": np.float32}
+# tf32 operands load as TFLOAT32 (TMA rounds them to tf32); a tf32 problem's C is plain fp32.
+_MAP_DTYPE = {"fp16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+              "tf32": "CU_TENSOR_MAP_DATA_TYPE_TFLOAT32", "fp32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"}
+
+
+def encode_tensor_map(ptr: int, spec: Mapping[str, Any], sizes: Mapping[str, int]) -> bytes:
+    """The 128-byte CUtensorMap for one entry of `launch_description(...)["tensor_maps"]`, over memory at `ptr`."""
+    d = _driver()
+    esize = int(spec["elem_bytes"])
+    dims = [int(sizes[name]) for name in spec["dims"]]
+    stride = int(sizes[spec["row_stride"]]) * esize
+    tmap = _ok(d.cuTensorMapEncodeTiled(
+        getattr(d.CUtensorMapDataType, _MAP_DTYPE[spec["dtype"]]),
+        2,
+        ptr,
+        [d.cuuint64_t(v) for v in dims],
+        [d.cuuint64_t(stride)],
+        [d.cuuint32_t(int(v)) for v in spec["box"]],
+        [d.cuuint32_t(1), d.cuuint32_t(1)],
+        d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    ), f"cuTensorMapEncodeTiled({spec['tensor']})")
+    return ctypes.string_at(int(tmap.getPtr()), 128)
+
+
+class LoadedKernel:
+    """A cubin loaded into the current context, its shared-memory limit raised, its resident-grid size known."""
+
+    def __init__(self, artifact: Artifact) -> None:
+        import cupy
+
+        d = _driver()
+        cupy.cuda.Device().use()
+        cupy.cuda.runtime.free(0)  # makes sure the primary context exists and is current
+        self.artifact = artifact
+        self.step = artifact.launch["steps"][0]
+        self.module = _ok(d.cuModuleLoadData(artifact.binary), "cuModuleLoadData")
+        self.function = _ok(d.cuModuleGetFunction(self.module, artifact.kernel_name.encode()), "cuModuleGetFunction")
+        smem = int(self.step["dynamic_smem_bytes"])
+        _ok(d.cuFuncSetAttribute(self.function, d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 smem), "cuFuncSetAttribute")
+        self.sm_count = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+        self.cluster = int(self.step["cluster"][0])
+        self.resident_clusters = self._resident_clusters()
+
+    def _config(self, grid_x: int, stream_ptr: int):
+        d = _driver()
+        cfg = d.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid_x, 1, 1
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = (int(v) for v in self.step["block"])
+        cfg.sharedMemBytes = int(self.step["dynamic_smem_bytes"])
+        cfg.hStream = d.CUstream(stream_ptr)
+        if self.cluster > 1:
+            attr = d.CUlaunchAttribute()
+            attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.cluster, 1, 1
+            cfg.attrs = [attr]
+            cfg.numAttrs = 1
+        else:
+            cfg.numAttrs = 0
+        return cfg
+
+    def _resident_clusters(self) -> int:
+        """Clusters (or CTAs, for clusters of one) that fit on the device at once: the persistent grid."""
+        d = _driver()
+        if self.cluster > 1:
+            cfg = self._config(self.sm_count * self.cluster, 0)
+            n = int(_ok(d.cuOccupancyMaxActiveClusters(self.function, cfg), "cuOccupancyMaxActiveClusters"))
+        else:
+            per_sm = _ok(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                self.function, int(self.step["block"][0]), int(self.step["dynamic_smem_bytes"])),
+                "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+            n = int(per_sm) * self.sm_count
+        if n < 1:
+            raise LaunchFailed("the kernel does not fit on this device (no resident cluster)")
+        return n
+
+    def grid_x(self, problem: GemmProblem) -> int:
+        work = hs.work_items(problem, self.artifact.config)
+        clusters = min(work, self.resident_clusters) if self.step["grid"]["x"] == "persistent_clusters" else work
+        return clusters * self.cluster
+
+    def bind(self, problem: GemmProblem, buffers: GemmBuffers, stream_ptr: int) -> Callable[[], None]:
+        """A launcher for these buffers: tensor maps encoded and arguments packed once, each call one launch."""
+        d = _driver()
+        sizes = {"M": problem.m, "N": problem.n, "K": problem.k, "lda": problem.k,
+                 "ldb": problem.n if problem.layout == "nn" else problem.k, "ldc": problem.n}
+        ptrs = {"A": buffers.a.data.ptr, "B": buffers.b.data.ptr, "C": buffers.c.data.ptr}
+        maps = [encode_tensor_map(ptrs[spec["tensor"]], spec, sizes)
+                for spec in (self.artifact.launch["tensor_maps"][k] for k in ("map_a", "map_b", "map_c"))]
+        keep: list[Any] = [ctypes.create_string_buffer(m, 128) for m in maps]
+        keep += [ctypes.c_void_p(ptrs["C"]),
+                 ctypes.c_void_p(buffers.bias.data.ptr if buffers.bias is not None else 0),
+                 ctypes.c_void_p(buffers.residual.data.ptr if buffers.residual is not None else 0)]
+        keep += [ctypes.c_int(v) for v in (problem.m, problem.n, problem.k, sizes["ldc"])]
+        params = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(x) for x in keep])
+        cfg = self._config(self.grid_x(problem), stream_ptr)
+        function = self.function
+
+        def launch() -> None:
+            _ = keep  # the packed arguments live as long as the launcher
+            _ok(d.cuLaunchKernelEx(cfg, function, ctypes.addressof(params), 0), "cuLaunchKernelEx")
+
+        return launch
+
+
+_LOADED: dict[tuple[str, int], LoadedKernel] = {}
+
+
+def load(artifact: Artifact) -> LoadedKernel:
+    """The artifact's kernel in the current device's context (loaded once per process and device)."""
+    import cupy
+
+    key = (hashlib.sha256(artifact.binary or b"").hexdigest(), cupy.cuda.Device().id)
+    if key not in _LOADED:
+        _LOADED[key] = LoadedKernel(artifact)
+    return _LOADED[key]
+
+
+def upload(problem: GemmProblem, inputs) -> GemmBuffers:
+    """Host inputs (float64 values, from `make_inputs`) to device arrays in storage format; C poisoned with NaN."""
+    import cupy
+
+    def dev(x):
+        return None if x is None else cupy.asarray(to_storage(x, problem.dtype))
+
+    c = cupy.empty((problem.m, problem.n), dtype=_STORAGE[problem.dtype])
+    poison(c, problem.dtype)
+    return GemmBuffers(a=dev(inputs.a), b=dev(inputs.b), c=c, bias=dev(inputs.bias), residual=dev(inputs.residual))
+
+
+def poison(c, dtype: str) -> None:
+    """Fill an output with NaN so that an unwritten element can never pass the check."""
+    if dtype == "bf16":
+        c.fill(0x7FC0)  # a quiet-NaN bf16 bit pattern
+    else:
+        c.fill(np.nan)
+
+
+def download(c, dtype: str) -> np.ndarray:
+    """float64 values of a device array in storage format."""
+    return from_storage(c.get(), dtype)
+
+
+class EventClock:
+    """Times a region of a CUDA stream with a pair of CUDA events (milliseconds)."""
+
+    def __init__(self, stream) -> None:
+        import cupy
+
+        self._stream = stream
+        self._start = cupy.cuda.Event()
+        self._stop = cupy.cuda.Event()
+
+    def start(self) -> None:
+        self._start.record(self._stream)
+
+    def stop(self) -> float:
+        import cupy
+
+        self._stop.record(self._stream)
+        self._stop.synchronize()
+        return float(cupy.cuda.get_elapsed_time(self._start, self._stop))
+
+
+def l2_flusher(nbytes: int | None = None) -> Callable[[], None]:
+    """Writes a buffer twice the L2's size, so that no sample starts with its inputs in L2."""
+    import cupy
+
+    if nbytes is None:
+        l2 = int(cupy.cuda.Device().attributes.get("L2CacheSize", 64 << 20))
+        nbytes = 2 * l2 + (16 << 20)
+    scratch = cupy.empty(nbytes, dtype=np.uint8)
+    return lambda: scratch.fill(1)
+
+
+def time_launch(launch: Callable[[], None], *, policy: TimingPolicy, flush: Callable[[], None] | None = None) -> Samples:
+    import cupy
+
+    stream = cupy.cuda.get_current_stream()
+    return measure(launch, clock=EventClock(stream), policy=policy, prepare=flush)
+
+
+def _gpu_ready() -> str | None:
+    """None if CuPy, cuda.bindings and an sm_90 GPU are here, else what is missing."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "no CUDA device is visible"
+        _driver()
+    except Exception as e:  # ImportError, or a CUDA runtime error without a driver
+        return f"CuPy/cuda.bindings are not usable here ({type(e).__name__}: {e})"
+    major = int(cupy.cuda.Device().attributes["ComputeCapabilityMajor"])
+    if major != 9:
+        return f"this GPU is compute capability {major}.x; the wgmma family runs on 9.0 (Hopper) only"
+    return None
+
+
+# ---- the backend -----------------------------------------------------------------------------------------------------
+
+
+class HopperBackend:
+    """The wgmma family as a `backends.base.Backend` (merged into the CUDA GEMM space as family="wgmma")."""
+
+    name = "cuda"
+
+    def space(self, problem: GemmProblem, target: Target) -> SearchSpace:
+        space = hs.hopper_space(problem, target)
+        if space is None:
+            raise UsageError(f"{hs.qualifies(problem, target)}.", "Use the CUDA engine's other families for this problem.")
+        return space
+
+    def source_hash(self, problem: GemmProblem) -> str:
+        return source_hash(problem)
+
+    def compile(self, problem: GemmProblem, config: Mapping[str, Value], target: Target) -> Artifact:
+        return compile_config(problem, config, target)
+
+    def evaluate(self, artifact: Artifact, problem: GemmProblem, target: Target, *, policy: TimingPolicy,
+                 seed: int) -> Evaluation:
+        """Fresh inputs, one checked run against the float64 reference, then timing. Kernel faults become statuses."""
+        missing = _gpu_ready()
+        if missing:
+            return Evaluation(Status.LAUNCH_ERROR, missing, compile_s=artifact.compile_s)
+        import cupy
+
+        inputs = make_inputs(problem, np.random.default_rng(seed))
+        try:
+            kernel = load(artifact)
+            buffers = upload(problem, inputs)
+            launch = kernel.bind(problem, buffers, cupy.cuda.get_current_stream().ptr)
+            launch()
+            cupy.cuda.get_current_stream().synchronize()
+            out = download(buffers.c, problem.dtype)
+        except Exception as e:  # launch failures, illegal addresses, traps: the context may be gone
+            return Evaluation(Status.LAUNCH_ERROR, f"{type(e).__name__}: {e}", compile_s=artifact.compile_s)
+        verdict = check(out, reference(problem, inputs), problem.dtype)
+        if not verdict.ok:
+            return Evaluation(Status.WRONG_RESULT, verdict.reason, rel_error=verdict.rel_error, compile_s=artifact.compile_s)
+        try:
+            samples = time_launch(launch, policy=policy, flush=l2_flusher())
+        except Exception as e:
+            return Evaluation(Status.LAUNCH_ERROR, f"{type(e).__name__}: {e}", compile_s=artifact.compile_s)
+        return Evaluation(Status.OK, samples=samples, rel_error=verdict.rel_error, compile_s=artifact.compile_s)
+
+    def baseline(self, problem: GemmProblem, target: Target, *, policy: TimingPolicy, seed: int) -> tuple[str, Evaluation]:
+        """cuBLAS on the same problem (CuPy's matmul; torch's where CuPy lacks the dtype), epilogue left out."""
+        missing = _gpu_ready()
+        if missing:
+            return "cublas", Evaluation(Status.LAUNCH_ERROR, missing)
+        import cupy
+
+        inputs = make_inputs(problem, np.random.default_rng(seed))
+        buffers = upload(problem, inputs)
+        name, run = vendor_matmul(problem, buffers)
+        samples = time_launch(run, policy=policy, flush=l2_flusher())
+        return name, Evaluation(Status.OK, samples=samples)
+
+
+def vendor_matmul(problem: GemmProblem, buffers: GemmBuffers) -> tuple[str, Callable[[], None]]:
+    """(name, run) computing C = A·B with cuBLAS into buffers.c. bf16 goes through ml_dtypes in CuPy when CuPy has it,
+    else through torch (the same cuBLAS); tf32 through torch with TF32 allowed."""
+    import cupy
+
+    b = buffers.b if problem.layout == "nn" else buffers.b.T
+    if problem.dtype == "fp16":
+        return "cupy.matmul", lambda: cupy.matmul(buffers.a, b, out=buffers.c)
+    if problem.dtype == "bf16":
+        try:
+            import ml_dtypes
+
+            bf = np.dtype(ml_dtypes.bfloat16)
+            a16, b16, c16 = buffers.a.view(bf), b.view(bf), buffers.c.view(bf)
+            cupy.matmul(a16, b16, out=c16)
+            return "cupy.matmul", lambda: cupy.matmul(a16, b16, out=c16)
+        except Exception:
+            pass
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = problem.dtype == "tf32"
+    view = torch.bfloat16 if problem.dtype == "bf16" else torch.float32
+    ta = torch.from_dlpack(buffers.a).view(view)
+    tb = torch.from_dlpack(b).view(view) if problem.layout == "nn" else torch.from_dlpack(buffers.b).view(view).t()
+    tc = torch.from_dlpack(buffers.c).view(view)
+    return "torch.matmul", lambda: torch.matmul(ta, tb, out=tc)
+
+
+def hopper_backend() -> HopperBackend:
+    return HopperBackend()

@@ -1,0 +1,165 @@
+"""The Hopper GEMM family's search space (wgmma + TMA + warp specialisation, kernels/cuda/gemm_wgmma.cuh).
+
+`hopper_space(problem, target)` is None where the family does not apply: a target that is not sm_90, a dtype other
+than fp16/bf16/tf32, tf32 with B given K x N (wgmma reads tf32 operands K-major only), or leading dimensions that
+TMA cannot address (every row must start on a 16-byte boundary: K and N multiples of 8 for 16-bit types, of 4 for
+tf32). Those problems stay with the predicated families. Pure: no GPU, no I/O.
+
+A stage holds one 128-byte-wide slice of K (64 fp16/bf16 or 32 tf32 elements), the width of the 128-byte swizzle
+that TMA writes and wgmma reads; `tile_k` is therefore fixed by the dtype, not searched.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from tracea_cli.backends.archs import base_arch, limits_for
+from tracea_cli.backends.base import DeviceLimits, Target
+from tracea_cli.ops.dtypes import get_dtype
+from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.space import Param, SearchSpace, Value
+
+FAMILY = "wgmma"
+DTYPES = ("fp16", "bf16", "tf32")
+SWIZZLE_BYTES = 128  # one stage row of A or B; also the width of a C staging chunk
+ALIGN_BYTES = 16  # TMA: global base addresses and row strides
+MAX_ACCUMULATORS = 128  # fp32 accumulators per consumer thread that leave room for addressing (no spills)
+SLACK_BYTES = 1024  # the kernel rounds its shared-memory base up to the swizzle period
+
+PARAMS = (
+    Param("family", (FAMILY,), "categorical", "instruction family: wgmma (sm_90a)"),
+    Param("tile_m", (64, 128, 256), doc="rows of C per CTA"),
+    Param("tile_n", (64, 128, 192, 256), doc="columns of C per CTA (the wgmma N)"),
+    Param("stages", (2, 3, 4, 5, 6), doc="depth of the TMA -> wgmma shared-memory ring"),
+    Param("consumers", (1, 2), doc="consumer warpgroups, each owning tile_m/consumers rows"),
+    Param("cluster_m", (1, 2), doc="CTAs per cluster along M; 2 shares each B tile by TMA multicast"),
+    Param("persistent", (0, 1), doc="1: one CTA per SM loops over tiles; 0: one tile per CTA"),
+    Param("group_m", (1, 4, 8, 16), doc="tile order: cluster rows walked column by column before moving on"),
+    Param("store", ("direct", "tma"), "categorical", "epilogue: registers -> global, or via swizzled shared memory + TMA"),
+)
+
+EPILOGUE_CODES = {"none": 0, "bias": 1, "bias_relu": 2, "bias_silu": 3, "bias_gelu": 4, "bias_residual": 5}
+DTYPE_CODES = {"fp16": 0, "bf16": 1, "tf32": 2}
+
+
+def elem_bytes(dtype: str) -> int:
+    return get_dtype(dtype).storage_bytes
+
+
+def tile_k(dtype: str) -> int:
+    """K per pipeline stage: one 128-byte swizzle row."""
+    return SWIZZLE_BYTES // elem_bytes(dtype)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def smem_bytes(dtype: str, config: Mapping[str, Value]) -> int:
+    """Dynamic shared memory the kernel asks for: the ring, the C staging tile (TMA store), the mbarriers, slack."""
+    tm, tn, stages = int(config["tile_m"]), int(config["tile_n"]), int(config["stages"])
+    ring = stages * (tm + tn) * SWIZZLE_BYTES
+    staging = tm * tn * elem_bytes(dtype) if config["store"] == "tma" else 0
+    return ring + staging + 2 * stages * 8 + SLACK_BYTES
+
+
+def threads(config: Mapping[str, Value]) -> int:
+    return 128 * (1 + int(config["consumers"]))
+
+
+def work_items(problem: GemmProblem, config: Mapping[str, Value]) -> int:
+    """Work items the kernel walks: one per cluster of vertically adjacent tiles."""
+    tiles_m = ceil_div(problem.m, int(config["tile_m"]))
+    tiles_n = ceil_div(problem.n, int(config["tile_n"]))
+    return ceil_div(tiles_m, int(config["cluster_m"])) * tiles_n
+
+
+def qualifies(problem: GemmProblem, target: Target) -> str | None:
+    """None if the family applies to this problem on this target, else why not."""
+    if target.backend != "cuda" or not target.arch or base_arch(target.arch) != "sm_90":
+        return f"the wgmma family needs an sm_90 target, not {target.arch or target.backend}"
+    if problem.dtype not in DTYPES:
+        return f"the wgmma family has no {problem.dtype} kernels"
+    if problem.dtype == "tf32" and problem.layout == "nn":
+        return "wgmma reads tf32 B K-major only (layout nt)"
+    per_row = ALIGN_BYTES // elem_bytes(problem.dtype)
+    if problem.k % per_row or problem.n % per_row:
+        return f"TMA needs K and N to be multiples of {per_row} for {problem.dtype} (16-byte row strides)"
+    return None
+
+
+def _limits(target: Target) -> DeviceLimits:
+    return target.limits if target.limits is not None else limits_for(target.arch or "sm_90a")
+
+
+def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
+    """The family's space for this problem and target, or None where it does not apply (see `qualifies`)."""
+    if qualifies(problem, target) is not None:
+        return None
+    limits = _limits(target)
+    dtype = problem.dtype
+    k_blocks = ceil_div(problem.k, tile_k(dtype))
+    group_values = PARAMS[7].values
+
+    def slabs_split(c: Mapping[str, Value]) -> str | None:
+        if int(c["tile_m"]) % (64 * int(c["consumers"])):
+            return f"tile_m={c['tile_m']} cannot give each of {c['consumers']} consumer warpgroups whole 64-row slabs"
+        return None
+
+    def accumulators(c: Mapping[str, Value]) -> str | None:
+        acc = int(c["tile_m"]) // int(c["consumers"]) * int(c["tile_n"]) // 128
+        if acc > MAX_ACCUMULATORS:
+            return f"each consumer thread would hold {acc} fp32 accumulators (at most {MAX_ACCUMULATORS} fit)"
+        return None
+
+    def shared_memory(c: Mapping[str, Value]) -> str | None:
+        need = smem_bytes(dtype, c)
+        if need > limits.max_shared_per_block_optin:
+            return f"needs {need} bytes of shared memory, over the {limits.max_shared_per_block_optin}-byte limit"
+        return None
+
+    def fits_problem(c: Mapping[str, Value]) -> str | None:
+        if int(c["tile_m"]) > 64 * ceil_div(problem.m, 64):
+            return f"tile_m={c['tile_m']} is larger than M={problem.m} needs"
+        if int(c["tile_n"]) > 64 * ceil_div(problem.n, 64):
+            return f"tile_n={c['tile_n']} is larger than N={problem.n} needs"
+        if int(c["stages"]) > max(2, k_blocks):
+            return f"stages={c['stages']} exceeds the {k_blocks} K-blocks of the problem"
+        return None
+
+    def cluster(c: Mapping[str, Value]) -> str | None:
+        if int(c["cluster_m"]) > 1 and ceil_div(problem.m, int(c["tile_m"])) < 2:
+            return "cluster_m=2 needs at least two tile rows"
+        return None
+
+    def tile_order(c: Mapping[str, Value]) -> str | None:
+        # Group sizes at or past the number of cluster rows all give the same order: keep the smallest of them.
+        rows = ceil_div(ceil_div(problem.m, int(c["tile_m"])), int(c["cluster_m"]))
+        i = group_values.index(c["group_m"])
+        if i > 0 and int(group_values[i - 1]) >= rows:
+            return f"group_m={c['group_m']} orders {rows} cluster rows the same as group_m={group_values[i - 1]}"
+        return None
+
+    return SearchSpace(params=PARAMS, rules=(slabs_split, accumulators, shared_memory, fits_problem, cluster, tile_order))
+
+
+def default_config(problem: GemmProblem, target: Target) -> dict[str, Value] | None:
+    """A configuration that did well on the H200 for large problems, made valid for this one; None if none is."""
+    space = hopper_space(problem, target)
+    if space is None:
+        return None
+    preferred = [
+        {"tile_m": 128, "tile_n": 256, "stages": 4, "consumers": 2, "cluster_m": 2, "persistent": 1, "store": "direct"},
+        {"tile_m": 128, "tile_n": 256, "stages": 4, "consumers": 2, "cluster_m": 1, "persistent": 1, "store": "direct"},
+        {"tile_m": 128, "tile_n": 128, "stages": 4, "consumers": 2, "cluster_m": 1, "persistent": 1, "store": "direct"},
+        {"tile_m": 128, "tile_n": 64, "stages": 4, "consumers": 2, "cluster_m": 1, "persistent": 1, "store": "direct"},
+        {"tile_m": 64, "tile_n": 64, "stages": 2, "consumers": 1, "cluster_m": 1, "persistent": 0, "store": "direct"},
+    ]
+    for base in preferred:
+        for group in PARAMS[7].values[::-1]:
+            config: dict[str, Value] = {"family": FAMILY, **base, "group_m": group}
+            for stages in sorted(PARAMS[3].values, key=lambda s: abs(s - int(base["stages"]))):
+                config["stages"] = stages
+                if space.why_invalid(config) is None:
+                    return config
+    return None
