@@ -85,8 +85,10 @@ def bench_command(
     device: Optional[str] = typer.Option(None, "--device", help="CUDA device: N (the first of N,M or all is used)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs and of the search."),
 ) -> None:
-    """Benchmark tuned kernels against the vendor library: `tracea bench --report html` (default suite), or one
-    problem: `tracea bench gemm --m 4096 --dtype bf16`."""
+    """Benchmark tuned kernels against the vendor library and the measured ceilings.
+
+    The default suite with an HTML report: `tracea bench --report html`. One problem: `tracea bench gemm --m 4096 --dtype bf16`.
+    """
     from tracea_cli.bench import results as res
     from tracea_cli.bench.compare import compare_results
     from tracea_cli.bench.runner import DEFAULT_TUNE_BUDGET
