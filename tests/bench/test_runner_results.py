@@ -2,6 +2,7 @@
 
 import json
 import sys
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_fakes import FakeEngine  # noqa: E402
 
 from tracea_cli.bench import results as res  # noqa: E402
-from tracea_cli.bench.ceilings import ceiling_from_measured, unit_scale  # noqa: E402
+from tracea_cli.bench.ceilings import ceiling_from_profile, unit_scale  # noqa: E402
+from tracea_cli.doctor.profile import Measurement  # noqa: E402
 from tracea_cli.bench.runner import BenchRequest, run_bench  # noqa: E402
 from tracea_cli.bench.suites import Suite, default_suite, parse_suite, quick_suite, resolve_suite  # noqa: E402
 from tracea_cli.errors import UsageError  # noqa: E402
@@ -165,24 +167,31 @@ def test_unknown_suite_name():
     assert "unknown suite 'fastest'" in e.value.message
 
 
-def test_ceilings_from_profile_entries():
-    measured = [
-        {"device": "cpu", "metric": "gemm_fp32_1_thread", "unit": "GFLOP/s", "median": 60.0},
-        {"device": "cpu", "metric": "gemm_fp32_all_threads", "unit": "GFLOP/s", "median": 220.0},
-        {"device": "cpu", "metric": "memory_bandwidth_triad", "unit": "GB/s", "median": 14.5},
-        {"device": "gpu0", "metric": "flops_bf16", "unit": "TFLOP/s", "median": 700.0},
-        {"device": "gpu0", "metric": "flops_fp32", "unit": "TFLOP/s", "median": 50.0},
-        {"device": "gpu0", "metric": "device_memory_bandwidth", "unit": "TB/s", "median": 4.1},
-        {"device": "gpu0", "metric": "h2d_bandwidth_pinned", "unit": "GB/s", "median": 55.0},
-    ]
-    cpu = ceiling_from_measured(measured, backend="cpu", dtype="fp32")
-    assert cpu.flops_per_s == pytest.approx(220e9) and cpu.bytes_per_s == pytest.approx(14.5e9)
-    assert "gemm_fp32_all_threads" in cpu.flops_source
-    fp64 = ceiling_from_measured(measured, backend="cpu", dtype="fp64")
-    assert fp64.flops_per_s is None and "no fp64" in fp64.flops_source
-    gpu = ceiling_from_measured(measured, backend="cuda", dtype="bf16", device_index=0)
+def _m(device, metric, unit, median, dtype=None, threads=None):
+    return Measurement(device=device, metric=metric, unit=unit, median=median, cv=0.01, n=10, q1=median, q3=median, dtype=dtype,
+                       threads=threads, created="2026-11-29T00:00:00Z")
+
+
+def test_ceilings_from_the_capability_profile():
+    profile = SimpleNamespace(measured_created="2026-11-29T00:00:00Z", measured=(
+        _m("cpu", "gemm_flops", "FLOP/s", 60e9, "fp32", 1),
+        _m("cpu", "gemm_flops", "FLOP/s", 220e9, "fp32", 2),
+        _m("cpu", "memory_bandwidth", "B/s", 14.5e9),
+        _m("cuda:0", "gemm_flops", "FLOP/s", 700e12, "bf16"),
+        _m("cuda:0", "gemm_flops", "FLOP/s", 50e12, "fp32"),
+        _m("cuda:0", "memory_bandwidth", "B/s", 4.1e12),
+        _m("cuda:0", "h2d_bandwidth", "B/s", 55e9),
+        _m("cuda:1", "gemm_flops", "TFLOP/s", 650.0, "bf16"),
+    ))
+    cpu = ceiling_from_profile(profile, backend="cpu", dtype="fp32")
+    assert cpu.flops_per_s == pytest.approx(220e9) and cpu.bytes_per_s == pytest.approx(14.5e9)  # all threads
+    assert "cpu gemm_flops fp32, 2 threads" in cpu.flops_source
+    fp64 = ceiling_from_profile(profile, backend="cpu", dtype="fp64")
+    assert fp64.flops_per_s is None and "no fp64 gemm_flops on cpu" in fp64.flops_source
+    gpu = ceiling_from_profile(profile, backend="cuda", dtype="bf16", device_index=0)
     assert gpu.flops_per_s == pytest.approx(700e12) and gpu.bytes_per_s == pytest.approx(4.1e12)  # not the host link
-    assert ceiling_from_measured(measured, backend="cuda", dtype="bf16", device_index=1).flops_per_s is None
+    other = ceiling_from_profile(profile, backend="cuda", dtype="bf16", device_index=1)
+    assert other.flops_per_s == pytest.approx(650e12) and other.bytes_per_s is None
     assert unit_scale("GiB/s", "B") == 1024**3 and unit_scale("TFLOP/s", "B") is None
     roof = res.Ceiling(flops_per_s=100.0, bytes_per_s=10.0)
     assert roof.roof_per_s(2.0) == 20.0 and roof.roof_per_s(50.0) == 100.0

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from tracea_cli import __version__
 from tracea_cli.backends.base import Evaluation, Target
 from tracea_cli.bench.baselines import check_baseline, torch_gemm
-from tracea_cli.bench.ceilings import ceiling_from_measured
+from tracea_cli.bench.ceilings import ceiling_from_profile
 from tracea_cli.bench.results import Ceiling, Environment, TrialPoint, Tuning
 from tracea_cli.bench.runner import ProgressFn, TunedKernel
 from tracea_cli.errors import RunFailed
@@ -21,6 +21,7 @@ from tracea_cli.timing import TimingPolicy
 
 CPU_DTYPES = ("fp32", "fp64")
 ALL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp64")
+HOST_FIELDS = ("os", "os_release", "kernel", "machine", "python", "container", "packages")  # not the host name
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
@@ -59,14 +60,16 @@ class LiveEngine:
             from tracea_cli.devices import parse_devices
             from tracea_cli.doctor.profile import cuda_target
 
-            index = parse_devices(devices, len(self.profile.gpus))[0]
+            index = parse_devices(devices, len(self.profile.cuda_gpus))[0]
             self.target = cuda_target(self.profile, index)
         else:
             if devices not in (None, "", "cpu"):
                 from tracea_cli.errors import UsageError
 
                 raise UsageError("--device chooses CUDA devices; the cpu backend uses this machine's CPU.", "Leave --device out.")
-            self.target = setup.cpu_target(self.profile)
+            from tracea_cli.doctor.profile import cpu_target
+
+            self.target = cpu_target(self.profile)
         self._plans: dict[GemmProblem, Any] = {}
 
     # -- what the runner asks ------------------------------------------------------------------------------------
@@ -78,16 +81,18 @@ class LiveEngine:
         return CPU_DTYPES if self.backend_name == "cpu" else cuda_dtypes(self.target)
 
     def environment(self, *, suite: str, command: str, created: str) -> Environment:
-        p = _as_dict(self.profile)
+        p = self.profile
         if self.backend_name == "cuda":
-            gpus = p.get("gpus") or []
-            index = self.target.device_index or 0
-            gpu = _as_dict(gpus[index]) if index < len(gpus) else {}
-            device = str(gpu.get("name") or self.target.device_class)
+            from tracea_cli.doctor.profile import cuda_gpu
+
+            device = cuda_gpu(p, self.target.device_index or 0).name
         else:
-            cpu = _as_dict(p.get("cpu"))
-            device = str(cpu.get("model") or cpu.get("name") or cpu.get("brand") or self.target.device_class)
-        created_p = p.get("created")
+            device = p.cpu.model
+        host = {k: v for k, v in _as_dict(p.host).items() if k in HOST_FIELDS}
+        host["packages"] = {k: v for k, v in dict(host.get("packages") or {}).items() if v}
+        if self.backend_name == "cuda":
+            tc = _as_dict(p.toolchain)
+            host.update({k: tc[k] for k in ("driver_version", "cuda_driver_version", "cuda_runtime_version", "nvrtc_version") if tc.get(k)})
         return Environment(
             tracea_version=__version__,
             created=created,
@@ -97,15 +102,14 @@ class LiveEngine:
             device=device,
             device_class=self.target.device_class,
             arch=self.target.arch,
-            machine_id=p.get("machine_id"),
-            profile_schema_version=p.get("schema_version"),
-            profile_created=None if created_p is None else str(created_p),
-            host=_as_dict(p.get("host")),
+            machine_id=p.machine_id,
+            profile_schema_version=p.schema_version,
+            profile_created=p.measured_created or p.created,
+            host=host,
         )
 
     def ceiling(self, problem: GemmProblem) -> Ceiling:
-        measured = _as_dict(self.profile).get("measured") or []
-        return ceiling_from_measured(measured, backend=self.backend_name, dtype=problem.dtype, device_index=self.target.device_index)
+        return ceiling_from_profile(self.profile, backend=self.backend_name, dtype=problem.dtype, device_index=self.target.device_index)
 
     def tuned(self, problem: GemmProblem, *, budget: int | None, seed: int, progress: ProgressFn) -> TunedKernel | None:
         from tracea_cli.cache import TuningCache
