@@ -142,6 +142,13 @@ def speedup_chart(results: BenchResults) -> Chart | None:
     return _to_svg(fig, "speedup", titles, data)
 
 
+def _short(spec) -> str:
+    """A compact name for a point on a chart: '1024³ fp32', '4096×7168×2048 bf16'."""
+    m, n, k = spec.get("m"), spec.get("n"), spec.get("k")
+    shape = f"{m}³" if m == n == k else f"{m}×{n}×{k}"
+    return f"{shape} {spec.get('dtype', '')}".strip()
+
+
 @_styled
 def roofline_chart(results: BenchResults) -> Chart | None:
     """Each measured kernel at (FLOP per byte, FLOP/s) under the measured ceilings of its dtype."""
@@ -175,7 +182,8 @@ def roofline_chart(results: BenchResults) -> Chart | None:
         top = max(peaks) if peaks else y_hi
         x_end = min(x_hi, top / bw)
         ax.plot([x_lo, x_end], [bw * x_lo / div, bw * x_end / div], color=INK, lw=1.6)
-        ax.text(x_lo * 1.15, bw * x_lo * 1.35 / div, f"memory {bw / 1e9:.0f} GB/s", rotation=0, color=INK, fontsize=8.5, va="bottom")
+        x_mid = (x_lo * x_end) ** 0.5
+        ax.text(x_mid * 1.15, bw * x_mid / 1.25 / div, f"memory {bw / 1e9:.3g} GB/s", color=INK, fontsize=8.5, ha="left", va="top")
     peaks_by_value: dict[float, list[str]] = {}
     for dt, c in ceilings.items():
         if c["flops_per_s"]:
@@ -186,6 +194,7 @@ def roofline_chart(results: BenchResults) -> Chart | None:
         ax.plot([x_start, x_hi], [peak / div] * 2, color=color, lw=1.6)
         ax.text(x_hi / 1.1, peak * 1.08 / div, f"{', '.join(dts)} peak {units.scaled(peak, div)} {rate}", ha="right",
                 va="bottom", color=color, fontsize=8.5)
+    labelled: list[tuple[float, float]] = []
     for i, m in enumerate(marks):
         gid = f"point-{i}"
         marker = PROVIDER_MARKERS.get(m["provider"], "^")
@@ -194,6 +203,12 @@ def roofline_chart(results: BenchResults) -> Chart | None:
         ax.plot([m["intensity"]], [m["flops_per_s"] / div], marker=marker, ms=7.5, ls="none", gid=gid,
                 mfc=color if filled else "white", mec=color, mew=1.6)
         titles[gid] = f"{m['problem']} · {m['provider']}: {units.scaled(m['flops_per_s'], div)} {rate} at {m['intensity']:.3g} FLOP/byte"
+        if filled:  # label tracea's points; a label that would sit on an earlier one goes below its point instead
+            here = (math.log10(m["intensity"]), math.log10(m["flops_per_s"]))
+            crowded = sum(1 for x, y in labelled if abs(x - here[0]) < 0.2 and abs(y - here[1]) < 0.08)
+            labelled.append(here)
+            ax.annotate(_short(probs[m["problem"]].spec), (m["intensity"], m["flops_per_s"] / div), xytext=(6, 5 - 13 * crowded),
+                        textcoords="offset points", fontsize=7.5, color=color)
     ax.set_xlim(x_lo, x_hi)
     ax.set_ylim(y_lo / div, y_hi / div)
     _plain_log_ticks(ax.xaxis)
