@@ -62,10 +62,18 @@ def test_ls_lists_keys_as_a_table_and_as_json(run, filled):
     assert rows[b.id]["winner_ms"] is None and rows[b.id]["shape"] == {"m": 512, "n": 512, "k": 512}
 
 
-def test_ls_on_an_empty_cache_says_so(run):
+def test_ls_on_an_empty_cache_says_so(run, tmp_path):
     result = run("ls")
     assert result.exit_code == 0 and "is empty" in result.stderr and result.stdout == ""
     assert json.loads(run("ls", "--json").stdout)["keys"] == []
+    assert not (tmp_path / "cache").exists()  # looking does not create it
+
+
+@pytest.mark.parametrize("args", [("show", "abcd"), ("export", "out.json"), ("clear", "--yes"), ("prune",)])
+def test_commands_on_a_missing_cache_say_so_and_create_nothing(run, tmp_path, args):
+    result = run(*args, "--cache", str(tmp_path / "typo"))
+    assert result.exit_code == 2 and "there is no tuning cache at" in result.stderr
+    assert not (tmp_path / "typo").exists()
 
 
 def test_cache_option_overrides_the_environment(run, tmp_path, mk_key, mk_trial):

@@ -70,3 +70,43 @@ def test_two_processes_writing_500_trials_each_lose_nothing(tmp_path):
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     conn.close()
     print(f"2 x {N_TRIALS} trials written concurrently in {elapsed:.2f} s")
+
+
+def _open_and_write(path: str, barrier, errors) -> None:
+    try:
+        barrier.wait(timeout=60)
+        with TuningCache.open(path) as cache:
+            cache.record_trial(_key(8), Trial({"pid": multiprocessing.current_process().pid}, median_ms=1.0, samples_ms=(1.0,)))
+    except BaseException as e:
+        errors.put(f"{type(e).__name__}: {e}")
+        raise
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("bad", ["garbage", "foreign"])
+def test_processes_finding_a_bad_file_at_once_move_it_once_and_lose_nothing(tmp_path, bad):
+    try:
+        ctx = multiprocessing.get_context("fork")
+    except ValueError:
+        pytest.skip("needs the fork start method (POSIX)")
+    path = tmp_path / "tuning.sqlite3"
+    if bad == "garbage":
+        path.write_bytes(b"junk" * 1000)
+        (tmp_path / "tuning.sqlite3-wal").write_bytes(b"junk wal" * 100)
+    else:
+        conn = sqlite3.connect(path)
+        conn.execute("CREATE TABLE other (x)")
+        conn.commit()
+        conn.close()
+    n = 4
+    barrier, errors = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_open_and_write, args=(str(path), barrier, errors)) for _ in range(n)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=100)
+    assert errors.empty() and [p.exitcode for p in procs] == [0] * n
+    moved = [p.name for p in tmp_path.iterdir() if ".corrupt-" in p.name or ".foreign-" in p.name]
+    assert len([m for m in moved if not m.endswith(("-wal", "-shm"))]) == 1, moved
+    with TuningCache.open(path) as cache:
+        assert len(cache.trials(_key(8))) == n

@@ -83,12 +83,14 @@ def test_a_foreign_database_is_moved_aside_not_touched(cache_path):
     conn.execute("INSERT INTO photos (name) VALUES ('holiday.jpg')")
     conn.commit()
     conn.close()
+    before = cache_path.read_bytes()
 
     with TuningCache.open(cache_path) as c:
         assert len(c.warnings) == 1 and "another application" in c.warnings[0]
         assert c.keys() == []
 
     (moved,) = _moved(folder, "foreign")
+    assert (folder / moved).read_bytes() == before  # not even its journal mode was changed
     conn = sqlite3.connect(folder / moved)
     assert conn.execute("SELECT name FROM photos").fetchall() == [("holiday.jpg",)]
     conn.close()

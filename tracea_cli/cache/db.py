@@ -238,15 +238,17 @@ def move_aside(path: Path, why: str) -> Path:
 
 
 @contextmanager
-def folder_lock(folder: Path) -> Iterator[None]:
-    """An advisory lock (flock) on `folder/.tuning.lock`, held while a bad file is moved aside and replaced, so that
-    two processes that both find it bad do not move each other's new file. Where flock is missing, no lock."""
+def opening_lock(path: Path) -> Iterator[None]:
+    """An advisory lock (flock on `.<name>.lock` beside the cache) held while a process inspects, creates, migrates or
+    replaces the file. Without it, one process could move a bad file aside while another still inspects it by name,
+    and SQLite, which finds a database's -wal by name, would then touch the new file's WAL. Held for milliseconds;
+    work on an open cache never takes it. Where flock is missing (Windows), no lock."""
     try:
         import fcntl
-    except ImportError:  # Windows
+    except ImportError:
         yield
         return
-    with open(folder / ".tuning.lock", "a+") as f:
+    with open(path.with_name(f".{path.name}.lock"), "a+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -272,19 +274,33 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, list[str]]:
             f"the tuning cache is on a network file system ({fs_type}), where SQLite's WAL mode is unsafe: using a "
             "rollback journal instead (slower when several processes write)."
         )
+    try:
+        with opening_lock(path):
+            conn = _open_locked(path, network, warnings)
+    except OSError as e:  # the lock file: the folder is not writable
+        raise UsageError(
+            f"cannot write in the cache folder {path.parent}: {e.strerror}.",
+            "Set TRACEA_CACHE_DIR (or --cache) to a writable folder.",
+        ) from None
+    return conn, warnings
+
+
+def _open_locked(path: Path, network: bool, warnings: list[str]) -> sqlite3.Connection:
     for attempt in (1, 2):
         if _not_sqlite(path):
             # Moved before SQLite opens it: SQLite deletes a -wal it cannot use when it closes such a file.
-            with folder_lock(path.parent):
-                if _not_sqlite(path):
-                    moved = move_aside(path, "corrupt")
-                    warnings.append(
-                        f"the tuning cache {path} was damaged (not an SQLite database); moved it to {moved.name} "
-                        "with its -wal/-shm and started a new one."
-                    )
+            moved = move_aside(path, "corrupt")
+            warnings.append(
+                f"the tuning cache {path} was damaged (not an SQLite database); moved it to {moved.name} "
+                "with its -wal/-shm and started a new one."
+            )
         conn = None
         try:
             conn = connect(path)
+            app, version, tables = _header(conn)
+            if not (app == APPLICATION_ID or (app == 0 and version == 0 and tables == 0)):
+                # Told before the journal mode is set: another application's file is never written to.
+                raise ForeignFile(f"application_id {app:#x}, {tables} schema objects")
             mode = set_journal(conn, network=network)
             found = prepare(conn)
         except (sqlite3.DatabaseError, ForeignFile) as e:
@@ -295,11 +311,9 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, list[str]]:
                     f"cannot open the tuning cache {path}: {e}.", "Set TRACEA_CACHE_DIR (or --cache) to another folder."
                 ) from None
             kind = "foreign" if isinstance(e, ForeignFile) else "corrupt"
-            with folder_lock(path.parent):
-                if _still_bad(path):  # another process may have replaced it meanwhile
-                    moved = move_aside(path, kind)
-                    what = "another application's database" if kind == "foreign" else "damaged"
-                    warnings.append(f"the tuning cache {path} was {what} ({e}); moved it to {moved.name} and started a new one.")
+            moved = move_aside(path, kind)
+            what = "another application's database" if kind == "foreign" else "damaged"
+            warnings.append(f"the tuning cache {path} was {what} ({e}); moved it to {moved.name} and started a new one.")
             continue
         except sqlite3.Error as e:  # an I/O or permission problem, not the file's content
             if conn is not None:
@@ -315,7 +329,7 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, list[str]]:
             warnings.append(f"SQLite kept the {mode} journal for {path}; concurrent writers may wait longer.")
         if 0 < found < SCHEMA_VERSION:
             warnings.append(f"the tuning cache {path} was migrated from layout {found} to {SCHEMA_VERSION}.")
-        return conn, warnings
+        return conn
     raise AssertionError("unreachable")
 
 
@@ -332,18 +346,3 @@ def _not_sqlite(path: Path) -> bool:
     except OSError:
         return False  # unreadable: let SQLite report it
     return len(head) > 0 and head != SQLITE_MAGIC
-
-
-def _still_bad(path: Path) -> bool:
-    """True when the file at `path` still fails to open as a Tracea cache (another process may have replaced it)."""
-    if not path.exists():
-        return False
-    try:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
-        try:
-            app, version, tables = _header(conn)
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError:
-        return True
-    return not (app == APPLICATION_ID or (app == 0 and version == 0 and tables == 0))

@@ -30,15 +30,24 @@ def register(app: typer.Typer) -> None:
 # ---- shared -----------------------------------------------------------------------------------------------------
 
 
-def _open(cache_dir: Optional[Path]):
-    """The cache chosen by --cache or the settings, with its warnings printed on stderr."""
-    from tracea_cli.cache import TuningCache
+def _cache_path(cache_dir: Optional[Path]) -> Path:
+    """The cache file chosen by --cache, else by the settings (TRACEA_CACHE_DIR or the user cache folder)."""
     from tracea_cli.config import Settings
 
     settings = Settings.from_env()
     if cache_dir is not None:
         settings = dataclasses.replace(settings, cache_dir=Path(cache_dir).expanduser())
-    cache = TuningCache.open(settings.cache_path)
+    return settings.cache_path
+
+
+def _open(cache_dir: Optional[Path], *, create: bool = True):
+    """The cache, with its warnings printed on stderr. Commands that only read it do not create it (`create`)."""
+    from tracea_cli.cache import TuningCache
+
+    path = _cache_path(cache_dir)
+    if not create and not path.exists():
+        raise UsageError(f"there is no tuning cache at {path} yet.", "`tracea tune` makes it; or give --cache DIR.")
+    cache = TuningCache.open(path)
     err = stderr_console()
     for w in cache.warnings:
         err.print(f"warning: {w}")
@@ -63,9 +72,11 @@ def _config_text(config: dict) -> str:
 @cache_app.command("ls")
 def ls(cache_dir: Optional[Path] = CacheOption, as_json: bool = JsonOption) -> None:
     """List the cached keys: id, problem, backend, device class, trials and the winner's time."""
-    with _open(cache_dir) as cache:
-        rows = cache.summaries()
-        path = cache.path
+    path = _cache_path(cache_dir)
+    rows = []
+    if path.exists():
+        with _open(cache_dir) as cache:
+            rows = cache.summaries()
     if as_json:
         print_json({"cache": str(path), "keys": [r.as_dict() for r in rows]})
         return
@@ -116,7 +127,7 @@ def show(
     """Show one key: its fields, search state, winner, trial statistics and failures."""
     from tracea_cli.cache.records import iso_time
 
-    with _open(cache_dir) as cache:
+    with _open(cache_dir, create=False) as cache:
         key = cache.resolve(key_id)
         trials = cache.trials(key)
         winner = cache.winner(key)
@@ -185,7 +196,7 @@ def export(
     as_json: bool = JsonOption,
 ) -> None:
     """Write keys, trials, winners and search state to a JSON file to share (configurations and times, no binaries)."""
-    with _open(cache_dir) as cache:
+    with _open(cache_dir, create=False) as cache:
         keys = [cache.resolve(k) for k in key_ids] if key_ids else None
         data = cache.export_data(keys)
     from tracea_cli.cache.transfer import write_json_atomic
@@ -230,7 +241,7 @@ def clear(
     as_json: bool = JsonOption,
 ) -> None:
     """Remove everything from the cache (needs --yes)."""
-    with _open(cache_dir) as cache:
+    with _open(cache_dir, create=False) as cache:
         if not yes:
             n = len(cache.keys())
             raise UsageError(
@@ -295,7 +306,7 @@ def prune(
     """Remove keys that can never be hit again (older key schema, kernel sources changed), and optionally old keys
     and failed trials."""
     notes: list[str] = []
-    with _open(cache_dir) as cache:
+    with _open(cache_dir, create=False) as cache:
         report = cache.prune(
             older_than_days=older_than,
             keep_failed=not failed,
