@@ -65,17 +65,11 @@ def backend_class(name: str):
     return CudaBackend
 
 
-def cpu_target(profile) -> Target:
-    from tracea_cli.doctor.profile import cpu_device_class
-
-    return Target(backend="cpu", device_class=cpu_device_class(profile), threads=os.cpu_count() or 1)
-
-
 def plan(request, settings) -> Plan:
     from tracea_cli.cache import CacheKey
     from tracea_cli.devices import parse_devices
-    from tracea_cli.doctor.profile import cuda_target, load_or_make_profile
-    from tracea_cli.ops.gemm.spaces import space_for
+    from tracea_cli.doctor.profile import cpu_target, cuda_target
+    from tracea_cli.doctor.run import load_or_make_profile
 
     problem = request.problem
     backend_name = resolve_backend(request.backend, problem)
@@ -90,7 +84,7 @@ def plan(request, settings) -> Plan:
         target = cpu_target(profile)
     factory = backend_class(backend_name)
     backend = factory()
-    candidates = Candidates.from_space(space_for(problem, target))
+    candidates = Candidates.from_space(backend.space(problem, target))
     key = CacheKey(
         op=problem.op, backend=backend_name, dtype=problem.dtype, layout=problem.layout, shape=problem.shape,
         device_class=target.device_class, source_hash=backend.source_hash(problem), toolchain=toolchain(backend_name),
@@ -170,14 +164,8 @@ def retarget(job: EvalJob, device: int | None) -> EvalJob:
 
 def trial(config: Mapping[str, Value], ev: Evaluation):
     from tracea_cli.cache import Trial
-    from tracea_cli.stats import summarize
 
-    s = summarize(ev.samples.times_ms) if ev.ok and ev.samples else None
-    return Trial(
-        config=dict(config), status=ev.status.value, reason=ev.reason if not ev.ok else "",
-        samples_ms=tuple(ev.samples.times_ms) if ev.samples else (), median_ms=s.median if s else None,
-        cv=s.cv if s else None, rel_error=ev.rel_error, compile_s=ev.compile_s,
-    )
+    return Trial.from_evaluation(config, ev)
 
 
 def evaluation_of(t) -> Evaluation:
