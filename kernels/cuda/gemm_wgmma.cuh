@@ -468,5 +468,8 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
     consume(ring, &map_c, C, bias, residual, M, N, ldc, work, first, stride, cluster_rows, tiles_n, k_blocks, rank,
             threadIdx.x / 128 - 1);
   }
-  if (kCluster > 1) cluster_sync();  // no CTA leaves while a peer may still signal its barriers
+  if (kCluster > 1) {
+    __syncwarp();
+    cluster_sync();  // no CTA leaves while a peer may still signal its barriers
+  }
 }
