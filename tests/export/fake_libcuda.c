@@ -1,0 +1,186 @@
+/* A stand-in for libcuda.so.1, for testing the exported runtime on machines without a GPU.
+ *
+ * It implements cuGetProcAddress_v2 and the driver functions tracea_runtime.h asks for; memory is host memory;
+ * kernels do not run: every driver call that matters is logged on stderr as one line ("cu: ..."), which the tests
+ * read. The device it pretends to be comes from the environment:
+ *   FAKE_CUDA_CC=9.0  FAKE_CUDA_DRIVER=13000  FAKE_CUDA_DEVICES=1  FAKE_CUDA_SMEM_OPTIN=232448
+ *   FAKE_CUDA_MAX_THREADS=1024  FAKE_CUDA_FUNC_MAX_THREADS=1024
+ */
+#include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int env_int(const char* name, int fallback) {
+  const char* v = getenv(name);
+  return v && *v ? atoi(v) : fallback;
+}
+
+static int cc_part(int which) {
+  const char* v = getenv("FAKE_CUDA_CC");
+  int major = 9, minor = 0;
+  if (v) sscanf(v, "%d.%d", &major, &minor);
+  return which == 0 ? major : minor;
+}
+
+static pthread_mutex_t log_mutex = PTHREAD_MUTEX_INITIALIZER;
+#define LOG(...) do { pthread_mutex_lock(&log_mutex); fprintf(stderr, "cu: " __VA_ARGS__); fputc('\n', stderr); \
+                      fflush(stderr); pthread_mutex_unlock(&log_mutex); } while (0)
+
+struct fake_module { int id; };
+struct fake_function { int module; char name[128]; };
+static int next_module = 0;
+static __thread int context_depth = 0;
+static struct fake_context { int device; } contexts[8];
+
+static CUresult f_init(unsigned int flags) { (void)flags; LOG("init"); return CUDA_SUCCESS; }
+static CUresult f_driver_get_version(int* v) { *v = env_int("FAKE_CUDA_DRIVER", 13000); return CUDA_SUCCESS; }
+static CUresult f_get_error_string(CUresult r, const char** s) { (void)r; *s = "fake error"; return CUDA_SUCCESS; }
+static CUresult f_device_get_count(int* n) { *n = env_int("FAKE_CUDA_DEVICES", 1); return CUDA_SUCCESS; }
+static CUresult f_device_get(CUdevice* d, int ordinal) {
+  if (ordinal < 0 || ordinal >= env_int("FAKE_CUDA_DEVICES", 1)) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
+  return CUDA_SUCCESS;
+}
+static CUresult f_device_get_attribute(int* v, CUdevice_attribute a, CUdevice d) {
+  (void)d;
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = cc_part(0); break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = cc_part(1); break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = env_int("FAKE_CUDA_SMEM_OPTIN", 232448); break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = env_int("FAKE_CUDA_MAX_THREADS", 1024); break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+static CUresult f_primary_ctx_retain(CUcontext* c, CUdevice d) {
+  contexts[d].device = d;
+  *c = (CUcontext)&contexts[d];
+  LOG("primary_ctx_retain device=%d", d);
+  return CUDA_SUCCESS;
+}
+static CUresult f_primary_ctx_release(CUdevice d) { LOG("primary_ctx_release device=%d", d); return CUDA_SUCCESS; }
+static __thread CUcontext current = NULL;
+static __thread CUcontext stack[16];
+static CUresult f_ctx_get_current(CUcontext* c) { *c = current; return CUDA_SUCCESS; }
+static CUresult f_ctx_push_current(CUcontext c) { stack[context_depth++ & 15] = current; current = c; return CUDA_SUCCESS; }
+static CUresult f_ctx_pop_current(CUcontext* c) {
+  if (c) *c = current;
+  current = stack[--context_depth & 15];
+  return CUDA_SUCCESS;
+}
+static CUresult f_ctx_get_device(CUdevice* d) {
+  if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+  *d = ((struct fake_context*)current)->device;
+  return CUDA_SUCCESS;
+}
+static CUresult f_stream_get_ctx(CUstream s, CUcontext* c) { (void)s; *c = (CUcontext)&contexts[0]; return CUDA_SUCCESS; }
+static CUresult f_module_load_data(CUmodule* m, const void* image) {
+  const unsigned char* p = (const unsigned char*)image;
+  struct fake_module* mod = (struct fake_module*)calloc(1, sizeof(*mod));
+  if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+  pthread_mutex_lock(&log_mutex);
+  mod->id = ++next_module;
+  pthread_mutex_unlock(&log_mutex);
+  if (memcmp(p, "\177ELF", 4) == 0) {
+    uint32_t flags;
+    memcpy(&flags, p + 0x30, 4);
+    LOG("load module=%d kind=cubin sm=%u", mod->id, p[8] >= 8 ? (flags >> 8) & 0xff : flags & 0xff);
+  } else {
+    const char* target = strstr((const char*)image, ".target ");
+    char name[32] = "?";
+    if (target) sscanf(target + 8, "%31s", name);
+    LOG("load module=%d kind=ptx target=%s", mod->id, name);
+  }
+  *m = (CUmodule)mod;
+  return CUDA_SUCCESS;
+}
+static CUresult f_module_unload(CUmodule m) { LOG("unload module=%d", ((struct fake_module*)m)->id); free(m); return CUDA_SUCCESS; }
+static CUresult f_module_get_function(CUfunction* f, CUmodule m, const char* name) {
+  struct fake_function* fn = (struct fake_function*)calloc(1, sizeof(*fn));
+  fn->module = ((struct fake_module*)m)->id;
+  snprintf(fn->name, sizeof(fn->name), "%s", name);
+  *f = (CUfunction)fn;
+  return CUDA_SUCCESS;
+}
+static CUresult f_func_get_attribute(int* v, CUfunction_attribute a, CUfunction f) {
+  (void)f;
+  if (a != CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK) return CUDA_ERROR_INVALID_VALUE;
+  *v = env_int("FAKE_CUDA_FUNC_MAX_THREADS", 1024);
+  return CUDA_SUCCESS;
+}
+static CUresult f_func_set_attribute(CUfunction f, CUfunction_attribute a, int v) {
+  struct fake_function* fn = (struct fake_function*)f;
+  LOG("set_attribute module=%d name=%s attribute=%d value=%d", fn->module, fn->name, (int)a, v);
+  return CUDA_SUCCESS;
+}
+static void log_launch(struct fake_function* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                       unsigned bz, unsigned smem, unsigned cx, void** params) {
+  LOG("launch module=%d name=%s grid=%u,%u,%u block=%u,%u,%u smem=%u cluster=%u a=%llu b=%llu c=%llu bias=%llu "
+      "residual=%llu workspace=%llu m=%d n=%d k=%d lda=%d ldb=%d ldc=%d",
+      fn->module, fn->name, gx, gy, gz, bx, by, bz, smem, cx, *(unsigned long long*)params[0],
+      *(unsigned long long*)params[1], *(unsigned long long*)params[2], *(unsigned long long*)params[3],
+      *(unsigned long long*)params[4], *(unsigned long long*)params[5], *(int*)params[6], *(int*)params[7],
+      *(int*)params[8], *(int*)params[9], *(int*)params[10], *(int*)params[11]);
+}
+static CUresult f_launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                unsigned bz, unsigned smem, CUstream s, void** params, void** extra) {
+  (void)s; (void)extra;
+  if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+  log_launch((struct fake_function*)f, gx, gy, gz, bx, by, bz, smem, 0, params);
+  return CUDA_SUCCESS;
+}
+static CUresult f_launch_kernel_ex(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
+  (void)extra;
+  log_launch((struct fake_function*)f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+             c->sharedMemBytes, c->attrs[0].value.clusterDim.x, params);
+  return CUDA_SUCCESS;
+}
+static CUresult f_memset_d8_async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
+  (void)s;
+  memset((void*)(uintptr_t)p, v, n);
+  LOG("memset ptr=%llu value=%u bytes=%zu", (unsigned long long)p, v, n);
+  return CUDA_SUCCESS;
+}
+static CUresult f_mem_alloc(CUdeviceptr* p, size_t n) { *p = (CUdeviceptr)(uintptr_t)aligned_alloc(256, (n + 255) / 256 * 256); return CUDA_SUCCESS; }
+static CUresult f_mem_free(CUdeviceptr p) { free((void*)(uintptr_t)p); return CUDA_SUCCESS; }
+static CUresult f_memcpy_htod_async(CUdeviceptr d, const void* h, size_t n, CUstream s) { (void)s; memcpy((void*)(uintptr_t)d, h, n); return CUDA_SUCCESS; }
+static CUresult f_memcpy_dtoh_async(void* h, CUdeviceptr d, size_t n, CUstream s) { (void)s; memcpy(h, (void*)(uintptr_t)d, n); return CUDA_SUCCESS; }
+static CUresult f_stream_create(CUstream* s, unsigned int flags) { (void)flags; *s = (CUstream)malloc(1); return CUDA_SUCCESS; }
+static CUresult f_stream_destroy(CUstream s) { free(s); return CUDA_SUCCESS; }
+static CUresult f_stream_synchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
+
+static const struct { const char* name; void* fn; } table[] = {
+  {"cuInit", (void*)f_init}, {"cuDriverGetVersion", (void*)f_driver_get_version},
+  {"cuGetErrorString", (void*)f_get_error_string}, {"cuDeviceGetCount", (void*)f_device_get_count},
+  {"cuDeviceGet", (void*)f_device_get}, {"cuDeviceGetAttribute", (void*)f_device_get_attribute},
+  {"cuDevicePrimaryCtxRetain", (void*)f_primary_ctx_retain}, {"cuDevicePrimaryCtxRelease", (void*)f_primary_ctx_release},
+  {"cuCtxGetCurrent", (void*)f_ctx_get_current}, {"cuCtxPushCurrent", (void*)f_ctx_push_current},
+  {"cuCtxPopCurrent", (void*)f_ctx_pop_current}, {"cuCtxGetDevice", (void*)f_ctx_get_device},
+  {"cuStreamGetCtx", (void*)f_stream_get_ctx}, {"cuModuleLoadData", (void*)f_module_load_data},
+  {"cuModuleUnload", (void*)f_module_unload}, {"cuModuleGetFunction", (void*)f_module_get_function},
+  {"cuFuncGetAttribute", (void*)f_func_get_attribute}, {"cuFuncSetAttribute", (void*)f_func_set_attribute},
+  {"cuLaunchKernel", (void*)f_launch_kernel}, {"cuLaunchKernelEx", (void*)f_launch_kernel_ex},
+  {"cuMemsetD8Async", (void*)f_memset_d8_async}, {"cuMemAlloc", (void*)f_mem_alloc}, {"cuMemFree", (void*)f_mem_free},
+  {"cuMemcpyHtoDAsync", (void*)f_memcpy_htod_async}, {"cuMemcpyDtoHAsync", (void*)f_memcpy_dtoh_async},
+  {"cuStreamCreate", (void*)f_stream_create}, {"cuStreamDestroy", (void*)f_stream_destroy},
+  {"cuStreamSynchronize", (void*)f_stream_synchronize},
+};
+
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult* status) {
+  size_t i;
+  (void)version; (void)flags;
+  for (i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
+    if (strcmp(table[i].name, symbol) == 0) {
+      *pfn = table[i].fn;
+      if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+      return CUDA_SUCCESS;
+    }
+  }
+  *pfn = NULL;
+  if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return CUDA_ERROR_NOT_FOUND;
+}

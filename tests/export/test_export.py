@@ -1,0 +1,404 @@
+"""`tracea export` without a GPU: cubins for the named architectures, PTX, a valid manifest, headers that compile, an
+example that builds and links without libcuda, and the exported runtime's logic run against a fake driver."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from export_helpers import build, cli, fields, needs_nvrtc, read_manifest, run_with_fake
+
+from tracea_cli.backends import nvrtc
+from tracea_cli.backends.base import CompileFailed
+from tracea_cli.cache import CacheKey, Trial, TuningCache
+from tracea_cli.config import Settings
+from tracea_cli.errors import UsageError
+from tracea_cli.export.elf import function_symbols
+from tracea_cli.export.manifest import COMPILED_ONLY, VERIFIED, validate
+from tracea_cli.export.writer import ExportRequest, export, write_folder
+from tracea_cli.ops.gemm.problem import GemmProblem
+
+pytestmark = [needs_nvrtc, pytest.mark.timeout(600)]
+
+SPLITK = {"family": "simt", "block_m": 64, "block_n": 64, "block_k": 8, "warp_m": 32, "warp_n": 32, "stages": 2,
+          "vec": 4, "group_m": 1, "split_k": 2}
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+
+@pytest.fixture(scope="module")
+def fp16(tmp_path_factory):
+    """The acceptance check's export: gemm 512^3 fp16, shipped defaults, sm_80 and sm_90."""
+    tmp = tmp_path_factory.mktemp("fp16")
+    result = cli(["gemm", "--m", "512", "--dtype", "fp16", "--backend", "cuda", "--arch", "sm_80,sm_90",
+                  "--config", "default", "--out", str(tmp / "out"), "--json"], tmp)
+    assert result.exit_code == 0, result.output
+    return tmp / "out", result
+
+
+@pytest.fixture(scope="module")
+def splitk(tmp_path_factory):
+    """Two tuned shapes of an fp32 split-K configuration, sm_80 only: dispatch by shape, memsets, two kernels."""
+    tmp = tmp_path_factory.mktemp("splitk")
+    (tmp / "config.json").write_text(json.dumps(SPLITK))
+    result = cli(["gemm", "--shapes", "256x256x256,1024x1024x1024", "--dtype", "fp32", "--arch", "sm_80",
+                  "--config", str(tmp / "config.json"), "--out", str(tmp / "out")], tmp)
+    assert result.exit_code == 0, result.output
+    return tmp / "out"
+
+
+def probe(folder: Path, toolchain, *, elem_bytes: int, dtype_code: int) -> Path:
+    doc = read_manifest(folder)
+    p = doc["prefix"]
+    return build(toolchain["cxx"], [str(Path(__file__).parent / "probe.cpp")], folder / "probe",
+                 [str(folder), toolchain["include"]], "-std=c++17", "-Wall", "-Wextra", "-Werror",
+                 f'-DEXPORT_HEADER="{doc["files"]["c_header"]}"', f"-DPROBE_LOAD={p}_load", f"-DPROBE_UNLOAD={p}_unload",
+                 f"-DPROBE_ELEM_BYTES={elem_bytes}", f"-DPROBE_DTYPE={dtype_code}", "-DPROBE_EPILOGUE=0", "-ldl", "-lpthread")
+
+
+@pytest.fixture(scope="module")
+def fp16_probe(fp16, toolchain):
+    return probe(fp16[0], toolchain, elem_bytes=2, dtype_code=2)
+
+
+@pytest.fixture(scope="module")
+def splitk_probe(splitk, toolchain):
+    return probe(splitk, toolchain, elem_bytes=4, dtype_code=0)
+
+
+# ---- what is written ----------------------------------------------------------------------------------------------------
+
+def test_cubins_are_elf_for_the_named_architectures_and_hold_the_manifests_kernels(fp16):
+    folder, _ = fp16
+    doc = read_manifest(folder)
+    assert {k["arch"] for k in doc["kernels"]} == {"sm_80", "sm_90"}
+    cubins = sorted(folder.rglob("*.cubin"))
+    assert len(cubins) == 2
+    for kernel in doc["kernels"]:
+        image = (folder / kernel["file"]).read_bytes()
+        assert image[:4] == b"\x7fELF" and nvrtc.cubin_arch(image) == kernel["arch"]
+        assert kernel["name"] in function_symbols(image)
+        assert kernel["dynamic_smem_bytes"] > 0 and kernel["registers"] > 0 and kernel["alignment_bytes"] == 16
+
+
+def test_ptx_of_the_lowest_architecture_ships_for_newer_gpus(fp16):
+    folder, _ = fp16
+    doc = read_manifest(folder)
+    (ptx,) = doc["ptx"]["files"]
+    assert ptx["arch"] == "compute_80" and ptx["from_arch"] == "sm_80"
+    text = (folder / ptx["file"]).read_text()
+    assert re.search(r"^\.target sm_80$", text, re.M) and ".entry gemm_main(" in text
+    assert doc["toolchain"]["ptx_isa"] == re.search(r"^\.version (\S+)", text, re.M).group(1)
+
+
+def test_the_manifest_is_valid_and_says_what_was_verified(fp16):
+    folder, result = fp16
+    doc = read_manifest(folder)
+    assert validate(doc) == []
+    for name in ("op", "shape", "dtype", "layout", "config", "kernels", "requires", "toolchain", "verification",
+                 "measurement"):
+        assert name in doc
+    assert doc["op"] == "gemm" and doc["dtype"] == "fp16" and doc["shape"] == [{"m": 512, "n": 512, "k": 512}]
+    assert doc["toolchain"]["nvrtc"] == nvrtc.version() and doc["requires"]["min_driver"] == nvrtc.version()
+    assert [v["status"] for v in doc["verification"]] == [COMPILED_ONLY, COMPILED_ONLY]  # nothing ran here
+    assert doc["measurement"] is None
+    assert all(c["origin"] == "default" for c in doc["config"])
+    printed = json.loads(result.stdout)
+    assert printed["manifest"] == doc and sorted(printed["files"]) == sorted(
+        str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert "never verified on sm_80" in result.stderr and "compiled-only" in result.stderr
+
+
+def test_the_c_header_embeds_each_binary_byte_for_byte(fp16):
+    folder, _ = fp16
+    doc = read_manifest(folder)
+    header = (folder / doc["files"]["c_header"]).read_text()
+    for file in [k["file"] for k in doc["kernels"]] + [p["file"] for p in doc["ptx"]["files"]]:
+        data = (folder / file).read_bytes()
+        m = re.search(rf"/\* {re.escape(file)} \((\d+) bytes\) \*/\nstatic const unsigned char (\w+)\[(\d+)\][^{{]*= {{\n([^}}]*)}};",
+                      header)
+        assert m, file
+        embedded = bytes(int(b) for b in m.group(4).replace("\n", " ").split(",") if b.strip())
+        assert embedded.rstrip(b"\0") == data.rstrip(b"\0") and int(m.group(3)) == len(embedded)
+
+
+def test_the_c_header_compiles_as_strict_c(fp16, toolchain, tmp_path):
+    folder, _ = fp16
+    doc = read_manifest(folder)
+    p = doc["prefix"]
+    (tmp_path / "use.c").write_text(
+        f'#include "{doc["files"]["c_header"]}"\n#include <stdio.h>\n'
+        f"int main(void) {{ tracea_gemm_args a; memset(&a, 0, sizeof a);\n"
+        f'  printf("%d %zu\\n", (int){p}_launch(&a, NULL), {p}_workspace_bytes(512, 512)); {p}_unload(); return 0; }}\n')
+    program = build(toolchain["cc"], [str(tmp_path / "use.c")], tmp_path / "use", [str(folder), toolchain["include"]],
+                    "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-ldl", "-lpthread")
+    out = subprocess.run([str(program)], capture_output=True, text=True, timeout=30).stdout.split()
+    assert out == [str(7), "0"]  # TRACEA_ERROR_INVALID_ARGUMENT for null pointers; no workspace without split-K
+
+
+def test_the_example_builds_and_links_without_libcuda_and_says_so_when_run(fp16, toolchain, tmp_path):
+    folder, _ = fp16
+    program = build(toolchain["cxx"], [str(folder / "example.cpp")], tmp_path / "example", [str(folder), toolchain["include"]],
+                    "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-ldl", "-lpthread")
+    linked = subprocess.run(["ldd", str(program)], capture_output=True, text=True).stdout
+    assert "libcuda" not in linked
+    done = subprocess.run([str(program)], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(tmp_path)})
+    if "libcuda.so.1" not in subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout:
+        assert done.returncode == 2 and json.loads(done.stdout)["error"].startswith("the CUDA driver (libcuda.so.1) was not found")
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
+def test_cmake_builds_the_example(fp16, toolchain, tmp_path):
+    folder, _ = fp16
+    configure = subprocess.run(["cmake", "-S", str(folder), "-B", str(tmp_path / "build"),
+                                f"-DTRACEA_CUDA_INCLUDE_DIR={toolchain['include']}", f"-DCMAKE_CXX_COMPILER={toolchain['cxx']}"],
+                               capture_output=True, text=True, timeout=300)
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    made = subprocess.run(["cmake", "--build", str(tmp_path / "build")], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert (tmp_path / "build" / "example").is_file()
+
+
+# ---- the exported runtime, run against a fake driver ---------------------------------------------------------------------
+
+def loads(log: list[str]) -> list[dict[str, str]]:
+    return [fields(line) for line in log if line.startswith("load ")]
+
+
+def launches(log: list[str]) -> list[dict[str, str]]:
+    return [fields(line) for line in log if line.startswith("launch ")]
+
+
+@pytest.mark.parametrize("cc, kind, which", [("9.0", "cubin", "90"), ("8.0", "cubin", "80"), ("8.9", "cubin", "80"),
+                                             ("10.0", "ptx", "sm_80"), ("12.0", "ptx", "sm_80")])
+def test_the_binary_for_the_devices_architecture_is_loaded(fp16_probe, fake_driver, cc, kind, which):
+    out, log = run_with_fake(fp16_probe, ["512", "512", "512"], fake_driver, cc=cc)
+    assert out[-1] == "status=0 ok"
+    (load,) = loads(log)
+    assert load["kind"] == kind and load.get("sm", load.get("target")) == which
+
+
+@pytest.mark.parametrize("fake, status", [
+    ({"cc": "7.5"}, 5),  # no cubin or PTX for Turing
+    ({"driver": "12080"}, 2),  # older than the NVRTC 13.0 that built it
+    ({"smem_optin": "65536"}, 6),  # the kernel needs 81408 bytes
+    ({"func_max_threads": "128"}, 6),  # registers allow fewer threads than the block has
+    ({"devices": "0"}, 4),
+])
+def test_the_device_is_checked_at_load(fp16_probe, fake_driver, fake, status):
+    out, log = run_with_fake(fp16_probe, ["512", "512", "512"], fake_driver, **fake)
+    assert out[-1].startswith(f"status={status} ")
+    assert not launches(log)
+
+
+def test_a_launch_follows_the_launch_description(fp16, fp16_probe, fake_driver):
+    doc = read_manifest(fp16[0])
+    step = next(l for l in doc["launch"] if l["arch"] == "sm_90")["description"]
+    out, log = run_with_fake(fp16_probe, ["512", "512", "512", "stream"], fake_driver, cc="9.0")
+    assert out[-1] == "status=0 ok"
+    (launch,) = launches(log)
+    main = step["steps"][0]
+    tiles = math.ceil(512 / step["tile_m"]) * math.ceil(512 / step["tile_n"])
+    assert launch["name"] == "gemm_main" and launch["grid"] == f"{tiles},1,1"
+    assert launch["block"] == ",".join(map(str, main["block"])) and launch["smem"] == str(main["dynamic_smem_bytes"])
+    assert [launch[k] for k in ("m", "n", "k", "lda", "ldb", "ldc")] == ["512"] * 6
+    assert launch["workspace"] == "0"  # no split-K: no workspace, and none is asked for
+    raised = [fields(line) for line in log if line.startswith("set_attribute")]
+    assert raised == [{"module": "1", "name": "gemm_main", "attribute": str(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES),
+                       "value": str(main["dynamic_smem_bytes"])}]
+    assert log[-2:] == ["unload module=1", "primary_ctx_release device=0"]
+
+
+def test_loading_happens_once_for_many_threads(fp16_probe, fake_driver):
+    out, log = run_with_fake(fp16_probe, ["512", "512", "512", "threads=8"], fake_driver)
+    assert out[1:] == ["status=0 ok"] * 8
+    assert len(loads(log)) == 1 and len(launches(log)) == 8
+    assert sum(line.startswith("primary_ctx_retain") for line in log) == 1
+
+
+def test_bad_calls_get_their_error_codes(fp16_probe, fake_driver):
+    assert run_with_fake(fp16_probe, ["512", "512", "512", "misalign"], fake_driver)[0][-1].startswith("status=8 ")
+    assert run_with_fake(fp16_probe, ["512", "512", "512", "nt"], fake_driver)[0][-1].startswith("status=11 ")
+    assert run_with_fake(fp16_probe, ["512", "500", "512"], fake_driver)[0][-1].startswith("status=9 ")  # N % 8
+    assert run_with_fake(fp16_probe, ["512", "512", "512", "load=0"], fake_driver)[0][-1] == "status=0 ok"
+    assert run_with_fake(fp16_probe, ["512", "512", "512", "load=3"], fake_driver)[0][-1].startswith("status=4 ")
+
+
+def test_split_k_zeroes_the_workspace_then_reduces(splitk_probe, fake_driver):
+    out, log = run_with_fake(splitk_probe, ["256", "256", "256"], fake_driver, cc="8.0")
+    assert out == [f"workspace_bytes={4 * 256 * 256}", "status=0 ok"]
+    memset = next(fields(line) for line in log if line.startswith("memset"))
+    main, reduce = launches(log)
+    assert log.index(next(line for line in log if line.startswith("memset"))) < log.index(
+        next(line for line in log if line.startswith("launch")))
+    assert memset["bytes"] == str(4 * 256 * 256) and memset["value"] == "0" and memset["ptr"] == main["workspace"]
+    assert main["name"] == "gemm_main" and main["grid"] == f"{(256 // 64) ** 2},1,2"
+    assert reduce["name"] == "gemm_splitk_reduce" and reduce["grid"] == f"{256 * 256 // 256},1,1"
+
+
+@pytest.mark.parametrize("shape, module", [("256 256 256", "1"), ("1024 1024 1024", "2"), ("900 900 900", "2"),
+                                           ("300 260 200", "1")])
+def test_calls_go_to_the_exact_or_nearest_valid_tuned_shape(splitk_probe, fake_driver, shape, module):
+    out, log = run_with_fake(splitk_probe, shape.split(), fake_driver, cc="8.0")
+    assert out[-1] == "status=0 ok"
+    assert len(loads(log)) == 2 and {l["module"] for l in launches(log)} == {module}
+    m, n, k = shape.split()
+    assert [launches(log)[0][d] for d in ("m", "n", "k")] == [m, n, k]
+
+
+def test_shapes_no_variant_serves_and_a_missing_workspace_are_refused(splitk, splitk_probe, fake_driver):
+    doc = read_manifest(splitk)
+    m_min = min(l["valid_for"]["m_min"] for l in doc["launch"])
+    assert run_with_fake(splitk_probe, [str(m_min - 1), "256", "256"], fake_driver)[0][-1].startswith("status=9 ")
+    assert run_with_fake(splitk_probe, ["256", "256", "258"], fake_driver)[0][-1].startswith("status=9 ")  # K % 4
+    assert run_with_fake(splitk_probe, ["256", "256", "256", "no-workspace"], fake_driver)[0][-1].startswith("status=10 ")
+
+
+def test_several_exports_live_in_one_program(fp16, splitk, toolchain, fake_driver, tmp_path):
+    for folder in (fp16[0], splitk):
+        for name in ("tracea_runtime.h", "tracea.hpp"):
+            assert (folder / name).read_text() == (fp16[0] / name).read_text()  # the same text in every export
+    (tmp_path / "both.cpp").write_text("""
+#include "tracea_gemm_fp16_nn.h"
+#include "tracea_gemm_fp32_nn.h"
+#include "tracea.hpp"
+#include <cstdio>
+#include <initializer_list>
+int main() {
+  const tracea_driver* cu;
+  tracea_driver_get(&cu);
+  CUdeviceptr p, ws;
+  cu->mem_alloc(&p, 1 << 24);
+  cu->mem_alloc(&ws, 1 << 24);
+  for (tracea::DType t : {tracea::DType::fp16, tracea::DType::fp32, tracea::DType::bf16}) {
+    tracea::TensorView a = tracea::TensorView::matrix(reinterpret_cast<void*>(p), t, 256, 256);
+    tracea::GemmParams params;
+    params.workspace = reinterpret_cast<void*>(ws);
+    params.workspace_bytes = 1 << 24;
+    std::printf("%d\\n", int(tracea::gemm(a, a, a, params)));
+  }
+}
+""")
+    program = build(toolchain["cxx"], [str(tmp_path / "both.cpp")], tmp_path / "both",
+                    [str(fp16[0]), str(splitk), toolchain["include"]], "-std=c++17", "-Wall", "-Werror", "-ldl", "-lpthread")
+    out, log = run_with_fake(program, [], fake_driver, cc="8.0")
+    assert out == ["0", "0", "11"]  # fp16 and fp32 were exported, bf16 was not
+    assert {l["name"] for l in launches(log)} == {"gemm_main", "gemm_splitk_reduce"} and len(loads(log)) == 3
+
+
+# ---- from the tuning cache ----------------------------------------------------------------------------------------------
+
+def test_a_cached_winner_exports_with_its_verification_and_measurement(tmp_path):
+    device = "NVIDIA H200 | sm_90 | 132 SMs | 140 GiB | 1980/3201 MHz"
+    config = {**SPLITK, "split_k": 1}
+    key = CacheKey(op="gemm", backend="cuda", dtype="fp32", layout="nt", shape={"m": 256, "n": 256, "k": 256},
+                   device_class=device, source_hash="s", toolchain={"nvrtc": "13.0"}, arch="sm_90")
+    with TuningCache.open(tmp_path / "cache" / "tuning.sqlite3") as cache:
+        cache.set_winner(key, Trial(config, samples_ms=(0.011, 0.012, 0.013), median_ms=0.012, cv=0.05, rel_error=3e-7))
+    result = cli(["gemm", "--m", "256", "--layout", "nt", "--arch", "sm_90,sm_86", "--out", str(tmp_path / "out")], tmp_path)
+    assert result.exit_code == 0, result.output
+    doc = read_manifest(tmp_path / "out")
+    assert validate(doc) == [] and doc["layout"] == "nt"
+    by_arch = {v["arch"]: v for v in doc["verification"]}
+    assert by_arch["sm_90"]["status"] == VERIFIED and by_arch["sm_90"]["device"] == device
+    assert by_arch["sm_90"]["rel_error"] == 3e-7 and by_arch["sm_86"]["status"] == COMPILED_ONLY
+    assert doc["measurement"] == [{"shape": {"m": 256, "n": 256, "k": 256}, "arch": "sm_90", "device": device,
+                                   "median_ms": 0.012, "cv": 0.05, "n": 3, "date": doc["measurement"][0]["date"]}]
+    assert [c["values"] for c in doc["config"]] == [config, config] and "on sm_86" in result.stderr
+    assert "verified on NVIDIA H200" in result.stdout and "0.0120 ms" in result.stdout
+
+
+# ---- bad input: one sentence, exit 2, nothing half-written ---------------------------------------------------------------
+
+def leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if ".tmp" in p.name or ".old-" in p.name)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--m", "512", "--dtype", "fp16", "--arch", "sm_80,sm_90"], "holds no tuned configuration for gemm 512x512x512 fp16 nn"),
+    (["--m", "512", "--arch", "sm_12345", "--config", "default"], "cannot build for sm_12345"),
+    (["--m", "512", "--arch", "ampere", "--config", "default"], "is not a CUDA architecture name"),
+    (["--m", "512", "--arch", "sm_90", "--config", "CONFIG"], "outside the search space of gemm 512x512x512 fp32 nn on sm_90: block_m=48"),
+    (["--m", "512", "--arch", "sm_90", "--config", "MISSING"], "cannot read the configuration file"),
+    (["--m", "512", "--arch", "sm_90", "--backend", "cpu", "--config", "default"], "the cpu backend has no export"),
+    (["--shapes", "512x512", "--arch", "sm_90"], "is not MxNxK"),
+    (["--m", "512", "--m", "256", "--m", "128", "--n", "1", "--n", "2", "--arch", "sm_90"], "--n was given 2 times"),
+    (["--m", "512", "--config", "default"], "--arch is required"),
+    (["--m", "512", "--dtype", "fp8", "--arch", "sm_90"], "unknown dtype 'fp8'"),
+])
+def test_bad_input_is_one_sentence_and_exit_2_with_nothing_written(tmp_path, args, says):
+    (tmp_path / "c.json").write_text(json.dumps({**SPLITK, "block_m": 48}))
+    args = [a.replace("CONFIG", str(tmp_path / "c.json")).replace("MISSING", str(tmp_path / "no.json")) for a in args]
+    result = cli(["gemm", *args, "--out", str(tmp_path / "out")], tmp_path)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and says in errors[0], result.output
+    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+def test_hint_says_how_to_get_a_winner(tmp_path):
+    result = cli(["gemm", "--m", "512", "--dtype", "fp16", "--arch", "sm_90", "--out", str(tmp_path / "out")], tmp_path)
+    assert "hint: Tune it on a GPU with `tracea tune gemm --m 512 --n 512 --k 512 --dtype fp16 --layout nn --backend cuda`" \
+           in result.output
+
+
+@pytest.mark.parametrize("out, says", [("FILE/sub", "cannot create"), ("FILE", "is a file, not a folder"),
+                                       ("FOREIGN", "holds files that are not a tracea export")])
+def test_an_unwritable_or_occupied_out_is_refused(tmp_path, out, says):
+    (tmp_path / "FILE").write_text("a file")
+    (tmp_path / "FOREIGN").mkdir()
+    (tmp_path / "FOREIGN" / "notes.txt").write_text("mine")
+    result = cli(["gemm", "--m", "64", "--arch", "sm_80", "--config", "default", "--out", str(tmp_path / out)], tmp_path)
+    assert result.exit_code == 2 and says in result.output, result.output
+    assert (tmp_path / "FILE").read_text() == "a file" and (tmp_path / "FOREIGN" / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in (tmp_path / "FOREIGN").iterdir()) == ["notes.txt"] and leftovers(tmp_path) == []
+
+
+class FailsFor:
+    """The CUDA backend, except that compiling for one architecture fails (as a broken toolchain would)."""
+
+    def __init__(self, arch: str) -> None:
+        from tracea_cli.backends.cuda import CudaBackend
+
+        self.inner, self.arch = CudaBackend(), arch
+
+    def space(self, problem, target):
+        return self.inner.space(problem, target)
+
+    def compile(self, problem, config, target):
+        if target.arch == self.arch:
+            raise CompileFailed("ptxas fatal: out of memory")
+        return self.inner.compile(problem, config, target)
+
+
+def test_a_failure_midway_leaves_an_earlier_export_as_it_was(tmp_path):
+    settings = Settings(cache_dir=tmp_path / "cache", data_dir=tmp_path / "data")
+    request = ExportRequest(problems=(GemmProblem(64, 64, 64),), archs=("sm_80",), out=tmp_path / "out", config="default")
+    first = export(request, settings=settings)
+    before = {p: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert len(before) == len(first.files)
+    with pytest.raises(Exception, match="did not compile for sm_90: ptxas fatal"):
+        export(ExportRequest(**{**request.__dict__, "archs": ("sm_80", "sm_90")}), settings=settings,
+               builder=FailsFor("sm_90"))
+    assert {p: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()} == before
+    assert leftovers(tmp_path) == []
+    with pytest.raises(UsageError, match="cannot write the export"):  # a file cannot be created midway through writing
+        write_folder(tmp_path / "out", {"a.txt": b"1", "a.txt/b.txt": b"2"})
+    assert {p: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()} == before
+    assert leftovers(tmp_path) == []
+
+
+def test_a_new_export_replaces_an_earlier_one_whole(tmp_path):
+    settings = Settings(cache_dir=tmp_path / "cache", data_dir=tmp_path / "data")
+    request = ExportRequest(problems=(GemmProblem(64, 64, 64),), archs=("sm_80", "sm_86"), out=tmp_path / "out",
+                            config="default")
+    export(request, settings=settings)
+    second = export(ExportRequest(**{**request.__dict__, "archs": ("sm_86",)}), settings=settings)
+    on_disk = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert on_disk == sorted(second.files) and not any("sm_80" in f for f in on_disk)
+    assert leftovers(tmp_path) == []

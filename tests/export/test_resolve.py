@@ -1,0 +1,157 @@
+"""Where each exported configuration comes from, and what is on record about it: files, shipped defaults, the cache."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tracea_cli.backends.archs import limits_for
+from tracea_cli.backends.base import Target
+from tracea_cli.cache import CacheKey, Trial, TuningCache
+from tracea_cli.errors import UsageError
+from tracea_cli.export import resolve
+from tracea_cli.export.defaults import FAMILIES, load_defaults
+from tracea_cli.export.manifest import COMPILED_ONLY, VERIFIED
+from tracea_cli.ops.gemm.cuda_space import gemm_space
+from tracea_cli.ops.gemm.problem import GemmProblem
+
+FP16 = GemmProblem(512, 512, 512, "fp16")
+GOOD = {"family": "mma", "block_m": 64, "block_n": 64, "block_k": 32, "warp_m": 32, "warp_n": 32, "stages": 3, "vec": 8,
+        "group_m": 1, "split_k": 1}
+
+
+def space_of(problem: GemmProblem, arch: str):
+    return gemm_space(problem, Target(backend="cuda", device_class="export", arch=arch, limits=limits_for(arch)))
+
+
+# ---- --config FILE ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("content", [GOOD, {"config": GOOD}, {"winner": {"config": GOOD, "median_ms": 1.0}}])
+def test_a_configuration_file_may_be_bare_or_wrapped(tmp_path, content):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(content))
+    choices = resolve.from_file(path, [FP16], ["sm_80", "sm_90"], space_of)
+    assert [c.arch for c in choices] == ["sm_80", "sm_90"]
+    assert all(c.config == GOOD and c.origin == "file" and c.verification.status == COMPILED_ONLY for c in choices)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("{not json", "is not valid JSON"),
+    ("[1, 2]", "does not hold a configuration"),
+    (json.dumps({**GOOD, "block_m": 48}), "block_m=48 is not one of"),
+    (json.dumps({**GOOD, "unroll": 4}), "unknown parameter"),
+    (json.dumps({**GOOD, "block_m": 256, "block_n": 256, "block_k": 64, "warp_m": 64, "warp_n": 64, "stages": 5}),
+     "registers"),
+    (json.dumps({**GOOD, "vec": 16}), "vec=16 is not one of"),
+])
+def test_a_bad_configuration_file_is_a_usage_error_with_the_reason(tmp_path, text, says):
+    path = tmp_path / "c.json"
+    path.write_text(text)
+    with pytest.raises(UsageError) as e:
+        resolve.from_file(path, [FP16], ["sm_80"], space_of)
+    assert says in e.value.message and e.value.message.endswith(".")
+
+
+def test_a_configuration_beyond_an_architectures_limits_is_refused_for_it(tmp_path):
+    big = GemmProblem(4096, 4096, 4096, "fp16")
+    config = {**GOOD, "block_m": 256, "block_n": 128, "warp_m": 64, "warp_n": 64, "block_k": 64, "stages": 4}
+    assert space_of(big, "sm_90").why_invalid(config) is None  # fits the H100/H200's 227 KiB ...
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(UsageError, match="on sm_86: .*shared memory"):  # ... not sm_86's 99 KiB
+        resolve.from_file(path, [big], ["sm_90", "sm_86"], space_of)
+
+
+# ---- --config default ---------------------------------------------------------------------------------------------------
+
+def test_families_are_tried_from_the_architectures_own_down():
+    defaults = load_defaults()
+    assert resolve.family_order(defaults, "sm_89") == ["sm_86/89", "sm_80"]
+    assert resolve.family_order(defaults, "sm_90a") == ["sm_90", "sm_86/89", "sm_80"]
+    assert resolve.family_order(defaults, "sm_120") == ["sm_90", "sm_86/89", "sm_80"]
+    assert resolve.family_order(defaults, "sm_75") == []
+
+
+def test_every_shipped_default_is_in_its_familys_space():
+    defaults = load_defaults()
+    for entry in defaults["defaults"]:
+        arch = FAMILIES[entry["family"]][0]
+        for layout in ("nn", "nt"):
+            problem = GemmProblem(4096, 4096, 4096, entry["dtype"], layout)
+            assert space_of(problem, arch).why_invalid(entry["config"]) is None, entry
+        assert entry["verification"]["status"] in (VERIFIED, COMPILED_ONLY)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "tf32", "fp16", "bf16", "fp64"])
+def test_a_default_exists_for_every_shape_layout_and_architecture(dtype):
+    shapes = [(1, 1, 1), (17, 127, 1000), (1000, 3000, 777), (127, 17, 1023), (4096, 4096, 4096), (512, 512, 512)]
+    problems = [GemmProblem(m, n, k, dtype, layout) for m, n, k in shapes for layout in ("nn", "nt")]
+    choices = resolve.from_defaults(problems, ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100"], space_of)
+    assert len(choices) == len(problems) * 6
+    for c in choices:
+        assert space_of(c.problem, c.arch).why_invalid(c.config) is None
+    big = next(c for c in choices if c.problem.m == 4096 and c.arch == "sm_90")
+    assert big.config == load_defaults()["defaults"][int(big.origin_detail.rsplit("#", 1)[1])]["config"]
+
+
+def test_default_verification_applies_to_its_own_architecture_only():
+    defaults = {"families": {"sm_80": ["sm_80"], "sm_90": ["sm_90", "sm_90a"]}, "defaults": [
+        {"dtype": "fp16", "family": "sm_90", "config": GOOD,
+         "verification": {"status": "verified", "device": "NVIDIA H200 | sm_90", "arch": "sm_90", "rel_error": 3e-4,
+                          "date": "2026-11-29", "how": "checked"}},
+        {"dtype": "fp16", "family": "sm_80", "config": GOOD, "verification": {"status": "compiled-only", "how": "compiled"}},
+    ]}
+    by_arch = {c.arch: c for c in resolve.from_defaults([FP16], ["sm_80", "sm_90", "sm_90a", "sm_100"], space_of, defaults)}
+    assert by_arch["sm_90"].verification.status == VERIFIED and by_arch["sm_90"].verification.rel_error == 3e-4
+    assert by_arch["sm_90a"].verification.status == VERIFIED  # the same family and base architecture
+    assert by_arch["sm_100"].verification.status == COMPILED_ONLY  # borrowed from sm_90, never run on sm_100
+    assert "never on sm_100" in by_arch["sm_100"].verification.evidence
+    assert by_arch["sm_80"].verification.status == COMPILED_ONLY
+
+
+def test_no_valid_default_is_a_usage_error():
+    with pytest.raises(UsageError, match="no shipped default configuration of gemm 512x512x512 fp16 nn is valid on sm_75"):
+        resolve.from_defaults([FP16], ["sm_75"], space_of)
+
+
+# ---- the tuning cache ---------------------------------------------------------------------------------------------------
+
+def key(arch: str, device: str) -> CacheKey:
+    return CacheKey(op="gemm", backend="cuda", dtype="fp16", layout="nn", shape=FP16.shape, device_class=device,
+                    source_hash="s", toolchain={"nvrtc": "13.0"}, arch=arch)
+
+
+def test_cached_winners_are_verified_only_on_the_architecture_they_ran_on(tmp_path):
+    path = tmp_path / "tuning.sqlite3"
+    h200 = "NVIDIA H200 | sm_90 | 132 SMs | 140 GiB | 1980/3201 MHz"
+    with TuningCache.open(path) as cache:
+        cache.set_winner(key("sm_90", h200), Trial(GOOD, samples_ms=(0.02, 0.021, 0.022), median_ms=0.021, cv=0.02,
+                                                   rel_error=2.5e-4, timestamp=1795000000.0))
+    warnings: list[str] = []
+    h, a = resolve.from_cache([FP16], ["sm_90", "sm_80"], space_of, path, warnings)
+    assert h.arch == "sm_90" and h.verification.status == VERIFIED and h.verification.device == h200
+    assert h.verification.rel_error == 2.5e-4 and h.verification.bound == 5e-3
+    assert h.measurement is not None and h.measurement.median_ms == 0.021 and h.measurement.n == 3
+    assert a.arch == "sm_80" and a.verification.status == COMPILED_ONLY and a.measurement is None
+    assert "never run on sm_80" in a.verification.evidence and a.config == GOOD
+
+
+def test_the_winner_of_the_same_architecture_is_preferred_to_a_faster_one(tmp_path):
+    path = tmp_path / "tuning.sqlite3"
+    other = {**GOOD, "stages": 4}
+    with TuningCache.open(path) as cache:
+        cache.set_winner(key("sm_80", "NVIDIA A100"), Trial(other, samples_ms=(0.5,), median_ms=0.5, cv=0.0, rel_error=1e-4))
+        cache.set_winner(key("sm_90", "NVIDIA H200"), Trial(GOOD, samples_ms=(0.1,), median_ms=0.1, cv=0.0, rel_error=1e-4))
+    by_arch = {c.arch: c for c in resolve.from_cache([FP16], ["sm_80", "sm_90", "sm_89"], space_of, path, [])}
+    assert by_arch["sm_80"].config == other and by_arch["sm_80"].verification.status == VERIFIED
+    assert by_arch["sm_90"].config == GOOD and by_arch["sm_90"].verification.status == VERIFIED
+    assert by_arch["sm_89"].config == GOOD and by_arch["sm_89"].verification.status == COMPILED_ONLY  # the fastest
+
+
+def test_no_cached_winner_says_how_to_get_one(tmp_path):
+    with pytest.raises(UsageError) as e:
+        resolve.from_cache([FP16], ["sm_90"], space_of, tmp_path / "absent.sqlite3", [])
+    assert "holds no tuned configuration for gemm 512x512x512 fp16 nn" in e.value.message
+    assert "tracea tune gemm --m 512 --n 512 --k 512 --dtype fp16" in e.value.hint and "--config default" in e.value.hint
+    assert not (tmp_path / "absent.sqlite3").exists()  # looking does not create a cache

@@ -1,0 +1,408 @@
+"""What an export holds, as data: one `Variant` per (tuned shape, architecture), and the manifest.json built from them.
+
+The JSON document flattens the variants into the fields product.md names (`shape`, `config`, `kernels`, `launch`,
+`verification`, `measurement`), each entry naming the shape and architecture it belongs to, so that its types do not
+change with the number of shapes. `SCHEMA` is its JSON Schema (a dict, documented in docs/manifest-schema.md);
+`validate` checks a document against it and checks the cross-references the schema cannot express.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from tracea_cli.space import Value
+
+SCHEMA_VERSION = 1
+VERIFIED = "verified"
+COMPILED_ONLY = "compiled-only"
+
+
+def shape_label(shape: Mapping[str, int]) -> str:
+    return f"{shape['m']}x{shape['n']}x{shape['k']}"
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Whether a configuration was checked against the float64 reference on this architecture, and where."""
+
+    status: str  # VERIFIED | COMPILED_ONLY
+    device: str | None = None  # the device class it was checked on
+    rel_error: float | None = None  # relative Frobenius error of that check
+    bound: float | None = None  # the dtype's bound it passed
+    date: str | None = None  # ISO 8601
+    evidence: str = ""  # where the record comes from (a cache key, the defaults profile, a file)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "device": self.device, "rel_error": self.rel_error, "bound": self.bound,
+                "date": self.date, "evidence": self.evidence}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A time measured for the configuration at this shape, on `device` (a device class)."""
+
+    device: str
+    median_ms: float
+    cv: float
+    n: int  # samples
+    date: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "median_ms": self.median_ms, "cv": self.cv, "n": self.n, "date": self.date}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel entry point of a variant's cubin, with what launching it takes."""
+
+    name: str
+    grid: Mapping[str, int | str]  # {"x": rule, "y": rule, "z": rule}; rules as in docs/kernel-abi.md
+    block: tuple[int, int, int]
+    dynamic_smem_bytes: int
+    static_smem_bytes: int
+    registers: int
+    spill_bytes: int
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One configuration compiled for one architecture at one tuned shape."""
+
+    shape: Mapping[str, int]
+    arch: str  # as compiled: "sm_80", "sm_90a"
+    config: Mapping[str, Value]
+    origin: str  # "cache" | "default" | "file"
+    origin_detail: str
+    file: str  # the cubin, relative to the export folder
+    source_file: str  # the exact source it was compiled from
+    launch: Mapping[str, Any]  # the backend's launch description, verbatim (docs/kernel-abi.md)
+    kernels: tuple[Kernel, ...]
+    alignment_bytes: int
+    valid_for: Mapping[str, int]  # {"m_min", "m_max", "m_multiple", ...}: the sizes it serves (export.dispatch)
+    verification: Verification
+    measurement: Measurement | None = None
+
+    @property
+    def arch_specific(self) -> bool:
+        return self.arch.endswith("a")
+
+    @property
+    def shared_bytes(self) -> int:
+        """The most shared memory (static + dynamic) one of its kernels needs, in bytes."""
+        return max((k.static_smem_bytes + k.dynamic_smem_bytes for k in self.kernels), default=0)
+
+
+@dataclass(frozen=True)
+class PtxImage:
+    """PTX for forward compatibility: the configuration of the lowest non-arch-specific architecture, as PTX."""
+
+    shape: Mapping[str, int]
+    arch: str  # virtual architecture, "compute_80"
+    file: str
+    from_arch: str  # whose configuration it is, "sm_80"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    op: str
+    dtype: str
+    layout: str
+    epilogue: str
+    prefix: str  # C identifier prefix of the export's functions
+    variants: tuple[Variant, ...]
+    ptx: tuple[PtxImage, ...]
+    ptx_note: str
+    toolchain: Mapping[str, str]  # {"nvrtc", "ptx_isa", "tracea"}
+    min_driver: str  # "13.0": the oldest CUDA driver that loads these binaries
+    files: Mapping[str, str]
+    created: str
+    tracea_version: str
+    shapes: tuple[Mapping[str, int], ...] = field(default=())  # dispatch order; defaults to the variants' order
+
+    def shape_list(self) -> list[dict[str, int]]:
+        if self.shapes:
+            return [dict(s) for s in self.shapes]
+        seen: list[dict[str, int]] = []
+        for v in self.variants:
+            if dict(v.shape) not in seen:
+                seen.append(dict(v.shape))
+        return seen
+
+    def as_dict(self) -> dict[str, Any]:
+        def where(v: Variant) -> dict[str, Any]:
+            return {"shape": dict(v.shape), "arch": v.arch}
+
+        archs = sorted({v.arch for v in self.variants}, key=_arch_order)
+        measured = [{**where(v), **v.measurement.as_dict()} for v in self.variants if v.measurement is not None]
+        major, minor = (int(x) for x in self.min_driver.split("."))
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tracea_version": self.tracea_version,
+            "created": self.created,
+            "op": self.op,
+            "dtype": self.dtype,
+            "layout": self.layout,
+            "epilogue": self.epilogue,
+            "prefix": self.prefix,
+            "shape": self.shape_list(),
+            "config": [{**where(v), "values": dict(v.config), "origin": v.origin, "origin_detail": v.origin_detail}
+                       for v in self.variants],
+            "kernels": [
+                {**where(v), "file": v.file, "name": k.name, "grid": dict(k.grid), "block": list(k.block),
+                 "dynamic_smem_bytes": k.dynamic_smem_bytes, "static_smem_bytes": k.static_smem_bytes,
+                 "registers": k.registers, "spill_bytes": k.spill_bytes, "alignment_bytes": v.alignment_bytes}
+                for v in self.variants for k in v.kernels
+            ],
+            "launch": [
+                {**where(v), "file": v.file, "source": v.source_file, "arch_specific": v.arch_specific,
+                 "valid_for": dict(v.valid_for), "description": _jsonable(v.launch)}
+                for v in self.variants
+            ],
+            "ptx": {
+                "files": [{"shape": dict(p.shape), "arch": p.arch, "file": p.file, "from_arch": p.from_arch} for p in self.ptx],
+                "note": self.ptx_note,
+            },
+            "requires": {
+                "min_driver": self.min_driver,
+                "min_driver_version": major * 1000 + minor * 10,
+                "archs": archs,
+                "shared_bytes": {a: max(v.shared_bytes for v in self.variants if v.arch == a) for a in archs},
+                "threads_per_block": {
+                    a: max(k.block[0] * k.block[1] * k.block[2] for v in self.variants if v.arch == a for k in v.kernels)
+                    for a in archs
+                },
+            },
+            "toolchain": dict(self.toolchain),
+            "verification": [{**where(v), **v.verification.as_dict()} for v in self.variants],
+            "measurement": measured or None,
+            "files": dict(self.files),
+        }
+
+
+def _arch_order(arch: str) -> tuple[int, str]:
+    m = re.match(r"sm_(\d+)", arch)
+    return (int(m.group(1)) if m else 0, arch)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+# ---- the schema -----------------------------------------------------------------------------------------------------
+
+_INT0 = {"type": "integer", "minimum": 0}
+_POS = {"type": "integer", "minimum": 1}
+_TEXT = {"type": "string"}
+_ARCH = {"type": "string", "pattern": r"^sm_[0-9]+a?$"}
+_SHAPE = {"type": "object", "required": ["m", "n", "k"], "additionalProperties": False,
+          "properties": {"m": _POS, "n": _POS, "k": _POS}}
+_GRID_RULE = {"anyOf": [_POS, {"type": "string", "pattern": r"^(tiles|tiles_m|tiles_n|split_k|mn/[1-9][0-9]*)$"}]}
+
+
+def _entry(properties: dict[str, Any], extra_required: list[str] | None = None) -> dict[str, Any]:
+    """An object that names its shape and architecture, with no other keys than those listed."""
+    props = {"shape": _SHAPE, "arch": _ARCH, **properties}
+    return {"type": "object", "additionalProperties": False, "properties": props,
+            "required": ["shape", "arch", *(extra_required if extra_required is not None else properties)]}
+
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://tracea.dev/schemas/export-manifest-1.json",
+    "title": "Tracea export manifest",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["schema_version", "tracea_version", "created", "op", "dtype", "layout", "epilogue", "prefix", "shape",
+                 "config", "kernels", "launch", "ptx", "requires", "toolchain", "verification", "measurement", "files"],
+    "properties": {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "tracea_version": _TEXT,
+        "created": {"type": "string", "format": "date-time"},
+        "op": {"enum": ["gemm"]},
+        "dtype": {"enum": ["fp32", "tf32", "fp16", "bf16", "fp64"]},
+        "layout": {"enum": ["nn", "nt"]},
+        "epilogue": {"enum": ["none", "bias", "bias_relu", "bias_silu", "bias_gelu", "bias_residual"]},
+        "prefix": {"type": "string", "pattern": r"^[a-z_][a-z0-9_]*$"},
+        "shape": {"type": "array", "minItems": 1, "items": _SHAPE},
+        "config": {"type": "array", "minItems": 1, "items": _entry({
+            "values": {"type": "object", "additionalProperties": {"type": ["integer", "number", "string", "boolean"]}},
+            "origin": {"enum": ["cache", "default", "file"]},
+            "origin_detail": _TEXT,
+        })},
+        "kernels": {"type": "array", "minItems": 1, "items": _entry({
+            "file": _TEXT,
+            "name": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+            "grid": {"type": "object", "required": ["x", "y", "z"], "additionalProperties": False,
+                     "properties": {"x": _GRID_RULE, "y": _GRID_RULE, "z": _GRID_RULE}},
+            "block": {"type": "array", "minItems": 3, "maxItems": 3, "items": _POS},
+            "dynamic_smem_bytes": _INT0,
+            "static_smem_bytes": _INT0,
+            "registers": _INT0,
+            "spill_bytes": _INT0,
+            "alignment_bytes": _POS,
+        })},
+        "launch": {"type": "array", "minItems": 1, "items": _entry({
+            "file": _TEXT,
+            "source": _TEXT,
+            "arch_specific": {"type": "boolean"},
+            "valid_for": {"type": "object", "additionalProperties": False,
+                          "required": [f"{d}_{b}" for d in "mnk" for b in ("min", "max", "multiple")],
+                          "properties": {f"{d}_{b}": _POS for d in "mnk" for b in ("min", "max", "multiple")}},
+            "description": {"type": "object", "required": ["steps"], "properties": {
+                "steps": {"type": "array", "minItems": 1, "items": {
+                    "type": "object", "required": ["kind"],
+                    "properties": {"kind": {"enum": ["memset", "kernel"]}}}},
+            }},
+        })},
+        "ptx": {"type": "object", "additionalProperties": False, "required": ["files", "note"], "properties": {
+            "files": {"type": "array", "items": {
+                "type": "object", "additionalProperties": False, "required": ["shape", "arch", "file", "from_arch"],
+                "properties": {"shape": _SHAPE, "arch": {"type": "string", "pattern": r"^compute_[0-9]+$"},
+                               "file": _TEXT, "from_arch": _ARCH}}},
+            "note": _TEXT,
+        }},
+        "requires": {"type": "object", "additionalProperties": False,
+                     "required": ["min_driver", "min_driver_version", "archs", "shared_bytes", "threads_per_block"],
+                     "properties": {
+                         "min_driver": {"type": "string", "pattern": r"^[0-9]+\.[0-9]+$"},
+                         "min_driver_version": _POS,
+                         "archs": {"type": "array", "minItems": 1, "items": _ARCH},
+                         "shared_bytes": {"type": "object", "additionalProperties": _INT0},
+                         "threads_per_block": {"type": "object", "additionalProperties": _POS},
+                     }},
+        "toolchain": {"type": "object", "required": ["nvrtc", "ptx_isa", "tracea"],
+                      "additionalProperties": _TEXT,
+                      "properties": {"nvrtc": _TEXT, "ptx_isa": _TEXT, "tracea": _TEXT}},
+        "verification": {"type": "array", "minItems": 1, "items": {"anyOf": [
+            _entry({"status": {"const": VERIFIED}, "device": _TEXT, "rel_error": {"type": "number", "minimum": 0},
+                    "bound": {"type": "number", "minimum": 0}, "date": _TEXT, "evidence": _TEXT}),
+            _entry({"status": {"const": COMPILED_ONLY}, "device": {"type": ["string", "null"]},
+                    "rel_error": {"type": "null"}, "bound": {"type": "null"}, "date": {"type": ["string", "null"]},
+                    "evidence": _TEXT}, extra_required=["status"]),
+        ]}},
+        "measurement": {"anyOf": [{"type": "null"}, {"type": "array", "minItems": 1, "items": _entry({
+            "device": _TEXT, "median_ms": {"type": "number", "minimum": 0}, "cv": {"type": "number", "minimum": 0},
+            "n": _POS, "date": {"type": ["string", "null"]}})}]},
+        "files": {"type": "object", "additionalProperties": _TEXT,
+                  "required": ["c_header", "runtime_header", "cpp_header", "example", "cmake"]},
+    },
+}
+
+
+# ---- validation ----------------------------------------------------------------------------------------------------
+
+_TYPES: dict[str, Any] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+}
+# Keywords that only annotate; every other keyword must be one `_check` implements, so that nothing is silently ignored.
+_ANNOTATIONS = {"$schema", "$id", "title", "description", "format"}
+_KNOWN = _ANNOTATIONS | {"type", "enum", "const", "minimum", "pattern", "required", "properties", "additionalProperties",
+                         "items", "minItems", "maxItems", "anyOf"}
+
+
+def _check(value: Any, schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
+    unknown = set(schema) - _KNOWN
+    if unknown:
+        raise ValueError(f"schema at {path} uses keywords this validator does not implement: {sorted(unknown)}")
+    if "type" in schema:
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if not any(_TYPES[t](value) for t in types):
+            errors.append(f"{path}: expected {' or '.join(types)}, got {type(value).__name__}")
+            return
+    if "const" in schema and value != schema["const"]:
+        errors.append(f"{path}: must be {schema['const']!r}, got {value!r}")
+    if "enum" in schema and value not in schema["enum"]:
+        errors.append(f"{path}: {value!r} is not one of {schema['enum']}")
+    if "minimum" in schema and _TYPES["number"](value) and value < schema["minimum"]:
+        errors.append(f"{path}: {value} is below the minimum {schema['minimum']}")
+    if "pattern" in schema and isinstance(value, str) and not re.search(schema["pattern"], value):
+        errors.append(f"{path}: {value!r} does not match {schema['pattern']}")
+    if "anyOf" in schema:
+        tries = []
+        for option in schema["anyOf"]:
+            sub: list[str] = []
+            _check(value, option, path, sub)
+            if not sub:
+                break
+            tries.append(sub)
+        else:
+            best = min(tries, key=len)
+            errors.append(f"{path}: matches none of the allowed forms (closest: {'; '.join(best)})")
+    if isinstance(value, dict):
+        for name in schema.get("required", ()):
+            if name not in value:
+                errors.append(f"{path}: missing {name!r}")
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties", True)
+        for name, item in value.items():
+            if name in props:
+                _check(item, props[name], f"{path}.{name}", errors)
+            elif extra is False:
+                errors.append(f"{path}: unexpected key {name!r}")
+            elif isinstance(extra, Mapping):
+                _check(item, extra, f"{path}.{name}", errors)
+    if isinstance(value, list):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            errors.append(f"{path}: needs at least {schema['minItems']} item(s), has {len(value)}")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            errors.append(f"{path}: allows at most {schema['maxItems']} item(s), has {len(value)}")
+        if "items" in schema:
+            for i, item in enumerate(value):
+                _check(item, schema["items"], f"{path}[{i}]", errors)
+
+
+def _where(entry: Mapping[str, Any]) -> tuple[str, str]:
+    return (shape_label(entry["shape"]), entry["arch"])
+
+
+def _cross_references(doc: Mapping[str, Any]) -> list[str]:
+    """What the schema cannot say: every (shape, arch) has one config, launch and verification; launch steps name
+    kernels that are listed; listed shapes and variants agree."""
+    errors: list[str] = []
+    shapes = {shape_label(s) for s in doc["shape"]}
+    per_field = {}
+    for name in ("config", "launch", "verification"):
+        keys = [_where(e) for e in doc[name]]
+        if len(keys) != len(set(keys)):
+            errors.append(f"$.{name}: a shape and architecture appear more than once")
+        per_field[name] = set(keys)
+    variants = per_field["config"]
+    for name in ("launch", "verification"):
+        if per_field[name] != variants:
+            errors.append(f"$.{name}: covers {sorted(per_field[name])}, but $.config covers {sorted(variants)}")
+    if {s for s, _ in variants} != shapes:
+        errors.append(f"$.shape lists {sorted(shapes)}, but the variants cover {sorted({s for s, _ in variants})}")
+    kernels: dict[tuple[str, str], set[str]] = {}
+    for k in doc["kernels"]:
+        kernels.setdefault(_where(k), set()).add(k["name"])
+    for entry in doc["launch"]:
+        where = _where(entry)
+        listed = kernels.get(where, set())
+        for step in entry["description"]["steps"]:
+            if step["kind"] == "kernel" and step.get("name") not in listed:
+                errors.append(f"$.launch {where}: step names kernel {step.get('name')!r}, which $.kernels does not list")
+    for m in doc["measurement"] or []:
+        if _where(m) not in variants:
+            errors.append(f"$.measurement: {_where(m)} is not an exported variant")
+    return errors
+
+
+def validate(doc: Any, schema: Mapping[str, Any] = SCHEMA) -> list[str]:
+    """Every way `doc` breaks the manifest schema (and, for the manifest schema, its cross-references); [] if valid."""
+    errors: list[str] = []
+    _check(doc, schema, "$", errors)
+    if not errors and schema is SCHEMA:
+        errors = _cross_references(doc)
+    return errors
