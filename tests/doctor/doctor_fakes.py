@@ -239,3 +239,92 @@ def facts(system: FakeSystem | None = None, **overrides: Any) -> Facts:
     )
     base.update(overrides)
     return Facts(**base)
+
+
+# ------------------------------------------------------------------------------------------- a numpy-backed CuPy
+
+
+def fake_cupy(free_bytes: int = 1 << 30) -> tuple[types.ModuleType, types.ModuleType]:
+    """Just enough of CuPy, computed by numpy on the host, to run the doctor's GPU measurements end to end here:
+    it checks the plumbing (calls, correctness checks, units), not a GPU. Returns (cupy, cupy._core._routines_linalg)."""
+    import ctypes
+    import time as _time
+
+    import numpy as np
+
+    class DevArray(np.ndarray):
+        @property
+        def data(self):  # CuPy's MemoryPointer
+            return types.SimpleNamespace(ptr=self.ctypes.data)
+
+    def dev(x):
+        return np.asarray(x).view(DevArray)
+
+    cp = types.ModuleType("cupy")
+    cp.float16, cp.float32, cp.float64, cp.uint8 = np.float16, np.float32, np.float64, np.uint8
+    rng = np.random.default_rng(0)
+    cp.random = types.SimpleNamespace(random=lambda shape, dtype=np.float64: dev(rng.random(shape, dtype=dtype)))
+    cp.empty = lambda shape, dtype=np.float64: dev(np.empty(shape, dtype))
+    cp.empty_like = lambda a: dev(np.empty_like(a))
+    cp.copyto = lambda dst, src: np.copyto(dst, src)
+    cp.matmul = lambda a, b, out=None: np.matmul(a, b, out=out)
+    cp.asnumpy = lambda a: np.asarray(a)
+    pool = types.SimpleNamespace(free_all_blocks=lambda: None)
+    cp.get_default_memory_pool = cp.get_default_pinned_memory_pool = lambda: pool
+
+    class RawKernel:
+        def __init__(self, source, name):
+            assert f"void {name}(" in source
+            self.name = name
+
+        def __call__(self, grid, block, args):
+            if self.name == "tracea_copy":
+                src, dst, n4 = args
+                assert grid[0] * block[0] * 4 >= int(n4) * 1 and dst.nbytes == 16 * int(n4)
+                dst[...] = src
+
+    cp.RawKernel = RawKernel
+
+    class Stream:
+        ptr = 0
+
+        def synchronize(self):
+            pass
+
+    class Event:
+        def record(self, stream=None):
+            self.t = _time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+    class Device:
+        def __init__(self, index):
+            self.id = index
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    runtime = types.SimpleNamespace(
+        memGetInfo=lambda: (free_bytes, 2 * free_bytes), memcpyHostToDevice=1, memcpyDeviceToHost=2,
+        memcpyAsync=lambda dst, src, n, kind, stream: ctypes.memmove(dst, src, n), getDeviceCount=lambda: 1)
+    stream = Stream()
+    cp.cuda = types.SimpleNamespace(
+        Device=Device, Event=Event, get_current_stream=lambda: stream, runtime=runtime, ExternalStream=lambda ptr: stream,
+        get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3, alloc_pinned_memory=lambda n: bytearray(n))
+
+    linalg = types.ModuleType("cupy._core._routines_linalg")
+    linalg.COMPUTE_TYPE_TF32 = 7
+    linalg.compute_types = {np.dtype(np.float32): 1}
+    linalg.log = []
+    linalg.get_compute_type = lambda dt: linalg.compute_types[np.dtype(dt)]
+
+    def set_compute_type(dt, ct):
+        linalg.compute_types[np.dtype(dt)] = ct
+        linalg.log.append(ct)
+
+    linalg.set_compute_type = set_compute_type
+    return cp, linalg

@@ -101,3 +101,47 @@ def test_gpu_measurements_on_a_real_gpu():
     for m in items:
         if isinstance(m, Measurement):
             assert m.median > 0 and m.n >= FAST.min_samples
+
+
+def test_gpu_measurement_plumbing_with_a_numpy_backed_cupy(monkeypatch):
+    """No GPU here: a numpy stand-in for CuPy runs every GPU measurement end to end (calls, checks, units)."""
+    import sys
+
+    from doctor_fakes import fake_cupy
+
+    cp, linalg = fake_cupy(free_bytes=256 << 20)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setitem(sys.modules, "cupy._core._routines_linalg", linalg)
+    monkeypatch.setattr(measure, "GEMM_SIZES", (256,))
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name in ("torch", "ml_dtypes") else object())
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # bf16 needs it: "not measured", with the install hint
+    gpu = facts(scenario("healthy-h200")).gpus[0]
+    steps = []
+    items = list(measure.gpu_measurements(gpu, policy=FAST, step=steps.append))
+    done = {(m.metric, m.dtype): m for m in items if isinstance(m, Measurement)}
+    skipped = {(m.metric, m.dtype): m.reason for m in items if not isinstance(m, Measurement)}
+    assert set(done) == {("memory_bandwidth", None), ("gemm_flops", "fp16"), ("gemm_flops", "tf32"), ("gemm_flops", "fp32"),
+                         ("gemm_flops", "fp64"), ("launch_latency", None), ("h2d_bandwidth", None), ("d2h_bandwidth", None)}
+    assert "pip install ml_dtypes" in skipped[("gemm_flops", "bf16")]
+    assert "torch is not installed" in skipped[("gemm_flops", "int8")] and ("gemm_flops", "fp8") in skipped
+    bw = done[("memory_bandwidth", None)]
+    assert bw.params["bytes_per_copy"] == 64 << 20 and set(bw.params["methods"]) == {"cudaMemcpy (cupy.copyto)", "copy kernel (float4)"}
+    assert bw.device == "cuda:0" and bw.device_class == gpu.device_class and bw.unit == "B/s"
+    fp64 = done[("gemm_flops", "fp64")]
+    assert fp64.params["m"] == 256 and fp64.params["rel_error"] < 1e-12 and fp64.unit == "FLOP/s"
+    assert linalg.log == [7, 1]  # TF32 set for the tf32 GEMM only, then restored
+    assert done[("launch_latency", None)].unit == "us"
+    assert done[("h2d_bandwidth", None)].params["bytes_per_copy"] == 32 << 20
+    assert steps[0] == "cuda:0 device memory bandwidth" and len(steps) == 9
+
+
+def test_gpu_budget_spent_skips_with_the_reason(monkeypatch):
+    import sys
+
+    from doctor_fakes import fake_cupy
+
+    cp, linalg = fake_cupy()
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    gpu = facts(scenario("healthy-h200")).gpus[0]
+    items = list(measure.gpu_measurements(gpu, policy=FAST, deadline=0.0))
+    assert len(items) == 11 and all("time budget" in m.reason for m in items)
