@@ -262,6 +262,9 @@ def convergence_chart(problem: ProblemInfo, index: int) -> Chart | None:
     if ok and max(v for _, v in ok) / min(v for _, v in ok) > 8:
         ax.set_yscale("log")
         _plain_log_ticks(ax.yaxis)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(problem.problem, loc="left", fontsize=10)
     ax.set_xlabel("trial")
     ax.set_ylabel("median ms")

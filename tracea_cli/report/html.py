@@ -43,6 +43,8 @@ svg.chart { width: 100%; height: auto; display: block; }
 .chart-box { border: 1px solid var(--line); border-radius: 10px; padding: 10px; }
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(360px, 1fr)); gap: 12px; }
 .config { color: var(--muted); font-size: 12px; }
+tr.config-row td { border-top: none; padding-top: 0; }
+tbody tr.has-config td { border-bottom: none; }
 footer { margin-top: 40px; color: var(--muted); font-size: 12.5px; border-top: 1px solid var(--line); padding-top: 12px; }
 """
 
@@ -103,7 +105,8 @@ def _results_table(results: BenchResults) -> str:
     for p in results.problems:
         rows = results.rows_for(p.problem)
         for i, r in enumerate(rows):
-            classes = " ".join(c for c in ("first" if i == 0 else "", "tuned" if r.kind == TUNED else "", "" if r.ok else "failed") if c)
+            classes = " ".join(c for c in ("first" if i == 0 else "", "tuned" if r.kind == TUNED else "", "" if r.ok else "failed",
+                                           "has-config" if r.config else "") if c)
             speed = units.speedup(r.speedup)
             if r.speedup is not None:
                 tone = "good" if r.speedup.low > 1 else "bad" if r.speedup.high < 1 else "same"
@@ -113,14 +116,15 @@ def _results_table(results: BenchResults) -> str:
             notes = escape(units.notes(r))
             if r.throttled:
                 notes = f'<span class="badge warn">{notes}</span>'
-            if r.config:
-                notes += f'<div class="config">{escape(units.config_text(r.config))}</div>'
             body.append(
                 f'<tr class="{classes}"><td class="problem">{escape(p.problem) if i == 0 else ""}</td><td class="provider">{escape(r.provider)}</td>'
                 + _num_cell(units.ms(r.median_ms)) + _num_cell(units.iqr(r)) + _num_cell(units.cv(r.cv)) + _num_cell(str(r.n or "-"))
                 + _num_cell(units.scaled(r.flops_per_s, rate_div)) + _num_cell(units.scaled(r.bytes_per_s, bw_div))
                 + _num_cell(units.pct(r.pct_of_ceiling)) + speed_html + f"<td>{notes}</td></tr>"
             )
+            if r.config:
+                body.append(f'<tr class="config-row"><td></td><td colspan="{len(head) - 1}" class="config">configuration: '
+                            f"<code>{escape(units.config_text(r.config))}</code></td></tr>")
     note = ("Times are medians of raw samples (IQR: first to third quartile; cv: standard deviation over mean). "
             "Speed-up: the baseline's median time over the tuned kernel's, with a 95% bootstrap interval. "
             "% ceiling: achieved FLOP/s over the roofline of the measured ceilings at the problem's arithmetic intensity. "
@@ -135,14 +139,17 @@ def _chart_section(section_id: str, title: str, chart, note: str, empty: str) ->
 
 
 def _roofline_note(results: BenchResults) -> str:
+    head = "Filled markers: tracea's tuned kernels; open markers: baselines."
+    known = [p for p in results.problems if p.ceiling.flops_per_s or p.ceiling.bytes_per_s]
+    if not known:
+        return (head + " No ceilings are drawn: the capability profile has no measurements for this device yet. "
+                "Run `tracea doctor` (without --quick) to measure them; later reports then show % of ceiling.")
     sources = []
     for p in results.problems:
-        dt = p.spec.get("dtype")
-        text = f"{dt}: compute from {p.ceiling.flops_source}; bandwidth from {p.ceiling.bytes_source}"
+        text = f"{p.spec.get('dtype')}: compute {p.ceiling.flops_source}; bandwidth {p.ceiling.bytes_source}"
         if text not in sources:
             sources.append(text)
-    return ("Filled markers: tracea's tuned kernel; open markers: baselines. Lines: the ceilings measured by `tracea doctor` on this "
-            "machine (" + "; ".join(sources) + ").")
+    return head + " Lines: the ceilings measured on this machine (" + "; ".join(sources) + ")."
 
 
 def _convergence(results: BenchResults) -> str:
