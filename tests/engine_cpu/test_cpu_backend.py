@@ -1,0 +1,110 @@
+"""CpuBackend: compile validates and describes, evaluate checks before it times, faults become typed outcomes."""
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracea_cli.backends import cpu_gemm_kernels
+from tracea_cli.backends.base import CompileFailed, Status, Target
+from tracea_cli.backends.cpu import CpuBackend, kernel_source_hash
+from tracea_cli.ops.gemm.cpu_space import hand_picked
+from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.timing import TimingPolicy
+
+POLICY = TimingPolicy(warmup=1, min_samples=3, max_samples=5, target_cv=1.0, max_seconds=0.5)
+TARGET = Target(backend="cpu", device_class="test cpu", threads=2)
+PROBLEM = GemmProblem(127, 130, 300, epilogue="bias_relu")
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return CpuBackend()
+
+
+@pytest.fixture(scope="module")
+def config():
+    # 6x32, parallel m: the spec test_cpu_kernels compiles too (one compilation per process)
+    picks = [c for c in hand_picked(PROBLEM, TARGET) if c["mr"] == 6 and c["nr"] == 32 and c["parallel"] == "m"]
+    return picks[0]
+
+
+def test_compile_describes_without_building(backend, config):
+    artifact = backend.compile(PROBLEM, config, TARGET)
+    assert artifact.binary is None and artifact.config == config
+    assert artifact.kernel_name == "gemm_fp32_6x32_parallel_m"
+    assert "def micro(" in artifact.source and "_vfma" in artifact.source
+    assert artifact.launch["kc"] == config["kc"] and artifact.launch["epilogue"] == "bias_relu"
+
+
+def test_compile_rejects_configs_outside_the_space(backend, config):
+    with pytest.raises(CompileFailed, match="not a multiple of mr=6"):
+        backend.compile(PROBLEM, {**config, "mc": 64}, TARGET)
+    with pytest.raises(CompileFailed, match="fp32 and fp64"):
+        backend.compile(GemmProblem(64, 64, 64, dtype="bf16"), config, TARGET)
+
+
+def test_source_hash_is_the_kernel_module(backend):
+    text = Path(cpu_gemm_kernels.__file__).read_bytes()
+    assert backend.source_hash(PROBLEM) == kernel_source_hash() == hashlib.sha256(text).hexdigest()
+
+
+def test_evaluate_checks_then_times(backend, config):
+    ev = backend.evaluate(backend.compile(PROBLEM, config, TARGET), PROBLEM, TARGET, policy=POLICY, seed=5)
+    assert ev.status is Status.OK, ev.reason
+    assert 0 < ev.rel_error <= 1e-5
+    assert ev.samples is not None and POLICY.min_samples <= ev.samples.n <= POLICY.max_samples
+    assert all(t > 0 for t in ev.samples.times_ms)
+    assert ev.compile_s >= 0
+
+
+def test_baseline_is_numpy_on_the_same_problem(backend):
+    name, ev = backend.baseline(PROBLEM, TARGET, policy=POLICY, seed=5)
+    assert name == "numpy" and ev.status is Status.OK, ev.reason
+    assert ev.rel_error <= 1e-5 and ev.samples.n >= POLICY.min_samples
+
+
+@pytest.mark.parametrize("epilogue", ["bias_silu", "bias_gelu", "bias_residual"])
+def test_baseline_does_each_epilogue(backend, epilogue):
+    name, ev = backend.baseline(GemmProblem(33, 40, 50, layout="nt", epilogue=epilogue), TARGET, policy=POLICY, seed=1)
+    assert ev.status is Status.OK, ev.reason
+
+
+class _Kernel:
+    """Stands in for a compiled kernel: leaves C as it is (NaN), scribbles on it, or raises."""
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __call__(self, a, b, c, options, *, bias=None, residual=None):
+        if self.mode == "raise":
+            raise RuntimeError("simulated fault")
+        if self.mode == "zeros":
+            c[...] = 0
+
+
+@pytest.mark.parametrize("mode,status", [("nothing", Status.WRONG_RESULT), ("zeros", Status.WRONG_RESULT),
+                                         ("raise", Status.LAUNCH_ERROR)])
+def test_kernel_faults_become_typed_outcomes_and_are_never_timed(backend, config, monkeypatch, mode, status):
+    monkeypatch.setattr(cpu_gemm_kernels, "compiled_gemm", lambda spec: _Kernel(mode))
+    ev = backend.evaluate(backend.compile(PROBLEM, config, TARGET), PROBLEM, TARGET, policy=POLICY, seed=2)
+    assert ev.status is status and ev.samples is None and ev.reason
+    if mode == "nothing":
+        assert "NaN" in ev.reason
+
+
+def test_a_kernel_that_does_not_compile_is_a_compile_error(backend, config, monkeypatch):
+    def broken(spec):
+        raise TypeError("simulated typing error")
+
+    monkeypatch.setattr(cpu_gemm_kernels, "compiled_gemm", broken)
+    ev = backend.evaluate(backend.compile(PROBLEM, config, TARGET), PROBLEM, TARGET, policy=POLICY, seed=2)
+    assert ev.status is Status.COMPILE_ERROR and "simulated typing error" in ev.reason
+
+
+def test_evaluate_uses_fresh_inputs_per_seed(backend, config):
+    a = backend.evaluate(backend.compile(PROBLEM, config, TARGET), PROBLEM, TARGET, policy=POLICY, seed=1)
+    b = backend.evaluate(backend.compile(PROBLEM, config, TARGET), PROBLEM, TARGET, policy=POLICY, seed=2)
+    assert a.ok and b.ok and a.rel_error != b.rel_error
+    assert np.isfinite([a.rel_error, b.rel_error]).all()

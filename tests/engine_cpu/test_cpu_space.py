@@ -1,0 +1,101 @@
+"""The CPU GEMM search space: pure, every rejection explained, rules that hold for everything kept."""
+
+import itertools
+
+import pytest
+
+from tracea_cli.backends.base import Target
+from tracea_cli.ops.gemm.cpu_space import (
+    VECTOR_REGISTERS,
+    describe,
+    gemm_space,
+    hand_picked,
+    lanes,
+    registers_needed,
+    thread_counts,
+)
+from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.gemm.spaces import space_for
+
+AWKWARD = (1, 17, 127, 1000, 1023)
+# A Latin square: every awkward size in every dimension, every (M, N) pair once.
+SHAPES = [(2048, 2048, 2048), (4096, 7168, 2048), (1, 4096, 4096),
+          *((AWKWARD[i], AWKWARD[j], AWKWARD[(i + j) % 5]) for i, j in itertools.product(range(5), repeat=2))]
+
+
+def _target(threads: int) -> Target:
+    return Target(backend="cpu", device_class="test cpu", threads=threads)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+@pytest.mark.parametrize("threads", [1, 2, 16])
+def test_every_rejection_has_a_reason_and_every_kept_config_obeys_the_rules(dtype, threads):
+    for m, n, k in SHAPES:
+        problem = GemmProblem(m, n, k, dtype=dtype, layout="nt")
+        space = gemm_space(problem, _target(threads))
+        kept = space.valid_configs()
+        assert kept, f"no valid configuration for {problem.label}"
+        for config, reason in space.rejections():
+            assert isinstance(reason, str) and len(reason) > 20, (config, reason)
+        for c in kept:
+            assert registers_needed(c["mr"], c["nr"], dtype) <= VECTOR_REGISTERS
+            assert c["nr"] % lanes(dtype) == 0
+            assert c["mc"] % c["mr"] == 0 and c["nc"] % c["nr"] == 0
+            assert c["threads"] <= threads
+            if c["threads"] > 1:
+                blocks = -(-m // c["mc"]) if c["parallel"] == "m" else -(-n // c["nc"])
+                assert blocks >= c["threads"], c
+            else:
+                assert c["parallel"] == "m"
+
+
+def test_space_size_stays_a_few_hundred_and_compiles_few_kernels():
+    problem = GemmProblem(2048, 2048, 2048)
+    kept = gemm_space(problem, _target(2)).valid_configs()
+    assert 50 <= len(kept) <= 400
+    kernels = {(c["mr"], c["nr"], c["parallel"]) for c in kept}
+    assert len(kernels) <= 12
+
+
+def test_rules_explain_themselves():
+    problem = GemmProblem(17, 19, 33)
+    space = gemm_space(problem, _target(2))
+    base = {"mr": 4, "nr": 32, "mc": 64, "kc": 256, "nc": 512, "pack_a": True, "parallel": "m", "threads": 1}
+    assert space.why_invalid(base) is None
+    assert "spill" in gemm_space(GemmProblem(64, 64, 64), _target(2)).why_invalid({**base, "mr": 8, "nr": 64})
+    assert "not a multiple of mr=6" in gemm_space(GemmProblem(999, 999, 999), _target(2)).why_invalid({**base, "mr": 6})
+    assert "kc=256 already covers it" in space.why_invalid({**base, "kc": 512})
+    assert "nr=32 already covers it" in space.why_invalid({**base, "nr": 64, "nc": 512})
+    assert "a thread would idle" in space.why_invalid({**base, "threads": 2})
+    assert "makes no difference" in space.why_invalid({**base, "parallel": "n"})
+    assert "not one of" in space.why_invalid({**base, "threads": 3})
+
+
+def test_threads_follow_the_target():
+    assert thread_counts(1) == (1,)
+    assert thread_counts(2) == (1, 2)
+    assert thread_counts(16) == (1, 8, 16)
+    assert gemm_space(GemmProblem(64, 64, 64), _target(16)).param("threads").values == (1, 8, 16)
+
+
+def test_space_is_pure_and_dispatched_for_cpu_targets():
+    problem = GemmProblem(1000, 1023, 127, dtype="fp64")
+    a = gemm_space(problem, _target(2)).valid_configs()
+    b = space_for(problem, _target(2)).valid_configs()
+    assert a == b
+
+
+def test_cpu_space_refuses_gpu_dtypes():
+    with pytest.raises(ValueError, match="fp32 and fp64"):
+        gemm_space(GemmProblem(64, 64, 64, dtype="fp16"), _target(2))
+
+
+@pytest.mark.parametrize("shape", [(2048, 2048, 2048), (1, 4096, 4096), (17, 19, 33), (1, 1, 1), (1023, 1000, 127)])
+def test_hand_picked_configs_are_valid(shape):
+    problem = GemmProblem(*shape)
+    space = gemm_space(problem, _target(2))
+    picks = hand_picked(problem, _target(2))
+    assert picks
+    for c in picks:
+        assert space.why_invalid(c) is None, describe(c)
+    assert len({describe(c) for c in picks}) == len(picks)

@@ -1,0 +1,511 @@
+"""CPU GEMM kernels in numba: a packed, cache-blocked GEMM around a register-tile micro-kernel.
+
+The algorithm is the classic layered one (Goto's). For C = epilogue(A·B) with A M×K and B K×N (nn) or N×K (nt):
+
+    for each shared panel          (loop over N blocks of nc, or over M blocks of mc)
+      for each K block of kc       (pc)
+        pack the shared operand    (B: kc×nc as NR-wide strips; or A: mc×kc as MR-tall strips), in parallel
+        prange over the other operand's blocks, one block per thread:
+          pack the private operand (zero-padded strips)
+          for each NR strip of B, for each MR strip of A:
+            micro-kernel: an MR×NR tile of C += A strip · B strip, over kc
+
+`parallel="m"` shares a packed B panel and gives each thread its own M blocks; `parallel="n"` shares a packed A
+block and gives each thread its own N blocks (better when M is small). The first K block writes C, later ones add
+to it, and the epilogue (bias, activation, residual) is applied to each tile after the last K block, while the tile
+is still in cache. Ragged edges: packed strips are zero-padded to the full tile, and a tile that overhangs C is
+computed into a scratch tile and copied back element by element. With `pack_a=False` A is read in place and only a
+ragged last strip is packed.
+
+SIMD: numba has no vector type and runs LLVM without the SLP vectoriser, so a loop-free MR×NR accumulator of
+scalars stays scalar, and the loop vectoriser (which runs after small loops are fully unrolled) does not help
+either. A small vocabulary of intrinsics below (`_vload`, `_vsplat`, `_vfma`, `_vstore`) gives the micro-kernel
+explicit vectors of one 512-bit register each (16 fp32 or 8 fp64 lanes): LLVM keeps the MR×(NR/lanes) accumulators
+in vector registers and emits packed FMAs (vfmadd231ps/pd on zmm where AVX-512 is present, split into ymm/xmm
+halves elsewhere). The micro-kernel is generated Python text per tile shape (MR, NR are compile-time constants)
+and compiled by numba once per `KernelSpec` per process.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic, models, register_model
+
+VECTOR_BYTES = 64  # one AVX-512 register; LLVM splits it on narrower machines
+ACTIVATIONS = ("none", "relu", "silu", "gelu")
+_NUMPY_DTYPES = {"fp32": np.float32, "fp64": np.float64}
+# FMAs are explicit (llvm.fma) in the micro-kernel; elsewhere only contraction is allowed, no reassociation.
+_FASTMATH = {"contract"}
+# Packing B and computing with it are two parallel loops in a row: they must never be fused into one.
+_PARALLEL = {"fusion": False}
+
+
+# --- SIMD vocabulary -------------------------------------------------------------------------------------------
+
+
+class _Vec(types.Type):
+    """A SIMD vector of `lanes` elements of `dtype`, held in registers (LLVM `<lanes x dtype>`)."""
+
+    def __init__(self, dtype: types.Type, lanes: int) -> None:
+        self.dtype = dtype
+        self.lanes = lanes
+        super().__init__(name=f"Vec({dtype} x {lanes})")
+
+
+@register_model(_Vec)
+class _VecModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type: _Vec) -> None:
+        element = dmm.lookup(fe_type.dtype).get_value_type()
+        super().__init__(dmm, fe_type, ir.VectorType(element, fe_type.lanes))
+
+
+def _element_pointer(context, builder, array_type, array, index):
+    """Address of element `index` of a contiguous 1-D array. No wraparound, no bounds check: callers keep `index`
+    valid (the kernels below do by construction, and the tests cover the edges)."""
+    data = context.make_array(array_type)(context, builder, array).data
+    return builder.gep(data, [index])
+
+
+@intrinsic
+def _vload(typingctx, array, index, lanes):
+    """`lanes` contiguous elements of a 1-D array starting at `index`, as a vector (unaligned load)."""
+    if not isinstance(lanes, types.IntegerLiteral):
+        return None
+    vec = _Vec(array.dtype, lanes.literal_value)
+
+    def codegen(context, builder, sig, args):
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
+        vptr = builder.bitcast(ptr, ir.PointerType(context.get_value_type(vec)))
+        return builder.load(vptr, align=array.dtype.bitwidth // 8)
+
+    return vec(array, index, lanes), codegen
+
+
+@intrinsic
+def _vsplat(typingctx, array, index, lanes):
+    """Element `index` of a 1-D array broadcast to all `lanes` lanes."""
+    if not isinstance(lanes, types.IntegerLiteral):
+        return None
+    vec = _Vec(array.dtype, lanes.literal_value)
+
+    def codegen(context, builder, sig, args):
+        value = builder.load(_element_pointer(context, builder, sig.args[0], args[0], args[1]))
+        vtype = context.get_value_type(vec)
+        one = builder.insert_element(ir.Constant(vtype, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), vec.lanes), [0] * vec.lanes)
+        return builder.shuffle_vector(one, ir.Constant(vtype, ir.Undefined), mask)
+
+    return vec(array, index, lanes), codegen
+
+
+@intrinsic
+def _vzero(typingctx, like, lanes):
+    """A vector of zeros with the element type of the array `like`."""
+    if not isinstance(lanes, types.IntegerLiteral):
+        return None
+    vec = _Vec(like.dtype, lanes.literal_value)
+
+    def codegen(context, builder, sig, args):
+        return ir.Constant(context.get_value_type(vec), None)
+
+    return vec(like, lanes), codegen
+
+
+@intrinsic
+def _vfma(typingctx, a, b, c):
+    """a·b + c lane by lane, rounded once (llvm.fma)."""
+    if not (isinstance(a, _Vec) and a == b == c):
+        return None
+
+    def codegen(context, builder, sig, args):
+        vtype = context.get_value_type(a)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vtype, [vtype] * 3), f"llvm.fma.v{a.lanes}f{a.dtype.bitwidth}"
+        )
+        return builder.call(fn, args)
+
+    return a(a, b, c), codegen
+
+
+@intrinsic
+def _vadd(typingctx, a, b):
+    if not (isinstance(a, _Vec) and a == b):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.fadd(args[0], args[1])
+
+    return a(a, b), codegen
+
+
+@intrinsic
+def _vstore(typingctx, array, index, vec):
+    """Store a vector into `lanes` contiguous elements of a 1-D array starting at `index`."""
+    if not (isinstance(vec, _Vec) and vec.dtype == array.dtype):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
+        vptr = builder.bitcast(ptr, ir.PointerType(context.get_value_type(vec)))
+        builder.store(args[2], vptr, align=array.dtype.bitwidth // 8)
+        return context.get_dummy_value()
+
+    return types.void(array, index, vec), codegen
+
+
+# --- what is compiled, and what is chosen at run time ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """The compile-time part of a configuration: one numba compilation per distinct spec.
+
+    `mr` rows × `nr` columns is the register tile (`nr` a multiple of the lanes of one vector); `parallel` is the
+    dimension whose blocks the threads share out: "m" (a packed B panel shared, M blocks per thread) or "n" (a
+    packed A block shared, N blocks per thread). Layout and epilogue are run-time choices (`RunOptions`): they act
+    once per packed strip and once per finished tile, never inside the micro-kernel.
+    """
+
+    dtype: str  # fp32 | fp64
+    mr: int
+    nr: int
+    parallel: str  # m | n
+
+    def __post_init__(self) -> None:
+        if self.dtype not in _NUMPY_DTYPES:
+            raise ValueError(f"the CPU kernels do fp32 and fp64, not {self.dtype}")
+        if self.mr < 1 or self.nr < 1 or self.nr % self.lanes:
+            raise ValueError(f"need mr >= 1 and nr a positive multiple of {self.lanes} for {self.dtype}")
+        if self.parallel not in ("m", "n"):
+            raise ValueError(f"parallel must be 'm' or 'n', not {self.parallel!r}")
+
+    @property
+    def lanes(self) -> int:
+        return lanes_for(self.dtype)
+
+    @property
+    def name(self) -> str:
+        return f"gemm_{self.dtype}_{self.mr}x{self.nr}_parallel_{self.parallel}"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The run-time part of a configuration, and the problem's layout and epilogue. Block sizes are in elements:
+    rows of A per block (`mc`), the K extent of a block (`kc`), columns of B per block (`nc`). `pack_a=False` reads
+    A in place (only a ragged last strip is packed). `layout` is "nn" (B is K×N) or "nt" (B is N×K); `epilogue` a
+    name from ops.gemm.problem.EPILOGUES."""
+
+    mc: int
+    kc: int
+    nc: int
+    pack_a: bool = True
+    threads: int = 1
+    layout: str = "nn"
+    epilogue: str = "none"
+
+    def __post_init__(self) -> None:
+        if min(self.mc, self.kc, self.nc, self.threads) < 1:
+            raise ValueError("block sizes and threads must be positive")
+        if self.layout not in ("nn", "nt"):
+            raise ValueError(f"unknown layout {self.layout!r}")
+        if self.epilogue not in EPILOGUE_CODES:
+            raise ValueError(f"unknown epilogue {self.epilogue!r}")
+
+
+def lanes_for(dtype: str) -> int:
+    """Elements of `dtype` in one vector register of VECTOR_BYTES."""
+    return VECTOR_BYTES // np.dtype(_NUMPY_DTYPES[dtype]).itemsize
+
+
+def numpy_dtype(dtype: str) -> type:
+    return _NUMPY_DTYPES[dtype]
+
+
+# --- the micro-kernel, generated per tile shape ----------------------------------------------------------------
+
+
+def micro_kernel_source(mr: int, nr: int, lanes: int) -> str:
+    """Python source of the MR×NR micro-kernel, unrolled over the tile; its contract is in the generated docstring."""
+    nv = nr // lanes
+    acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
+    out = [
+        "def micro(kc, a, a_off, a_rs, a_ps, b, b_off, d, d_off, ldd, accumulate):",
+        f'    """d[{mr}×{nr} tile at d_off, row stride ldd] (+)= A strip · B strip over kc steps.',
+        "",
+        f"    A element (r, p) is a[a_off + r*a_rs + p*a_ps]; B element (p, j) is b[b_off + p*{nr} + j] (packed).",
+        '    With `accumulate` the tile is added to d; otherwise d is overwritten, never read (it may hold NaN)."""',
+    ]
+    for row in acc:
+        out.append("    " + " = ".join(row) + f" = _vzero(b, {lanes})")
+    for r in range(mr):
+        out.append(f"    a{r} = a_off + {r} * a_rs")
+    out.append("    for p in range(kc):")
+    out.append("        ap = p * a_ps")
+    out.append(f"        bp = b_off + p * {nr}")
+    for v in range(nv):
+        out.append(f"        b{v} = _vload(b, bp + {v * lanes}, {lanes})")
+    for r in range(mr):
+        out.append(f"        s = _vsplat(a, a{r} + ap, {lanes})")
+        for v in range(nv):
+            out.append(f"        {acc[r][v]} = _vfma(s, b{v}, {acc[r][v]})")
+    out.append("    if accumulate:")
+    for r in range(mr):
+        for v in range(nv):
+            at = f"d_off + {r} * ldd + {v * lanes}"
+            out.append(f"        _vstore(d, {at}, _vadd(_vload(d, {at}, {lanes}), {acc[r][v]}))")
+    out.append("    else:")
+    for r in range(mr):
+        for v in range(nv):
+            out.append(f"        _vstore(d, d_off + {r} * ldd + {v * lanes}, {acc[r][v]})")
+    return "\n".join(out) + "\n"
+
+
+def _compile_micro(mr: int, nr: int, lanes: int) -> Callable:
+    namespace = {"_vzero": _vzero, "_vload": _vload, "_vsplat": _vsplat, "_vfma": _vfma, "_vadd": _vadd, "_vstore": _vstore}
+    exec(compile(micro_kernel_source(mr, nr, lanes), f"<micro {mr}x{nr}>", "exec"), namespace)
+    return njit(fastmath=_FASTMATH)(namespace["micro"])
+
+
+# --- the epilogue, chosen at run time per tile -----------------------------------------------------------------
+
+EPILOGUE_CODES = {"none": 0, "bias": 1, "bias_relu": 2, "bias_silu": 3, "bias_gelu": 4, "bias_residual": 5}
+_BIAS, _BIAS_RELU, _BIAS_SILU, _BIAS_GELU, _BIAS_RESIDUAL = 1, 2, 3, 4, 5
+
+
+@njit(fastmath=_FASTMATH)
+def _apply_epilogue(kind, c, ldc, i0, rows, j0, cols, bias, residual):
+    """C[i0:i0+rows, j0:j0+cols] = act(C + bias) (+ residual) in place; c and residual flat with row stride ldc.
+
+    One branch per tile row, none per element. NaN stays NaN through every activation (a kernel fault must show)."""
+    for i in range(i0, i0 + rows):
+        row = i * ldc
+        if kind == _BIAS or kind == _BIAS_RESIDUAL:
+            for j in range(j0, j0 + cols):
+                c[row + j] = c[row + j] + bias[j]
+        elif kind == _BIAS_RELU:
+            for j in range(j0, j0 + cols):
+                x = c[row + j] + bias[j]
+                c[row + j] = x if not x < 0 else x * 0
+        elif kind == _BIAS_SILU:
+            for j in range(j0, j0 + cols):
+                x = c[row + j] + bias[j]
+                c[row + j] = x / (1.0 + math.exp(-x))
+        elif kind == _BIAS_GELU:
+            for j in range(j0, j0 + cols):
+                x = c[row + j] + bias[j]
+                c[row + j] = 0.5 * x * (1.0 + math.erf(x * 0.7071067811865476))
+        if kind == _BIAS_RESIDUAL:
+            for j in range(j0, j0 + cols):
+                c[row + j] = c[row + j] + residual[row + j]
+
+
+# --- packing and the tiles of one block ------------------------------------------------------------------------
+
+
+def _make_block_routines(spec: KernelSpec) -> tuple[Callable, Callable, Callable]:
+    MR, NR = spec.mr, spec.nr
+    micro = _compile_micro(MR, NR, spec.lanes)
+
+    @njit(fastmath=_FASTMATH)
+    def pack_a_strips(a, lda, i_start, i_end, pc, kcb, first_strip, last_strip, dst):
+        """A[i, pc:pc+kcb] for strips first_strip..last_strip-1 (MR rows each from i_start, clipped at i_end) into
+        dst: strip s at s*MR*kcb, element (r, p) at p*MR + r; rows past i_end are zero."""
+        for s in range(first_strip, last_strip):
+            base = s * MR * kcb
+            for r in range(MR):
+                i = i_start + s * MR + r
+                if i < i_end:
+                    row = i * lda + pc
+                    for p in range(kcb):
+                        dst[base + p * MR + r] = a[row + p]
+                else:
+                    for p in range(kcb):
+                        dst[base + p * MR + r] = 0
+
+    @njit(fastmath=_FASTMATH)
+    def pack_b_strip(b, ldb, nt, pc, kcb, j0, n, dst, base):
+        """B[pc:pc+kcb, j0:j0+NR] (columns past n zero) into dst at base, element (p, j) at p*NR + j."""
+        cols = min(NR, n - j0)
+        if not nt:
+            for p in range(kcb):
+                row = (pc + p) * ldb + j0
+                for j in range(cols):
+                    dst[base + p * NR + j] = b[row + j]
+                for j in range(cols, NR):
+                    dst[base + p * NR + j] = 0
+        else:  # nt: B is stored N×K, so row j of storage is column j of the operand
+            for j in range(cols):
+                row = (j0 + j) * ldb + pc
+                for p in range(kcb):
+                    dst[base + p * NR + j] = b[row + p]
+            for j in range(cols, NR):
+                for p in range(kcb):
+                    dst[base + p * NR + j] = 0
+
+    @njit(fastmath=_FASTMATH)
+    def tiles(a, lda, apack, pack_a, ic, mcb, pc, kcb, bpack, jc, ncb, c, ldc, first, epilogue, bias, residual,
+              scratch):
+        """Every MR×NR tile of C[ic:ic+mcb, jc:jc+ncb] for one K block. `apack` holds the block's packed A strips
+        (all of them, or only a ragged last one when A is read in place), `bpack` its packed B strips. The epilogue
+        code is applied after the tile is stored (callers pass 0 except on the last K block)."""
+        for sb in range((ncb + NR - 1) // NR):
+            j0 = jc + sb * NR
+            cols = min(NR, jc + ncb - j0)
+            b_off = sb * NR * kcb
+            for sa in range((mcb + MR - 1) // MR):
+                i0 = ic + sa * MR
+                rows = min(MR, ic + mcb - i0)
+                if pack_a or rows < MR:
+                    src, a_off, a_rs, a_ps = apack, sa * MR * kcb, 1, MR
+                else:
+                    src, a_off, a_rs, a_ps = a, i0 * lda + pc, lda, 1
+                whole = rows == MR and cols == NR
+                if whole:
+                    dst, d_off, ldd, accumulate = c, i0 * ldc + j0, ldc, not first
+                else:  # the tile overhangs C: compute it into scratch, copy back what fits
+                    dst, d_off, ldd, accumulate = scratch, 0, NR, False
+                micro(kcb, src, a_off, a_rs, a_ps, bpack, b_off, dst, d_off, ldd, accumulate)
+                if not whole:
+                    for r in range(rows):
+                        for j in range(cols):
+                            if first:
+                                c[(i0 + r) * ldc + j0 + j] = scratch[r * NR + j]
+                            else:
+                                c[(i0 + r) * ldc + j0 + j] += scratch[r * NR + j]
+                if epilogue:
+                    _apply_epilogue(epilogue, c, ldc, i0, rows, j0, cols, bias, residual)
+
+    return pack_a_strips, pack_b_strip, tiles
+
+
+def _make_driver(spec: KernelSpec) -> Callable:
+    """The whole GEMM for one spec: gemm(a, b, c, bias, residual, mc, kc, nc, pack_a, nt, epilogue), arrays
+    C-contiguous (b is N×K when nt)."""
+    MR, NR = spec.mr, spec.nr
+    pack_a_strips, pack_b_strip, tiles = _make_block_routines(spec)
+
+    @njit(parallel=_PARALLEL, fastmath=_FASTMATH)
+    def gemm_parallel_m(a2, b2, c2, bias, residual2, mc, kc, nc, pack_a, nt, epilogue):
+        m, k = a2.shape
+        n = c2.shape[1]
+        a, b, c, residual = a2.reshape(-1), b2.reshape(-1), c2.reshape(-1), residual2.reshape(-1)
+        ldb = b2.shape[1]
+        mc = (mc + MR - 1) // MR * MR
+        n_blocks = (m + mc - 1) // mc
+        bpack = np.empty((min(nc, n) + NR - 1) // NR * NR * kc, dtype=a.dtype)  # shared by all threads
+        apack = np.empty((n_blocks, mc * kc), dtype=a.dtype)  # row ib: packed A of block ib, private to its thread
+        scratch = np.empty((n_blocks, MR * NR), dtype=a.dtype)
+        for jc in range(0, n, nc):
+            ncb = min(nc, n - jc)
+            for pc in range(0, k, kc):
+                kcb = min(kc, k - pc)
+                for sb in prange((ncb + NR - 1) // NR):
+                    pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack, sb * NR * kcb)
+                for ib in prange(n_blocks):
+                    ic = ib * mc
+                    mcb = min(mc, m - ic)
+                    strips = (mcb + MR - 1) // MR
+                    first = 0 if pack_a else strips - (1 if mcb % MR else 0)
+                    pack_a_strips(a, k, ic, ic + mcb, pc, kcb, first, strips, apack[ib])
+                    tiles(a, k, apack[ib], pack_a, ic, mcb, pc, kcb, bpack, jc, ncb, c, n, pc == 0,
+                          epilogue if pc + kcb == k else 0, bias, residual, scratch[ib])
+
+    @njit(parallel=_PARALLEL, fastmath=_FASTMATH)
+    def gemm_parallel_n(a2, b2, c2, bias, residual2, mc, kc, nc, pack_a, nt, epilogue):
+        m, k = a2.shape
+        n = c2.shape[1]
+        a, b, c, residual = a2.reshape(-1), b2.reshape(-1), c2.reshape(-1), residual2.reshape(-1)
+        ldb = b2.shape[1]
+        nc = (nc + NR - 1) // NR * NR
+        n_blocks = (n + nc - 1) // nc
+        apack = np.empty((min(mc, m) + MR - 1) // MR * MR * kc, dtype=a.dtype)  # shared by all threads
+        bpack = np.empty((n_blocks, nc * kc), dtype=a.dtype)  # row jb: packed B of block jb, private to its thread
+        scratch = np.empty((n_blocks, MR * NR), dtype=a.dtype)
+        for ic in range(0, m, mc):
+            mcb = min(mc, m - ic)
+            strips = (mcb + MR - 1) // MR
+            first = 0 if pack_a else strips - (1 if mcb % MR else 0)
+            for pc in range(0, k, kc):
+                kcb = min(kc, k - pc)
+                for s in prange(first, strips):
+                    pack_a_strips(a, k, ic, ic + mcb, pc, kcb, s, s + 1, apack)
+                for jb in prange(n_blocks):
+                    jc = jb * nc
+                    ncb = min(nc, n - jc)
+                    for sb in range((ncb + NR - 1) // NR):
+                        pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack[jb], sb * NR * kcb)
+                    tiles(a, k, apack, pack_a, ic, mcb, pc, kcb, bpack[jb], jc, ncb, c, n, pc == 0,
+                          epilogue if pc + kcb == k else 0, bias, residual, scratch[jb])
+
+    return gemm_parallel_m if spec.parallel == "m" else gemm_parallel_n
+
+
+def _signature(spec: KernelSpec):
+    element = numba.from_dtype(np.dtype(_NUMPY_DTYPES[spec.dtype]))
+    matrix, vector = types.Array(element, 2, "C"), types.Array(element, 1, "C")
+    return types.void(matrix, matrix, matrix, vector, matrix, types.intp, types.intp, types.intp, types.boolean,
+                      types.boolean, types.intp)
+
+
+# --- compiled kernels, cached per process ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompiledGemm:
+    """The compiled kernel of one spec. Calling it computes C = epilogue(A·B) in place."""
+
+    spec: KernelSpec
+    dispatcher: Callable
+    compile_s: float  # seconds numba took in this process, the first time
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, options: RunOptions, *,
+                 bias: np.ndarray | None = None, residual: np.ndarray | None = None) -> None:
+        """a: M×K; b: K×N (nn) or N×K (nt); c: M×N, overwritten; bias: N values; residual: M×N. All C-contiguous,
+        of the spec's dtype (numba refuses anything else). `options.threads` must not exceed numba's thread pool
+        (`numba.config.NUMBA_NUM_THREADS`)."""
+        has_bias, has_residual = options.epilogue != "none", options.epilogue == "bias_residual"
+        if (bias is None) == has_bias or (residual is None) == has_residual:
+            raise ValueError(f"epilogue {options.epilogue!r} needs bias={has_bias}, residual={has_residual}")
+        numba.set_num_threads(options.threads)
+        self.dispatcher(a, b, c, np.empty(0, a.dtype) if bias is None else bias,
+                        np.empty((0, 0), a.dtype) if residual is None else residual,
+                        options.mc, options.kc, options.nc, options.pack_a, options.layout == "nt",
+                        EPILOGUE_CODES[options.epilogue])
+
+    def assembly(self) -> str:
+        """The host assembly of the compiled kernel (numba's inspect_asm), inlined routines included."""
+        return "\n".join(self.dispatcher.inspect_asm().values())
+
+
+_compiled: dict[KernelSpec, CompiledGemm] = {}
+_lock = threading.Lock()
+
+
+def compiled_gemm(spec: KernelSpec) -> CompiledGemm:
+    """The kernel for `spec`, compiled on first use (seconds) and reused for the rest of the process."""
+    with _lock:
+        kernel = _compiled.get(spec)
+        if kernel is None:
+            t0 = time.perf_counter()
+            dispatcher = _make_driver(spec)
+            dispatcher.compile(_signature(spec))
+            dispatcher.disable_compile()  # other argument types fail loudly instead of compiling a slow variant
+            kernel = CompiledGemm(spec, dispatcher, time.perf_counter() - t0)
+            _compiled[spec] = kernel
+        return kernel
+
+
+def cached_specs() -> tuple[KernelSpec, ...]:
+    """The specs compiled so far in this process."""
+    with _lock:
+        return tuple(_compiled)
