@@ -121,6 +121,12 @@ class Manifest:
     tracea_version: str
     shapes: tuple[Mapping[str, int], ...] = field(default=())  # dispatch order; defaults to the variants' order
 
+    @property
+    def min_driver_version(self) -> int:
+        """`min_driver` as cuDriverGetVersion reports it: 13000 for "13.0"."""
+        major, minor = (int(x) for x in self.min_driver.split("."))
+        return major * 1000 + minor * 10
+
     def shape_list(self) -> list[dict[str, int]]:
         if self.shapes:
             return [dict(s) for s in self.shapes]
@@ -136,7 +142,6 @@ class Manifest:
 
         archs = sorted({v.arch for v in self.variants}, key=_arch_order)
         measured = [{**where(v), **v.measurement.as_dict()} for v in self.variants if v.measurement is not None]
-        major, minor = (int(x) for x in self.min_driver.split("."))
         return {
             "schema_version": SCHEMA_VERSION,
             "tracea_version": self.tracea_version,
@@ -166,7 +171,7 @@ class Manifest:
             },
             "requires": {
                 "min_driver": self.min_driver,
-                "min_driver_version": major * 1000 + minor * 10,
+                "min_driver_version": self.min_driver_version,
                 "archs": archs,
                 "shared_bytes": {a: max(v.shared_bytes for v in self.variants if v.arch == a) for a in archs},
                 "threads_per_block": {

@@ -1,0 +1,765 @@
+/* tracea_runtime.h: the CUDA driver glue shared by every Tracea export (tracea @VERSION@). Generated; do not edit.
+ *
+ * The driver is found at run time with dlopen("libcuda.so.1") and cuGetProcAddress, so programs that include this
+ * header build and link on machines without a GPU or a driver: compile with cuda.h on the include path (CUDA 12.0 or
+ * later; no CUDA library is linked) and link with -ldl -lpthread. Linux only.
+ *
+ * Binaries load into each device's primary context (the one the CUDA runtime API and PyTorch use), lazily at the
+ * first launch and under a mutex, so launches from several threads are safe. Streams must belong to that context
+ * (streams of the runtime API and of PyTorch do). Every call returns a tracea_status; when it is
+ * TRACEA_ERROR_DRIVER, tracea_last_driver_error() gives the CUresult and the driver call that failed.
+ */
+#ifndef TRACEA_RUNTIME_H_V1
+#define TRACEA_RUNTIME_H_V1
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if !defined(CUDA_VERSION) || CUDA_VERSION < 12000
+#error "Tracea exports need cuda.h from CUDA 12.0 or later on the include path."
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tracea_status {
+  TRACEA_OK = 0,
+  TRACEA_ERROR_DRIVER_NOT_FOUND = 1, /* libcuda.so.1 could not be opened: no NVIDIA driver here */
+  TRACEA_ERROR_DRIVER_TOO_OLD = 2,   /* older than the export's requires.min_driver (manifest.json) */
+  TRACEA_ERROR_DRIVER = 3,           /* a driver call failed: see tracea_last_driver_error() */
+  TRACEA_ERROR_NO_DEVICE = 4,        /* no CUDA device, or the device ordinal does not exist */
+  TRACEA_ERROR_UNSUPPORTED_ARCH = 5, /* no cubin or PTX of this export runs on the device's architecture */
+  TRACEA_ERROR_DEVICE_LIMITS = 6,    /* the device has less shared memory or fewer threads than a kernel needs */
+  TRACEA_ERROR_INVALID_ARGUMENT = 7, /* null pointer, size <= 0, leading dimension too small, missing bias/residual */
+  TRACEA_ERROR_MISALIGNED = 8,       /* pointers or leading dimensions lack the alignment every fitting kernel needs */
+  TRACEA_ERROR_UNSUPPORTED_SHAPE = 9,/* no tuned shape of this export is valid for (M, N, K) */
+  TRACEA_ERROR_WORKSPACE = 10,       /* the kernel needs args.workspace of <prefix>_workspace_bytes(M, N) bytes */
+  TRACEA_ERROR_NOT_EXPORTED = 11     /* C++: no included export has this dtype, layout and epilogue */
+} tracea_status;
+
+typedef enum tracea_dtype {
+  TRACEA_DTYPE_FP32 = 0, TRACEA_DTYPE_TF32 = 1, TRACEA_DTYPE_FP16 = 2, TRACEA_DTYPE_BF16 = 3, TRACEA_DTYPE_FP64 = 4
+} tracea_dtype;
+
+typedef enum tracea_layout { TRACEA_LAYOUT_NN = 0, TRACEA_LAYOUT_NT = 1 } tracea_layout;
+
+typedef enum tracea_epilogue {
+  TRACEA_EPILOGUE_NONE = 0, TRACEA_EPILOGUE_BIAS = 1, TRACEA_EPILOGUE_BIAS_RELU = 2, TRACEA_EPILOGUE_BIAS_SILU = 3,
+  TRACEA_EPILOGUE_BIAS_GELU = 4, TRACEA_EPILOGUE_BIAS_RESIDUAL = 5
+} tracea_epilogue;
+
+/* One GEMM: C = epilogue(A.B). Device pointers; sizes and leading dimensions in elements.
+ * A is M x K row-major (lda >= K); B is K x N row-major for layout nn (ldb >= N), N x K row-major for nt (ldb >= K);
+ * C is M x N row-major (ldc >= N); bias has N elements, residual is M x N with leading dimension ldc (both only for
+ * the epilogues that use them); workspace: <prefix>_workspace_bytes(M, N) bytes of scratch when that is not 0. */
+typedef struct tracea_gemm_args {
+  const void* a;
+  const void* b;
+  void* c;
+  const void* bias;
+  const void* residual;
+  void* workspace;
+  size_t workspace_bytes;
+  int m, n, k;
+  int lda, ldb, ldc;
+} tracea_gemm_args;
+
+/* The driver functions the runtime uses, plus a few for host programs (memory, copies, streams), so that they need
+ * not link libcuda either. Versions as of CUDA 12.0 (cuGetProcAddress is asked for those). */
+typedef struct tracea_driver {
+  int version; /* cuDriverGetVersion: 13000 for CUDA 13.0 */
+  CUresult (*init)(unsigned int);
+  CUresult (*driver_get_version)(int*);
+  CUresult (*get_error_string)(CUresult, const char**);
+  CUresult (*device_get_count)(int*);
+  CUresult (*device_get)(CUdevice*, int);
+  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice);
+  CUresult (*primary_ctx_retain)(CUcontext*, CUdevice);
+  CUresult (*primary_ctx_release)(CUdevice);
+  CUresult (*ctx_get_current)(CUcontext*);
+  CUresult (*ctx_push_current)(CUcontext);
+  CUresult (*ctx_pop_current)(CUcontext*);
+  CUresult (*ctx_get_device)(CUdevice*);
+  CUresult (*stream_get_ctx)(CUstream, CUcontext*);
+  CUresult (*module_load_data)(CUmodule*, const void*);
+  CUresult (*module_unload)(CUmodule);
+  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*);
+  CUresult (*func_get_attribute)(int*, CUfunction_attribute, CUfunction);
+  CUresult (*func_set_attribute)(CUfunction, CUfunction_attribute, int);
+  CUresult (*launch_kernel)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+                            unsigned int, unsigned int, CUstream, void**, void**);
+  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**);
+  CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*mem_alloc)(CUdeviceptr*, size_t);
+  CUresult (*mem_free)(CUdeviceptr);
+  CUresult (*memcpy_htod_async)(CUdeviceptr, const void*, size_t, CUstream);
+  CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream);
+  CUresult (*stream_create)(CUstream*, unsigned int);
+  CUresult (*stream_destroy)(CUstream);
+  CUresult (*stream_synchronize)(CUstream);
+} tracea_driver;
+
+/* ---- launch tables (written by tracea export; see docs/kernel-abi.md) ---- */
+#define TRACEA_MAX_DEVICES 64
+#define TRACEA_MAX_KERNELS @MAX_KERNELS@
+#define TRACEA_DEFAULT_SMEM_LIMIT 49152u
+
+enum { TRACEA_GRID_CONST = 0, TRACEA_GRID_TILES = 1, TRACEA_GRID_TILES_M = 2, TRACEA_GRID_TILES_N = 3,
+       TRACEA_GRID_SPLIT_K = 4, TRACEA_GRID_MN_DIV = 5 };
+enum { TRACEA_STEP_MEMSET = 0, TRACEA_STEP_KERNEL = 1 };
+
+typedef struct tracea_grid_rule { int kind; unsigned int value; } tracea_grid_rule;
+
+typedef struct tracea_step {
+  int kind;                         /* TRACEA_STEP_MEMSET (zero the workspace) or TRACEA_STEP_KERNEL */
+  int kernel;                       /* kernel steps: index into the variant's kernel names */
+  tracea_grid_rule grid[3];
+  unsigned int block[3];
+  unsigned int cluster[3];          /* thread-block cluster dimensions; {0, 0, 0}: no cluster */
+  unsigned int dynamic_smem_bytes;
+  unsigned int memset_bytes_per_mn; /* memset steps: bytes per element of C */
+} tracea_step;
+
+typedef struct tracea_variant {
+  int m, n, k;                      /* the tuned shape */
+  int m_min, m_max, m_multiple;     /* the sizes it serves: multiples of *_multiple within [*_min, *_max] */
+  int n_min, n_max, n_multiple;
+  int k_min, k_max, k_multiple;
+  unsigned int alignment_bytes;     /* of every pointer and leading dimension (in bytes) */
+  unsigned int tile_m, tile_n, split_k;
+  unsigned int workspace_bytes_per_mn;
+  unsigned int shared_bytes;        /* the most static + dynamic shared memory one kernel needs */
+  unsigned int threads;             /* the largest block */
+  const unsigned char* image;       /* cubin, or PTX text ending in 0 */
+  size_t image_bytes;
+  const char* const* kernel_names;
+  int n_kernels;
+  const tracea_step* steps;
+  int n_steps;
+} tracea_variant;
+
+typedef struct tracea_image_set {
+  const char* arch;                 /* "sm_90", "sm_90a", "compute_80" */
+  int major, minor;
+  int arch_specific;                /* sm_90a: runs on compute capability 9.0 only */
+  int is_ptx;
+  const tracea_variant* variants;
+  int n_variants;
+} tracea_image_set;
+
+typedef struct tracea_device_state {
+  int tried;                        /* loading was attempted; `status` says how it went */
+  tracea_status status;
+  CUresult result;
+  const char* call;
+  CUdevice device;
+  CUcontext ctx;                    /* the retained primary context */
+  int set;                          /* index of the image set in use */
+} tracea_device_state;
+
+typedef struct tracea_export {
+  const char* name;
+  tracea_dtype dtype;
+  tracea_layout layout;
+  tracea_epilogue epilogue;
+  unsigned int elem_bytes;
+  int min_driver_version;
+  const tracea_image_set* sets;
+  int n_sets;
+  int max_variants;
+  int n_shapes;
+  pthread_mutex_t* mutex;
+  tracea_device_state* devices;     /* [TRACEA_MAX_DEVICES] */
+  CUmodule* modules;                /* [TRACEA_MAX_DEVICES][max_variants] */
+  CUfunction* functions;            /* [TRACEA_MAX_DEVICES][max_variants][TRACEA_MAX_KERNELS] */
+} tracea_export;
+
+/* ---- the driver ---- */
+static tracea_driver tracea__drv;
+static tracea_status tracea__drv_status = TRACEA_ERROR_DRIVER_NOT_FOUND;
+static CUresult tracea__drv_result = CUDA_SUCCESS;
+static pthread_once_t tracea__drv_once = PTHREAD_ONCE_INIT;
+static __thread CUresult tracea__last_result = CUDA_SUCCESS;
+static __thread const char* tracea__last_call = "";
+
+static inline tracea_status tracea__fail(CUresult result, const char* call) {
+  tracea__last_result = result;
+  tracea__last_call = call;
+  return TRACEA_ERROR_DRIVER;
+}
+
+typedef CUresult (*tracea__get_proc_fn)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+
+static void tracea__drv_load(void) {
+  static const struct { const char* name; size_t offset; int required; } symbols[] = {
+    {"cuInit", offsetof(tracea_driver, init), 1},
+    {"cuDriverGetVersion", offsetof(tracea_driver, driver_get_version), 1},
+    {"cuGetErrorString", offsetof(tracea_driver, get_error_string), 1},
+    {"cuDeviceGetCount", offsetof(tracea_driver, device_get_count), 1},
+    {"cuDeviceGet", offsetof(tracea_driver, device_get), 1},
+    {"cuDeviceGetAttribute", offsetof(tracea_driver, device_get_attribute), 1},
+    {"cuDevicePrimaryCtxRetain", offsetof(tracea_driver, primary_ctx_retain), 1},
+    {"cuDevicePrimaryCtxRelease", offsetof(tracea_driver, primary_ctx_release), 1},
+    {"cuCtxGetCurrent", offsetof(tracea_driver, ctx_get_current), 1},
+    {"cuCtxPushCurrent", offsetof(tracea_driver, ctx_push_current), 1},
+    {"cuCtxPopCurrent", offsetof(tracea_driver, ctx_pop_current), 1},
+    {"cuCtxGetDevice", offsetof(tracea_driver, ctx_get_device), 1},
+    {"cuStreamGetCtx", offsetof(tracea_driver, stream_get_ctx), 1},
+    {"cuModuleLoadData", offsetof(tracea_driver, module_load_data), 1},
+    {"cuModuleUnload", offsetof(tracea_driver, module_unload), 1},
+    {"cuModuleGetFunction", offsetof(tracea_driver, module_get_function), 1},
+    {"cuFuncGetAttribute", offsetof(tracea_driver, func_get_attribute), 1},
+    {"cuFuncSetAttribute", offsetof(tracea_driver, func_set_attribute), 1},
+    {"cuLaunchKernel", offsetof(tracea_driver, launch_kernel), 1},
+    {"cuLaunchKernelEx", offsetof(tracea_driver, launch_kernel_ex), 0},
+    {"cuMemsetD8Async", offsetof(tracea_driver, memset_d8_async), 1},
+    {"cuMemAlloc", offsetof(tracea_driver, mem_alloc), 1},
+    {"cuMemFree", offsetof(tracea_driver, mem_free), 1},
+    {"cuMemcpyHtoDAsync", offsetof(tracea_driver, memcpy_htod_async), 1},
+    {"cuMemcpyDtoHAsync", offsetof(tracea_driver, memcpy_dtoh_async), 1},
+    {"cuStreamCreate", offsetof(tracea_driver, stream_create), 1},
+    {"cuStreamDestroy", offsetof(tracea_driver, stream_destroy), 1},
+    {"cuStreamSynchronize", offsetof(tracea_driver, stream_synchronize), 1},
+  };
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  void* symbol;
+  tracea__get_proc_fn get_proc;
+  CUresult r;
+  size_t i;
+  if (lib == NULL) {
+    tracea__drv_status = TRACEA_ERROR_DRIVER_NOT_FOUND;
+    return;
+  }
+  /* cuGetProcAddress_v2 (CUDA 12.0) reports whether a symbol exists; older drivers lack it. */
+  symbol = dlsym(lib, "cuGetProcAddress_v2");
+  if (symbol == NULL) {
+    tracea__drv_status = TRACEA_ERROR_DRIVER_TOO_OLD;
+    return;
+  }
+  memcpy(&get_proc, &symbol, sizeof(symbol)); /* POSIX: dlsym's object pointer holds the function's address */
+  for (i = 0; i < sizeof(symbols) / sizeof(symbols[0]); ++i) {
+    void* fn = NULL;
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    r = get_proc(symbols[i].name, &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+    if (r != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || fn == NULL) {
+      if (symbols[i].required) {
+        tracea__drv_status = TRACEA_ERROR_DRIVER_TOO_OLD;
+        return;
+      }
+      fn = NULL;
+    }
+    memcpy((char*)&tracea__drv + symbols[i].offset, &fn, sizeof(fn));
+  }
+  r = tracea__drv.init(0);
+  if (r != CUDA_SUCCESS) {
+    tracea__drv_result = r;
+    tracea__drv_status = r == CUDA_ERROR_NO_DEVICE ? TRACEA_ERROR_NO_DEVICE : TRACEA_ERROR_DRIVER;
+    return;
+  }
+  r = tracea__drv.driver_get_version(&tracea__drv.version);
+  if (r != CUDA_SUCCESS) {
+    tracea__drv_result = r;
+    tracea__drv_status = TRACEA_ERROR_DRIVER;
+    return;
+  }
+  tracea__drv_status = TRACEA_OK;
+}
+
+/* The driver's function table, loaded once (thread-safe). */
+static inline tracea_status tracea_driver_get(const tracea_driver** driver) {
+  pthread_once(&tracea__drv_once, tracea__drv_load);
+  if (tracea__drv_status == TRACEA_ERROR_DRIVER) {
+    tracea__fail(tracea__drv_result, "cuInit");
+  }
+  if (driver != NULL) {
+    *driver = tracea__drv_status == TRACEA_OK ? &tracea__drv : NULL;
+  }
+  return tracea__drv_status;
+}
+
+static inline const char* tracea_status_string(tracea_status status) {
+  switch (status) {
+    case TRACEA_OK: return "ok";
+    case TRACEA_ERROR_DRIVER_NOT_FOUND: return "the CUDA driver (libcuda.so.1) was not found";
+    case TRACEA_ERROR_DRIVER_TOO_OLD: return "the CUDA driver is older than this export needs";
+    case TRACEA_ERROR_DRIVER: return "a CUDA driver call failed";
+    case TRACEA_ERROR_NO_DEVICE: return "no such CUDA device";
+    case TRACEA_ERROR_UNSUPPORTED_ARCH: return "no binary of this export runs on the device's architecture";
+    case TRACEA_ERROR_DEVICE_LIMITS: return "the device lacks the shared memory or threads a kernel needs";
+    case TRACEA_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case TRACEA_ERROR_MISALIGNED: return "pointers or leading dimensions are not aligned as the kernels need";
+    case TRACEA_ERROR_UNSUPPORTED_SHAPE: return "no tuned shape of this export is valid for this shape";
+    case TRACEA_ERROR_WORKSPACE: return "the workspace is missing or too small";
+    case TRACEA_ERROR_NOT_EXPORTED: return "no included export has this dtype, layout and epilogue";
+  }
+  return "unknown status";
+}
+
+/* The CUresult and the driver call behind the calling thread's last TRACEA_ERROR_DRIVER. */
+static inline CUresult tracea_last_driver_error(const char** call) {
+  if (call != NULL) {
+    *call = tracea__last_call;
+  }
+  return tracea__last_result;
+}
+
+/* ---- choosing binaries and variants ---- */
+
+/* The image set for compute capability major.minor: the exact architecture (arch-specific first), else the same
+ * major version with the highest lower minor, else PTX of the highest architecture the device is at least. */
+static inline int tracea__pick_set(const tracea_export* e, int major, int minor) {
+  int best = -1, best_rank = -1, i;
+  for (i = 0; i < e->n_sets; ++i) {
+    const tracea_image_set* s = &e->sets[i];
+    int rank = -1;
+    if (!s->is_ptx && s->major == major && s->minor == minor) {
+      rank = s->arch_specific ? 3000 : 2999;
+    } else if (!s->is_ptx && !s->arch_specific && s->major == major && s->minor < minor) {
+      rank = 2000 + s->minor;
+    } else if (s->is_ptx && (s->major < major || (s->major == major && s->minor <= minor))) {
+      rank = 1000 + s->major * 10 + s->minor;
+    }
+    if (rank > best_rank) {
+      best = i;
+      best_rank = rank;
+    }
+  }
+  return best;
+}
+
+static inline void tracea__unload_device(const tracea_export* e, const tracea_driver* d, int ordinal) {
+  tracea_device_state* st = &e->devices[ordinal];
+  CUmodule* modules = e->modules + (size_t)ordinal * e->max_variants;
+  CUcontext popped;
+  int v;
+  if (st->ctx != NULL) {
+    if (d->ctx_push_current(st->ctx) == CUDA_SUCCESS) {
+      for (v = 0; v < e->max_variants; ++v) {
+        if (modules[v] != NULL) {
+          d->module_unload(modules[v]);
+        }
+      }
+      d->ctx_pop_current(&popped);
+    }
+    d->primary_ctx_release(st->device);
+  }
+  memset(modules, 0, sizeof(CUmodule) * (size_t)e->max_variants);
+  memset(e->functions + (size_t)ordinal * e->max_variants * TRACEA_MAX_KERNELS, 0,
+         sizeof(CUfunction) * (size_t)e->max_variants * TRACEA_MAX_KERNELS);
+  memset(st, 0, sizeof(*st));
+}
+
+/* Load one variant's module and functions into the current context; check what the device allows per kernel. */
+static inline tracea_status tracea__load_variant(const tracea_driver* d, const tracea_variant* v, CUmodule* module,
+                                                 CUfunction* functions) {
+  CUresult r = d->module_load_data(module, v->image);
+  int i, j;
+  if (r != CUDA_SUCCESS) {
+    return tracea__fail(r, "cuModuleLoadData");
+  }
+  for (i = 0; i < v->n_kernels; ++i) {
+    int max_threads = 0;
+    unsigned int dynamic_smem = 0, threads = 0;
+    r = d->module_get_function(&functions[i], *module, v->kernel_names[i]);
+    if (r != CUDA_SUCCESS) {
+      return tracea__fail(r, "cuModuleGetFunction");
+    }
+    for (j = 0; j < v->n_steps; ++j) {
+      const tracea_step* s = &v->steps[j];
+      if (s->kind == TRACEA_STEP_KERNEL && s->kernel == i) {
+        unsigned int t = s->block[0] * s->block[1] * s->block[2];
+        threads = t > threads ? t : threads;
+        dynamic_smem = s->dynamic_smem_bytes > dynamic_smem ? s->dynamic_smem_bytes : dynamic_smem;
+      }
+    }
+    /* Registers decide how many threads a block of this kernel may have on this device. */
+    r = d->func_get_attribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, functions[i]);
+    if (r != CUDA_SUCCESS) {
+      return tracea__fail(r, "cuFuncGetAttribute");
+    }
+    if ((unsigned int)max_threads < threads) {
+      return TRACEA_ERROR_DEVICE_LIMITS;
+    }
+    if (dynamic_smem > TRACEA_DEFAULT_SMEM_LIMIT) {
+      r = d->func_set_attribute(functions[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)dynamic_smem);
+      if (r != CUDA_SUCCESS) {
+        return tracea__fail(r, "cuFuncSetAttribute");
+      }
+    }
+  }
+  return TRACEA_OK;
+}
+
+/* Called with the export's mutex held. */
+static inline tracea_status tracea__load_device(const tracea_export* e, const tracea_driver* d, CUdevice device,
+                                                int ordinal) {
+  tracea_device_state* st = &e->devices[ordinal];
+  int major = 0, minor = 0, smem_optin = 0, max_threads = 0, v;
+  CUcontext popped;
+  CUresult r;
+  tracea_status status = TRACEA_OK;
+  const tracea_image_set* set;
+  st->device = device;
+  if (d->version < e->min_driver_version) {
+    return TRACEA_ERROR_DRIVER_TOO_OLD;
+  }
+  if ((r = d->device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)) != CUDA_SUCCESS ||
+      (r = d->device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)) != CUDA_SUCCESS ||
+      (r = d->device_get_attribute(&smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device)) !=
+          CUDA_SUCCESS ||
+      (r = d->device_get_attribute(&max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device)) != CUDA_SUCCESS) {
+    return tracea__fail(r, "cuDeviceGetAttribute");
+  }
+  st->set = tracea__pick_set(e, major, minor);
+  if (st->set < 0) {
+    return TRACEA_ERROR_UNSUPPORTED_ARCH;
+  }
+  set = &e->sets[st->set];
+  for (v = 0; v < set->n_variants; ++v) {
+    if (set->variants[v].shared_bytes > (unsigned int)smem_optin || set->variants[v].threads > (unsigned int)max_threads) {
+      return TRACEA_ERROR_DEVICE_LIMITS;
+    }
+  }
+  r = d->primary_ctx_retain(&st->ctx, device);
+  if (r != CUDA_SUCCESS) {
+    st->ctx = NULL;
+    return tracea__fail(r, "cuDevicePrimaryCtxRetain");
+  }
+  r = d->ctx_push_current(st->ctx);
+  if (r != CUDA_SUCCESS) {
+    return tracea__fail(r, "cuCtxPushCurrent");
+  }
+  for (v = 0; v < set->n_variants && status == TRACEA_OK; ++v) {
+    status = tracea__load_variant(d, &set->variants[v], &e->modules[(size_t)ordinal * e->max_variants + v],
+                                  &e->functions[((size_t)ordinal * e->max_variants + v) * TRACEA_MAX_KERNELS]);
+  }
+  d->ctx_pop_current(&popped);
+  return status;
+}
+
+/* Load for `device` unless that was tried already; the outcome is kept (until unload) and returned. */
+static inline tracea_status tracea__ensure_loaded(const tracea_export* e, const tracea_driver* d, CUdevice device,
+                                                  tracea_device_state** state) {
+  int ordinal = (int)device;
+  tracea_status status;
+  if (ordinal < 0 || ordinal >= TRACEA_MAX_DEVICES) {
+    return TRACEA_ERROR_NO_DEVICE;
+  }
+  pthread_mutex_lock(e->mutex);
+  *state = &e->devices[ordinal];
+  if (!(*state)->tried) {
+    const char* call = "";
+    status = tracea__load_device(e, d, device, ordinal);
+    if (status != TRACEA_OK) {
+      CUresult result = status == TRACEA_ERROR_DRIVER ? tracea_last_driver_error(&call) : CUDA_SUCCESS;
+      tracea__unload_device(e, d, ordinal);
+      (*state)->result = result;
+      (*state)->call = call;
+    }
+    (*state)->tried = 1;
+    (*state)->status = status;
+  }
+  status = (*state)->status;
+  if (status == TRACEA_ERROR_DRIVER) {
+    tracea__fail((*state)->result, (*state)->call);
+  }
+  pthread_mutex_unlock(e->mutex);
+  return status;
+}
+
+static inline tracea_status tracea__load_ordinal(const tracea_export* e, int ordinal) {
+  const tracea_driver* d;
+  tracea_device_state* st;
+  CUdevice device;
+  int count = 0;
+  CUresult r;
+  tracea_status status = tracea_driver_get(&d);
+  if (status != TRACEA_OK) {
+    return status;
+  }
+  if ((r = d->device_get_count(&count)) != CUDA_SUCCESS) {
+    return tracea__fail(r, "cuDeviceGetCount");
+  }
+  if (ordinal < 0 || ordinal >= count) {
+    return TRACEA_ERROR_NO_DEVICE;
+  }
+  if ((r = d->device_get(&device, ordinal)) != CUDA_SUCCESS) {
+    return tracea__fail(r, "cuDeviceGet");
+  }
+  return tracea__ensure_loaded(e, d, device, &st);
+}
+
+/* The device `stream` belongs to; for the default stream, the current context's device, else device 0. */
+static inline tracea_status tracea__stream_device(const tracea_driver* d, CUstream stream, CUdevice* device) {
+  CUcontext ctx = NULL, popped;
+  CUresult r;
+  int count = 0;
+  if (stream != NULL && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) {
+    r = d->stream_get_ctx(stream, &ctx);
+    if (r != CUDA_SUCCESS) {
+      return tracea__fail(r, "cuStreamGetCtx");
+    }
+  } else if ((r = d->ctx_get_current(&ctx)) != CUDA_SUCCESS) {
+    return tracea__fail(r, "cuCtxGetCurrent");
+  }
+  if (ctx == NULL) {
+    if ((r = d->device_get_count(&count)) != CUDA_SUCCESS) {
+      return tracea__fail(r, "cuDeviceGetCount");
+    }
+    if (count == 0) {
+      return TRACEA_ERROR_NO_DEVICE;
+    }
+    r = d->device_get(device, 0);
+    return r == CUDA_SUCCESS ? TRACEA_OK : tracea__fail(r, "cuDeviceGet");
+  }
+  if ((r = d->ctx_push_current(ctx)) != CUDA_SUCCESS) {
+    return tracea__fail(r, "cuCtxPushCurrent");
+  }
+  r = d->ctx_get_device(device);
+  d->ctx_pop_current(&popped);
+  return r == CUDA_SUCCESS ? TRACEA_OK : tracea__fail(r, "cuCtxGetDevice");
+}
+
+static inline int tracea__misaligned(const void* p, unsigned int alignment) {
+  return p != NULL && ((uintptr_t)p % alignment) != 0;
+}
+
+/* 1 when `v` may compute this call; sets *misaligned when only alignment stood in the way. */
+static inline int tracea__fits(const tracea_variant* v, const tracea_gemm_args* a, unsigned int elem_bytes,
+                               int* misaligned) {
+  unsigned int al = v->alignment_bytes;
+  if (a->m < v->m_min || a->m > v->m_max || a->m % v->m_multiple != 0 || a->n < v->n_min || a->n > v->n_max ||
+      a->n % v->n_multiple != 0 || a->k < v->k_min || a->k > v->k_max || a->k % v->k_multiple != 0) {
+    return 0;
+  }
+  if (tracea__misaligned(a->a, al) || tracea__misaligned(a->b, al) || tracea__misaligned(a->c, al) ||
+      tracea__misaligned(a->bias, al) || tracea__misaligned(a->residual, al) ||
+      ((size_t)a->lda * elem_bytes) % al != 0 || ((size_t)a->ldb * elem_bytes) % al != 0 ||
+      ((size_t)a->ldc * elem_bytes) % al != 0) {
+    *misaligned = 1;
+    return 0;
+  }
+  return 1;
+}
+
+/* How far a tuned shape is from the call's: the product of the per-dimension ratios (>= 1; 1 for an exact match). */
+static inline double tracea__distance(const tracea_variant* v, const tracea_gemm_args* a) {
+  double r = 1.0;
+  r *= v->m > a->m ? (double)v->m / a->m : (double)a->m / v->m;
+  r *= v->n > a->n ? (double)v->n / a->n : (double)a->n / v->n;
+  r *= v->k > a->k ? (double)v->k / a->k : (double)a->k / v->k;
+  return r;
+}
+
+/* The exact tuned shape if it fits, else the nearest one that fits. */
+static inline tracea_status tracea__select(const tracea_image_set* set, const tracea_gemm_args* a,
+                                           unsigned int elem_bytes, int* index) {
+  int misaligned = 0, i;
+  double best = 0.0;
+  *index = -1;
+  for (i = 0; i < set->n_variants; ++i) {
+    const tracea_variant* v = &set->variants[i];
+    double distance;
+    if (!tracea__fits(v, a, elem_bytes, &misaligned)) {
+      continue;
+    }
+    distance = tracea__distance(v, a);
+    if (*index < 0 || distance < best) {
+      *index = i;
+      best = distance;
+    }
+  }
+  if (*index >= 0) {
+    return TRACEA_OK;
+  }
+  return misaligned ? TRACEA_ERROR_MISALIGNED : TRACEA_ERROR_UNSUPPORTED_SHAPE;
+}
+
+static inline unsigned long long tracea__grid(const tracea_grid_rule* g, const tracea_variant* v,
+                                              const tracea_gemm_args* a) {
+  unsigned long long tiles_m = ((unsigned long long)a->m + v->tile_m - 1) / v->tile_m;
+  unsigned long long tiles_n = ((unsigned long long)a->n + v->tile_n - 1) / v->tile_n;
+  switch (g->kind) {
+    case TRACEA_GRID_TILES: return tiles_m * tiles_n;
+    case TRACEA_GRID_TILES_M: return tiles_m;
+    case TRACEA_GRID_TILES_N: return tiles_n;
+    case TRACEA_GRID_SPLIT_K: return v->split_k;
+    case TRACEA_GRID_MN_DIV: return ((unsigned long long)a->m * (unsigned long long)a->n + g->value - 1) / g->value;
+    default: return g->value;
+  }
+}
+
+static inline tracea_status tracea__run_steps(const tracea_driver* d, const tracea_variant* v, const CUfunction* fns,
+                                              const tracea_gemm_args* a, CUstream stream) {
+  CUdeviceptr pa = (CUdeviceptr)(uintptr_t)a->a, pb = (CUdeviceptr)(uintptr_t)a->b, pc = (CUdeviceptr)(uintptr_t)a->c;
+  CUdeviceptr pbias = (CUdeviceptr)(uintptr_t)a->bias, pres = (CUdeviceptr)(uintptr_t)a->residual;
+  CUdeviceptr pws = (CUdeviceptr)(uintptr_t)a->workspace;
+  int m = a->m, n = a->n, k = a->k, lda = a->lda, ldb = a->ldb, ldc = a->ldc;
+  /* The kernel ABI of docs/kernel-abi.md: (A, B, C, bias, residual, workspace, M, N, K, lda, ldb, ldc). */
+  void* params[12];
+  int i;
+  params[0] = &pa; params[1] = &pb; params[2] = &pc; params[3] = &pbias; params[4] = &pres; params[5] = &pws;
+  params[6] = &m; params[7] = &n; params[8] = &k; params[9] = &lda; params[10] = &ldb; params[11] = &ldc;
+  for (i = 0; i < v->n_steps; ++i) {
+    const tracea_step* s = &v->steps[i];
+    CUresult r;
+    if (s->kind == TRACEA_STEP_MEMSET) {
+      r = d->memset_d8_async(pws, 0, (size_t)s->memset_bytes_per_mn * (size_t)m * (size_t)n, stream);
+      if (r != CUDA_SUCCESS) {
+        return tracea__fail(r, "cuMemsetD8Async");
+      }
+      continue;
+    }
+    {
+      unsigned long long gx = tracea__grid(&s->grid[0], v, a), gy = tracea__grid(&s->grid[1], v, a);
+      unsigned long long gz = tracea__grid(&s->grid[2], v, a);
+      if (gx == 0 || gy == 0 || gz == 0 || gx > 2147483647ull || gy > 65535ull || gz > 65535ull) {
+        return TRACEA_ERROR_UNSUPPORTED_SHAPE;
+      }
+      if (s->cluster[0] != 0) {
+        CUlaunchConfig config;
+        CUlaunchAttribute attribute;
+        if (d->launch_kernel_ex == NULL) {
+          return TRACEA_ERROR_DRIVER_TOO_OLD;
+        }
+        memset(&config, 0, sizeof(config));
+        memset(&attribute, 0, sizeof(attribute));
+        attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attribute.value.clusterDim.x = s->cluster[0];
+        attribute.value.clusterDim.y = s->cluster[1];
+        attribute.value.clusterDim.z = s->cluster[2];
+        config.gridDimX = (unsigned int)gx; config.gridDimY = (unsigned int)gy; config.gridDimZ = (unsigned int)gz;
+        config.blockDimX = s->block[0]; config.blockDimY = s->block[1]; config.blockDimZ = s->block[2];
+        config.sharedMemBytes = s->dynamic_smem_bytes;
+        config.hStream = stream;
+        config.attrs = &attribute;
+        config.numAttrs = 1;
+        r = d->launch_kernel_ex(&config, fns[s->kernel], params, NULL);
+      } else {
+        r = d->launch_kernel(fns[s->kernel], (unsigned int)gx, (unsigned int)gy, (unsigned int)gz, s->block[0],
+                             s->block[1], s->block[2], s->dynamic_smem_bytes, stream, params, NULL);
+      }
+      if (r != CUDA_SUCCESS) {
+        return tracea__fail(r, "cuLaunchKernel");
+      }
+    }
+  }
+  return TRACEA_OK;
+}
+
+static inline tracea_status tracea__gemm(const tracea_export* e, const tracea_gemm_args* a, CUstream stream) {
+  const tracea_driver* d;
+  tracea_device_state* st;
+  const tracea_image_set* set;
+  const tracea_variant* v;
+  CUdevice device;
+  CUcontext popped;
+  CUresult r;
+  size_t workspace;
+  int index;
+  tracea_status status;
+  if (a == NULL || a->a == NULL || a->b == NULL || a->c == NULL || a->m <= 0 || a->n <= 0 || a->k <= 0 ||
+      a->lda < a->k || a->ldc < a->n || a->ldb < (e->layout == TRACEA_LAYOUT_NN ? a->n : a->k) ||
+      (e->epilogue != TRACEA_EPILOGUE_NONE && a->bias == NULL) ||
+      (e->epilogue == TRACEA_EPILOGUE_BIAS_RESIDUAL && a->residual == NULL)) {
+    return TRACEA_ERROR_INVALID_ARGUMENT;
+  }
+  if ((status = tracea_driver_get(&d)) != TRACEA_OK || (status = tracea__stream_device(d, stream, &device)) != TRACEA_OK ||
+      (status = tracea__ensure_loaded(e, d, device, &st)) != TRACEA_OK) {
+    return status;
+  }
+  set = &e->sets[st->set];
+  if ((status = tracea__select(set, a, e->elem_bytes, &index)) != TRACEA_OK) {
+    return status;
+  }
+  v = &set->variants[index];
+  workspace = (size_t)v->workspace_bytes_per_mn * (size_t)a->m * (size_t)a->n;
+  if (workspace > 0 && (a->workspace == NULL || a->workspace_bytes < workspace)) {
+    return TRACEA_ERROR_WORKSPACE;
+  }
+  if ((r = d->ctx_push_current(st->ctx)) != CUDA_SUCCESS) {
+    return tracea__fail(r, "cuCtxPushCurrent");
+  }
+  status = tracea__run_steps(d, v, &e->functions[((size_t)device * e->max_variants + index) * TRACEA_MAX_KERNELS], a,
+                             stream);
+  d->ctx_pop_current(&popped);
+  return status;
+}
+
+/* An upper bound over every variant: enough for whichever the call picks on whichever device. */
+static inline size_t tracea__workspace_bytes(const tracea_export* e, int m, int n) {
+  size_t most = 0;
+  int i, j;
+  if (m <= 0 || n <= 0) {
+    return 0;
+  }
+  for (i = 0; i < e->n_sets; ++i) {
+    for (j = 0; j < e->sets[i].n_variants; ++j) {
+      size_t bytes = (size_t)e->sets[i].variants[j].workspace_bytes_per_mn * (size_t)m * (size_t)n;
+      most = bytes > most ? bytes : most;
+    }
+  }
+  return most;
+}
+
+static inline void tracea__unload(const tracea_export* e) {
+  const tracea_driver* d;
+  int i;
+  if (tracea_driver_get(&d) != TRACEA_OK) {
+    return;
+  }
+  pthread_mutex_lock(e->mutex);
+  for (i = 0; i < TRACEA_MAX_DEVICES; ++i) {
+    if (e->devices[i].tried) {
+      tracea__unload_device(e, d, i);
+    }
+  }
+  pthread_mutex_unlock(e->mutex);
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+
+namespace tracea {
+namespace detail {
+/* Exports included in the program register themselves here (static initialisation), for tracea::gemm to dispatch. */
+struct Registry {
+  const tracea_export* exports[64];
+  int count;
+};
+inline Registry& registry() {
+  static Registry r = {};
+  return r;
+}
+struct Registration {
+  explicit Registration(const tracea_export* e) {
+    Registry& r = registry();
+    for (int i = 0; i < r.count; ++i) {
+      if (r.exports[i]->dtype == e->dtype && r.exports[i]->layout == e->layout && r.exports[i]->epilogue == e->epilogue) {
+        return; /* the same export included from another translation unit */
+      }
+    }
+    if (r.count < 64) {
+      r.exports[r.count++] = e;
+    }
+  }
+};
+inline const tracea_export* find_export(tracea_dtype dtype, tracea_layout layout, tracea_epilogue epilogue) {
+  const Registry& r = registry();
+  for (int i = 0; i < r.count; ++i) {
+    if (r.exports[i]->dtype == dtype && r.exports[i]->layout == layout && r.exports[i]->epilogue == epilogue) {
+      return r.exports[i];
+    }
+  }
+  return nullptr;
+}
+}  // namespace detail
+}  // namespace tracea
+#endif
+
+#endif /* TRACEA_RUNTIME_H_V1 */
