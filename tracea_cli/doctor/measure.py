@@ -177,9 +177,9 @@ _EMPTY_KERNEL = 'extern "C" __global__ void tracea_empty() {}'
 
 
 class _GpuContext:
-    """What every GPU measurement needs: CuPy, the device, an event clock, a throttle probe, a deadline."""
+    """What every GPU measurement needs: CuPy, the device, an event clock on the current stream, a throttle probe."""
 
-    def __init__(self, gpu: GpuInfo, *, policy: TimingPolicy, throttle: Callable[[], bool] | None, deadline: float) -> None:
+    def __init__(self, gpu: GpuInfo, *, policy: TimingPolicy, throttle: Callable[[], bool] | None) -> None:
         import cupy
 
         from tracea_cli.backends.cuda_clock import CudaEventClock
@@ -189,7 +189,6 @@ class _GpuContext:
         self.label = f"cuda:{gpu.cuda_index}"
         self.policy = policy
         self.throttle = throttle
-        self.deadline = deadline
         self.clock = CudaEventClock()
 
     def time(self, run: Callable[[], object], *, prepare: Callable[[], object] | None = None) -> Samples:
@@ -204,6 +203,8 @@ class _GpuContext:
 
 
 def gpu_bandwidth(g: _GpuContext) -> list[Item]:
+    import numpy as np
+
     cp = g.cp
     free, _ = cp.cuda.runtime.memGetInfo()
     nbytes = min(2 * GIB, (free // 4) // (16 * MIB) * 16 * MIB)
@@ -213,9 +214,7 @@ def gpu_bandwidth(g: _GpuContext) -> list[Item]:
     dst = cp.empty_like(src)
     kernel = cp.RawKernel(_COPY_KERNEL, "tracea_copy")
     n4 = nbytes // 16
-    blocks = (n4 + 1023) // 1024
-    import numpy as np
-
+    blocks = (n4 + 1023) // 1024  # 256 threads x 4 float4 per block
     methods = {
         "cudaMemcpy (cupy.copyto)": lambda: cp.copyto(dst, src),
         "copy kernel (float4)": lambda: kernel((blocks,), (256,), (src, dst, np.uint64(n4))),
@@ -446,7 +445,7 @@ def gpu_measurements(gpu: GpuInfo, *, step: Step = _quiet, policy: TimingPolicy 
         return
     with device:  # events, streams and arrays below belong to this device
         try:
-            g = _GpuContext(gpu, policy=policy, throttle=throttle, deadline=deadline)
+            g = _GpuContext(gpu, policy=policy, throttle=throttle)
         except Exception as e:
             yield NotMeasured(label, "all", f"CuPy cannot use this GPU ({type(e).__name__}: {e})")
             return
