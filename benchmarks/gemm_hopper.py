@@ -51,9 +51,21 @@ TARGET = Target(backend="cuda", device_class="NVIDIA H200", arch="sm_90a", limit
 TARGET_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 7168, 2048), (4096, 2112, 7168)]
 
 
-def cfg(tm, tn, stages, consumers=2, cluster=1, persistent=1, group=8, store="direct") -> dict:
+def cfg(tm, tn, stages, consumers=2, cluster=1, persistent=1, group=8, store="direct", schedule="cooperative") -> dict:
     return {"family": "wgmma", "tile_m": tm, "tile_n": tn, "stages": stages, "consumers": consumers,
-            "cluster_m": cluster, "persistent": persistent, "group_m": group, "store": store}
+            "schedule": schedule, "cluster_m": cluster, "persistent": persistent, "group_m": group, "store": store}
+
+
+def pp(tm, tn, stages, **kw) -> dict:
+    return cfg(tm, tn, stages, schedule="pingpong", **kw)
+
+
+def uniq(configs: list[dict]) -> list[dict]:
+    out: list[dict] = []
+    for c in configs:
+        if c not in out:
+            out.append(c)
+    return out
 
 
 def pdict(p: GemmProblem) -> dict:
@@ -87,19 +99,31 @@ def correctness_cases() -> list[tuple[GemmProblem, dict]]:
         (P(1000, 3000, 776, "tf32", "nt"), cfg(128, 128, 4, group=4)),
         (P(512, 384, 256, "tf32", "nt", "bias_silu"), cfg(128, 128, 3, cluster=2, store="tma", group=4)),
         (P(1000, 3000, 776, "tf32", "nt"), cfg(128, 256, 4, cluster=2, group=4)),
+        # pingpong: CTAs with odd and even tile counts, clusters, both stores, one tile per CTA
+        (P(1000, 3000, 776, "bf16", "nn"), pp(128, 128, 5, store="tma", group=4)),
+        (P(1000, 3000, 776, "fp16", "nn", "bias_silu"), pp(128, 128, 4, cluster=2, group=4)),
+        (P(1000, 3000, 776, "bf16", "nt", "bias_gelu"), pp(64, 256, 4, cluster=2, store="tma", group=4)),
+        (P(600, 1024, 512, "fp16", "nn", "bias_residual"), pp(128, 128, 4, persistent=0, store="tma", group=1)),
+        (P(4096, 4096, 1024, "bf16", "nn", "bias_silu"), pp(128, 128, 5, cluster=2, store="tma", group=8)),
+        (P(1000, 3000, 776, "tf32", "nt", "bias_silu"), pp(128, 128, 3, store="tma", group=4)),
+        (P(1000, 2112, 776, "bf16", "nn"), cfg(128, 192, 4, store="tma", group=4)),
     ]
 
 
 def sweep_configs(problem: GemmProblem) -> list[dict]:
     """A structured subset of the space (tile shapes x stages x cluster x persistence x store), valid ones only."""
     out = []
-    for tm, tn, consumers, stage_set in [(128, 256, 2, (3, 4)), (256, 128, 2, (3, 4)), (128, 192, 2, (3, 4)),
-                                         (128, 128, 2, (4, 6)), (128, 128, 1, (4,)), (64, 256, 1, (4,))]:
+    for tm, tn, consumers, schedule, stage_set in [
+            (128, 256, 2, "cooperative", (3, 4)), (256, 128, 2, "cooperative", (3, 4)),
+            (128, 192, 2, "cooperative", (3, 4)), (128, 128, 2, "cooperative", (4, 6)),
+            (128, 128, 2, "pingpong", (4, 5, 6)), (64, 256, 2, "pingpong", (4,)), (128, 128, 1, "cooperative", (4,))]:
         for stages in stage_set:
             for cluster in (1, 2):
                 for persistent in (0, 1):
                     for store in ("direct", "tma"):
-                        c = cfg(tm, tn, stages, consumers, cluster, persistent, 8, store)
+                        c = cfg(tm, tn, stages, consumers, cluster, persistent, 8, store, schedule)
+                        if (consumers == 1 or schedule == "pingpong") and persistent == 0:
+                            continue  # one tile per CTA leaves a pingpong partner idle
                         if consumers == 1 and (cluster == 2 or store == "tma"):
                             continue
                         if valid(problem, c) is None:
@@ -119,6 +143,8 @@ def ladder() -> list[tuple[str, dict, str]]:
         ("v5", cfg(128, 256, 4, cluster=2, persistent=1, group=8), "+ 2-CTA clusters, B multicast"),
         ("v6", cfg(128, 256, 3, cluster=2, persistent=1, group=8, store="tma"),
          "+ epilogue through swizzled shared memory and TMA store (3-slot ring)"),
+        ("v7", pp(128, 128, 5, cluster=2, group=8, store="tma"),
+         "+ pingpong: consumers take 128x128 tiles in turns, epilogue overlapped with the other's main loop"),
     ]
 
 
@@ -535,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     sweep_result = phase1.get("sweep-bf16-4096", {}).get("entries", {})
     ranked = sorted(((e["median_ms"], n) for n, e in sweep_result.items() if n.startswith("ours") and e.get("status") == "ok"))
     leaders = [sweep_result[n]["config"] for _, n in ranked[:4]]
+    best_pp = next((sweep_result[n]["config"] for _, n in ranked if sweep_result[n]["config"]["schedule"] == "pingpong"), None)
     for _, n in ranked[:10]:
         log(f"sweep {n}: {sweep_result[n]['median_ms']:.4f} ms {sweep_result[n]['tflops']:.0f} TFLOP/s {config_key(sweep_result[n]['config'])}")
     if "cublas" in sweep_result and sweep_result["cublas"].get("status") == "ok":
@@ -545,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
             for g in (1, 4, 16):
                 variants.append({**c, "group_m": g})
         leaders = leaders + [v for v in variants if v not in leaders]
+    # shapes whose N is not a multiple of 256 want other tile widths (wave quantisation): the tuner would try them too
+    extra = [cfg(128, 192, 4, store="tma"), cfg(128, 192, 3, store="tma"), cfg(128, 192, 4, cluster=2, store="tma")]
     report["leaders"] = leaders
 
     jobs2, pairs = [], []
@@ -552,15 +581,25 @@ def main(argv: list[str] | None = None) -> int:
         for dtype in ("bf16", "fp16"):
             for shape in TARGET_SHAPES:
                 p = GemmProblem(*shape, dtype=dtype, layout="nn")
-                cs = [c for c in leaders if valid(p, c) is None]
+                cs = [c for c in uniq(leaders + extra) if valid(p, c) is None]
                 pf = GemmProblem(*shape, dtype=dtype, layout="nn", epilogue="bias_silu")
-                fused = [c for c in leaders[:3] if valid(pf, c) is None]
+                fused = [c for c in uniq(leaders[:3] + ([best_pp] if best_pp else []) + (extra[:1] if shape[1] % 256 else []))
+                         if valid(pf, c) is None]
                 pairs += [(p, c) for c in cs] + [(pf, c) for c in fused]
                 jobs2.append({"id": f"target-{dtype}-{'x'.join(map(str, shape))}", "kind": "time", "problem": pdict(p),
                               "seed": 11, "rounds": 2, "shape": shape, "configs": cs, "fused": fused})
+        for dtype in ("fp16",):
+            for shape in [(16, 4096, 4096), (1000, 3000, 776)]:  # where cuBLAS is weak (not targets of this family)
+                p = GemmProblem(*shape, dtype=dtype, layout="nn")
+                cs = [c for c in [cfg(64, 64, 6, consumers=1, group=1), cfg(64, 128, 4, consumers=1, group=1),
+                                  pp(64, 256, 4, group=1), pp(64, 128, 6, group=1)] + leaders[:2] if valid(p, c) is None]
+                cs = uniq(cs)
+                pairs += [(p, c) for c in cs]
+                jobs2.append({"id": f"extra-{dtype}-{'x'.join(map(str, shape))}", "kind": "time", "problem": pdict(p),
+                              "seed": 13, "rounds": 2, "shape": shape, "configs": cs, "fused": []})
         p32 = GemmProblem(8192, 8192, 8192, "tf32", "nt")
-        tf32_cfgs = [c for c in [cfg(128, 256, 4, cluster=2), cfg(128, 256, 4), cfg(256, 128, 4, cluster=2),
-                                 cfg(128, 128, 6, cluster=2)] if valid(p32, c) is None]
+        tf32_cfgs = [c for c in [cfg(128, 256, 4), cfg(128, 256, 3, store="tma"), cfg(128, 256, 4, cluster=2),
+                                 pp(128, 128, 3, store="tma"), pp(128, 128, 5, cluster=2)] if valid(p32, c) is None]
         pairs += [(p32, c) for c in tf32_cfgs]
         builds.need(pairs)
         for job in jobs2:
@@ -569,8 +608,9 @@ def main(argv: list[str] | None = None) -> int:
             pf = GemmProblem(**{**job["problem"], "epilogue": "bias_silu"})
             es = [e for i, c in enumerate(job.pop("configs")) if (e := entry(f"ours{i}", p, c))]
             es += [e for i, c in enumerate(job.pop("fused")) if (e := entry(f"fused{i}", pf, c, epilogue="bias_silu"))]
-            es += [{"name": "cublas", "kind": "vendor"},
-                   {"name": "cublas+silu", "kind": "vendor_silu", "epilogue": "bias_silu"}]
+            es += [{"name": "cublas", "kind": "vendor"}]
+            if job["id"].startswith("target"):
+                es += [{"name": "cublas+silu", "kind": "vendor_silu", "epilogue": "bias_silu"}]
             job["entries"] = es
         jobs2.append({"id": "target-tf32-8192x8192x8192", "kind": "time", "problem": pdict(p32), "seed": 12, "rounds": 2,
                       "entries": [e for i, c in enumerate(tf32_cfgs) if (e := entry(f"ours{i}", p32, c))]
@@ -595,7 +635,8 @@ def main(argv: list[str] | None = None) -> int:
 def _fmt_cfg(c: dict | None) -> str:
     if not c:
         return "-"
-    return (f"{c['tile_m']}x{c['tile_n']} s{c['stages']} c{c['consumers']} cl{c['cluster_m']} "
+    sched = "pingpong" if c.get("schedule") == "pingpong" else f"coop{c['consumers']}"
+    return (f"{c['tile_m']}x{c['tile_n']} s{c['stages']} {sched} cl{c['cluster_m']} "
             f"{'pers' if c['persistent'] else 'grid'} g{c['group_m']} {c['store']}")
 
 

@@ -2,9 +2,12 @@
 //
 // One CTA computes TILE_M x TILE_N tiles of C. Warpgroup 0 is the producer: one thread streams A and B tiles into a
 // ring of STAGES shared-memory slots with TMA (cp.async.bulk.tensor), each slot completing on its `full` mbarrier.
-// Warpgroups 1..CONSUMERS are consumers: each owns TILE_M/CONSUMERS rows of the tile, multiplies with wgmma straight
-// from shared memory, and hands the slot back through its `empty` mbarrier. Slot index and mbarrier parity run on
-// across tiles, so with PERSISTENT the producer already fetches the next tile while consumers run the epilogue.
+// Warpgroups 1..CONSUMERS are consumers: they multiply with wgmma straight from shared memory and hand each slot back
+// through its `empty` mbarrier. Slot index and mbarrier parity run on across tiles, so with PERSISTENT the producer
+// already fetches the next tile while consumers run the epilogue. Two schedules for two consumers:
+//   cooperative  both consumers work on every tile, each on TILE_M/2 rows; their epilogues leave the tensor cores idle.
+//   pingpong     consumers take turns at whole tiles: one runs its main loop while the other runs its epilogue, the
+//                turn passed through a pair of mbarriers (which also keeps the shared ring's parities unambiguous).
 // With CLUSTER_M = 2, two CTAs of a cluster take vertically adjacent tiles and share B: each loads half of the B
 // tile and multicasts it to both, so a slot is free only when the consumers of both CTAs have released it.
 //
@@ -17,6 +20,7 @@
 //   WG_B_KMAJOR   1: B is N x K (layout nt), 0: B is K x N (layout nn, wgmma reads it transposed)
 //   WG_EPILOGUE   0 none, 1 bias, 2 bias+ReLU, 3 bias+SiLU, 4 bias+GELU, 5 bias+residual
 //   WG_STORE_TMA  0: registers -> global stores; 1: registers -> swizzled shared memory -> TMA store
+//   WG_PINGPONG   0: cooperative, 1: pingpong (needs WG_CONSUMERS = 2)
 //
 // ABI (docs/kernel-abi.md, "Hopper family"): tensor maps for A, B and C are passed by value as __grid_constant__
 // parameters; every tile box is 128 bytes wide with the 128-byte swizzle, which the wgmma descriptors mirror.
@@ -57,8 +61,10 @@ constexpr int kMmaK = 32 / kElemBytes;    // K of one wgmma: 16 for 16-bit opera
 constexpr int kStages = WG_STAGES;
 constexpr int kConsumers = WG_CONSUMERS;
 constexpr int kCluster = WG_CLUSTER_M;
+constexpr bool kPingpong = WG_PINGPONG != 0;
 constexpr int kThreads = 128 * (kConsumers + 1);
-constexpr int kConsumerRows = kTileM / kConsumers;  // rows of the tile one consumer warpgroup owns
+constexpr int kConsumerRows = kPingpong ? kTileM : kTileM / kConsumers;  // rows one consumer owns in a tile
+constexpr int kStageUsers = kPingpong ? 1 : kConsumers;                   // consumer warpgroups reading one slot
 constexpr int kSlabs = kConsumerRows / 64;          // m64 wgmmas per consumer and k-step
 constexpr int kAcc = kTileN / 2;                    // fp32 accumulators per thread and slab
 constexpr bool kBKMajor = WG_B_KMAJOR != 0;
@@ -66,9 +72,10 @@ constexpr int kChunkN = 128 / kElemBytes;           // columns of one 128-byte s
 
 constexpr u32 kStageBytesA = kTileM * 128;
 constexpr u32 kStageBytesB = kTileN * 128;
-constexpr u32 kStageBytesC = WG_STORE_TMA ? kTileM * kTileN * kElemBytes : 0;
+constexpr u32 kStageBytesC = WG_STORE_TMA ? kConsumers * kConsumerRows * kTileN * kElemBytes : 0;
 
-static_assert(kTileM % (64 * kConsumers) == 0, "each consumer owns whole m64 slabs");
+static_assert(kConsumerRows % 64 == 0 && kConsumerRows * kConsumers >= kTileM, "each consumer owns whole m64 slabs");
+static_assert(!kPingpong || kConsumers == 2, "pingpong alternates two consumer warpgroups");
 static_assert(kTileN % 64 == 0 && kTileN <= 256, "wgmma N is 64..256 here");
 static_assert(kSlabs * kAcc <= 128, "accumulators must fit the consumer's registers");
 static_assert(kBKMajor || kElemBytes == 2, "tf32 wgmma reads B K-major only");
@@ -107,15 +114,21 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
   }
 }
 
-// Arrives on the mbarrier at the same shared-memory offset in CTA `cta` of this cluster.
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// Arrives on the mbarrier at the same shared-memory offset in CTA `cta` of this cluster. The slot it frees was read
+// by wgmmas that have completed (wgmma.wait_group), so CTA-scope release ordering is enough; a cluster-scope release
+// here also waits for the thread's outstanding memory operations (see docs/hopper-notes.md for what it cost).
 __device__ __forceinline__ void mbar_arrive_in(u32 bar, u32 cta) {
   if (kCluster == 1) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+    mbar_arrive(bar);
   } else {
     asm volatile(
         "{\n.reg .b32 remote;\n"
         "mapa.shared::cluster.u32 remote, %0, %1;\n"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
         "r"(cta)
         : "memory");
   }
@@ -226,46 +239,64 @@ __device__ __forceinline__ float to_float(elem_t x) {
 #endif
 }
 
-__device__ __forceinline__ float epilogue(float x, const elem_t* bias, const elem_t* residual, int col, long long at) {
-#if WG_EPILOGUE >= 1
-  x += to_float(bias[col]);
-#endif
-#if WG_EPILOGUE == 2
-  x = fmaxf(x, 0.0f);
-#elif WG_EPILOGUE == 3
-  x = x / (1.0f + __expf(-x));
-#elif WG_EPILOGUE == 4
-  x = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-#elif WG_EPILOGUE == 5
-  x += to_float(residual[at]);
-#endif
-  return x;
-}
-
-// Two adjacent outputs as the bits one store writes.
+// Two adjacent elements as loaded (bias, residual) and as stored (C).
 #if WG_DTYPE == 2
 typedef float2 pair_t;
 __device__ __forceinline__ pair_t pack(float a, float b) { return make_float2(a, b); }
+__device__ __forceinline__ float2 unpack(pair_t v) { return v; }
 #elif WG_DTYPE == 1
 typedef u32 pair_t;
 __device__ __forceinline__ pair_t pack(float a, float b) {
   __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
   return *reinterpret_cast<u32*>(&v);
 }
+__device__ __forceinline__ float2 unpack(pair_t v) { return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&v)); }
 #else
 typedef u32 pair_t;
 __device__ __forceinline__ pair_t pack(float a, float b) {
   __half2 v = __floats2half2_rn(a, b);
   return *reinterpret_cast<u32*>(&v);
 }
+__device__ __forceinline__ float2 unpack(pair_t v) { return __half22float2(*reinterpret_cast<__half2*>(&v)); }
 #endif
+
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// erf by Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7): two special-function instructions and five FMAs,
+// where erff's longer evaluation made ptxas spill beside 128 accumulators.
+__device__ __forceinline__ float erf_short(float x) {
+  const float ax = fabsf(x);
+  const float t = __fdividef(1.0f, fmaf(0.3275911f, ax, 1.0f));
+  const float poly = t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 1.061405429f, -1.453152027f), 1.421413741f), -0.284496736f),
+                              0.254829592f);
+  return copysignf(1.0f - poly * __expf(-ax * ax), x);
+}
+
+// The activation after the bias, kept to one or two special-function instructions per element (SiLU through tanh).
+__device__ __forceinline__ float activation(float x) {
+#if WG_EPILOGUE == 2
+  return fmaxf(x, 0.0f);
+#elif WG_EPILOGUE == 3
+  const float h = 0.5f * x;
+  return fmaf(h, tanh_approx(h), h);  // x * sigmoid(x) = x/2 * (1 + tanh(x/2))
+#elif WG_EPILOGUE == 4
+  return 0.5f * x * (1.0f + erf_short(x * 0.70710678118654752f));
+#else
+  return x;
+#endif
+}
 
 // ---- the two roles ----------------------------------------------------------------------------------------------------
 
 struct Ring {
-  u32 a, b, c, full, empty;  // shared-window addresses: slot 0 of A and B, C staging, barrier arrays
+  u32 a, b, c, full, empty, turn;  // shared-window addresses: slot 0 of A and B, C staging, mbarrier arrays
   __device__ u32 full_bar(int s) const { return full + 8 * s; }
   __device__ u32 empty_bar(int s) const { return empty + 8 * s; }
+  __device__ u32 turn_bar(int consumer) const { return turn + 8 * consumer; }
 };
 
 __device__ __forceinline__ void produce(const Ring& ring, const TensorMap* map_a, const TensorMap* map_b, int work,
@@ -311,6 +342,24 @@ __device__ __forceinline__ void release(const Ring& ring, int slot, bool signall
   }
 }
 
+// Stores one pair of outputs: to the swizzled staging tile (TMA store) or straight to C.
+__device__ __forceinline__ void store_pair(u32 staging, elem_t* C, int r, int col_in_tile, int row, int col, int M,
+                                           int N, long long at, float v0, float v1) {
+#if WG_STORE_TMA
+  // 128-byte swizzle: the 16-byte unit index within a row is XORed with the row index mod 8.
+  const int chunk = col_in_tile / kChunkN;
+  const int byte = (col_in_tile % kChunkN) * kElemBytes;
+  const u32 addr = staging + chunk * (kConsumerRows * 128) + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
+#if WG_DTYPE == 2
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1));
+#else
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(pack(v0, v1)));
+#endif
+#else
+  if (row < M && col < N) *reinterpret_cast<pair_t*>(C + at) = pack(v0, v1);
+#endif
+}
+
 __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c, elem_t* C, const elem_t* bias,
                                         const elem_t* residual, int M, int N, int ldc, int work, int first, int stride,
                                         int cluster_rows, int tiles_n, int k_blocks, u32 rank, int consumer) {
@@ -323,19 +372,26 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[j][i] = 0.0f;
 
-  int slot = 0;
-  u32 phase = 0;
-  for (int t = first; t < work; t += stride) {
+  u32 stage = 0;  // ring position: slot = stage % STAGES, parity = (stage / STAGES) & 1
+  int mine = 0;   // tiles this consumer has multiplied (pingpong turns taken)
+  for (int local = 0, t = first; t < work; ++local, t += stride) {
+    if (kPingpong && (local & 1) != consumer) {
+      stage += k_blocks;  // the other consumer's tile
+      continue;
+    }
     int crow, tn;
     tile_of(t, cluster_rows, tiles_n, crow, tn);
     const int m0 = (crow * kCluster + static_cast<int>(rank)) * kTileM;
     const int n0 = tn * kTileN;
+    if (kPingpong && (consumer == 1 || mine > 0))  // wait for our turn at the tensor cores
+      mbar_wait(ring.turn_bar(consumer), (consumer == 1 ? mine : mine - 1) & 1);
 
     // Main loop: wgmmas of slot k run while slot k-1 is handed back; one wgmma group stays in flight.
     int previous = 0;
-    for (int kb = 0; kb < k_blocks; ++kb) {
-      mbar_wait(ring.full_bar(slot), phase);
-      const u32 a_slot = ring.a + slot * kStageBytesA + consumer * kConsumerRows * 128;
+    for (int kb = 0; kb < k_blocks; ++kb, ++stage) {
+      const int slot = stage % kStages;
+      mbar_wait(ring.full_bar(slot), (stage / kStages) & 1);
+      const u32 a_slot = ring.a + slot * kStageBytesA + (kPingpong ? 0 : consumer * kConsumerRows * 128);
       const u32 b_slot = ring.b + slot * kStageBytesB;
       wgmma_fence();
 #pragma unroll
@@ -352,11 +408,9 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
         release(ring, previous, signaller);
       }
       previous = slot;
-      if (++slot == kStages) {
-        slot = 0;
-        phase ^= 1;
-      }
     }
+    if (kPingpong && signaller) mbar_arrive(ring.turn_bar(1 - consumer));  // the other consumer may start
+    ++mine;
     wgmma_wait<0>();
     release(ring, previous, signaller);
 #pragma unroll
@@ -364,45 +418,52 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
 
     // Epilogue. Thread (warp, lane) holds, per slab j and 8-column group i, rows warp*16 + lane/4 (+8) and columns
     // 8i + 2*(lane%4) (+1): acc[j][4i + 2h + {0,1}] for h = 0, 1.
-    const int row0 = m0 + consumer * kConsumerRows;
+    const int row0 = m0 + (kPingpong ? 0 : consumer * kConsumerRows);
     if (row0 >= M) continue;  // a cluster's spare tile past the last row
+    u32 staging = 0;
 #if WG_STORE_TMA
-    const u32 staging = ring.c + consumer * (kConsumerRows * kTileN * kElemBytes);
+    staging = ring.c + consumer * (kConsumerRows * kTileN * kElemBytes);
     if (signaller) tma_store_wait_read();  // the previous tile's store has left shared memory
     named_sync(1 + consumer);
 #endif
+    // Columns in batches of 8 groups: the batch's bias pairs are fetched together before any arithmetic, and only
+    // 8 registers hold them (the accumulators leave little room). Columns past N read a valid pair, never stored.
+    constexpr int kGroups = kTileN / 8, kBatch = kGroups < 8 ? kGroups : 8;
 #pragma unroll
-    for (int j = 0; j < kSlabs; ++j) {
+    for (int i0 = 0; i0 < kGroups; i0 += kBatch) {
+#if WG_EPILOGUE >= 1
+      pair_t bias_pair[kBatch];
 #pragma unroll
-      for (int i = 0; i < kTileN / 8; ++i) {
+      for (int b = 0; b < kBatch; ++b)
+        bias_pair[b] = __ldg(reinterpret_cast<const pair_t*>(bias + min(n0 + 8 * (i0 + b) + 2 * (lane % 4), N - 2)));
+#endif
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int i = i0 + b;
         const int col_in_tile = 8 * i + 2 * (lane % 4);
         const int col = n0 + col_in_tile;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = j * 64 + warp * 16 + lane / 4 + 8 * h;  // row within this consumer's share
-          const int row = row0 + r;
-          const long long at = static_cast<long long>(row) * ldc + col;
-          float v0 = acc[j][4 * i + 2 * h], v1 = acc[j][4 * i + 2 * h + 1];
+        for (int j = 0; j < kSlabs; ++j) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = j * 64 + warp * 16 + lane / 4 + 8 * h;  // row within this consumer's share
+            const int row = row0 + r;
+            const long long at = static_cast<long long>(row) * ldc + col;
+            float v0 = acc[j][4 * i + 2 * h], v1 = acc[j][4 * i + 2 * h + 1];
 #if WG_EPILOGUE >= 1
-          if (col < N && row < M) {
-            v0 = epilogue(v0, bias, residual, col, at);
-            v1 = epilogue(v1, bias, residual, col + 1, at + 1);
-          }
+            const float2 bv = unpack(bias_pair[b]);
+            v0 = activation(v0 + bv.x);
+            v1 = activation(v1 + bv.y);
 #endif
-#if WG_STORE_TMA
-          // 128-byte swizzle: the 16-byte unit index within a row is XORed with the row index mod 8.
-          const int chunk = col_in_tile / kChunkN;
-          const int byte = (col_in_tile % kChunkN) * kElemBytes;
-          const u32 addr = staging + chunk * (kConsumerRows * 128) + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
-          const pair_t bits = pack(v0, v1);
-          if constexpr (sizeof(pair_t) == 4) {
-            asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(*reinterpret_cast<const u32*>(&bits)) : "memory");
-          } else {
-            asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1) : "memory");
-          }
-#else
-          if (row < M && col < N) *reinterpret_cast<pair_t*>(C + at) = pack(v0, v1);
+#if WG_EPILOGUE == 5
+            if (row < M && col < N) {
+              const float2 res = unpack(__ldg(reinterpret_cast<const pair_t*>(residual + at)));
+              v0 += res.x;
+              v1 += res.y;
+            }
 #endif
+            store_pair(staging, C, r, col_in_tile, row, col, M, N, at, v0, v1);
+          }
         }
       }
     }
@@ -439,6 +500,7 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
   ring.c = ring.b + kStages * kStageBytesB;
   ring.full = ring.c + kStageBytesC;
   ring.empty = ring.full + 8 * kStages;
+  ring.turn = ring.empty + 8 * kStages;
 
   const int tiles_m = (M + kTileM - 1) / kTileM;
   const int tiles_n = (N + kTileN - 1) / kTileN;
@@ -452,8 +514,10 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(ring.full_bar(s), 1);
-      mbar_init(ring.empty_bar(s), kConsumers * kCluster);
+      mbar_init(ring.empty_bar(s), kStageUsers * kCluster);
     }
+    mbar_init(ring.turn_bar(0), 1);
+    mbar_init(ring.turn_bar(1), 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   if (kCluster > 1) cluster_sync();  // peers multicast into our slots and arrive on our barriers

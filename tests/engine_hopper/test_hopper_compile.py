@@ -18,8 +18,8 @@ from tracea_cli.ops.gemm.problem import GemmProblem
 pytestmark = pytest.mark.skipif(not nvrtc.available(), reason="NVRTC is not installed")
 
 H200 = Target(backend="cuda", device_class="NVIDIA H200", arch="sm_90a", limits=limits_for("sm_90a"))
-BASE = {"family": "wgmma", "tile_m": 128, "tile_n": 256, "stages": 4, "consumers": 2, "cluster_m": 2,
-        "persistent": 1, "group_m": 8, "store": "direct"}
+BASE = {"family": "wgmma", "tile_m": 128, "tile_n": 256, "stages": 4, "consumers": 2, "schedule": "cooperative",
+        "cluster_m": 2, "persistent": 1, "group_m": 8, "store": "direct"}
 
 # Each case exercises a different branch of the template: dtype, layout (B K- or N-major), tile shape, consumers,
 # cluster multicast, persistence, epilogue kind and store path.
@@ -35,6 +35,10 @@ CASES = {
                              {"tile_m": 256, "tile_n": 128}),
     "fp16-nn-192-small": (GemmProblem(512, 384, 256, "fp16", "nn"),
                           {"tile_n": 192, "stages": 3, "cluster_m": 1, "group_m": 4}),
+    "bf16-nn-pingpong-tma-silu": (GemmProblem(4096, 4096, 4096, "bf16", "nn", "bias_silu"),
+                                  {"tile_n": 128, "schedule": "pingpong", "store": "tma", "cluster_m": 1}),
+    "fp16-nt-pingpong-cluster-gelu": (GemmProblem(4096, 4096, 4096, "fp16", "nt", "bias_gelu"),
+                                      {"tile_m": 64, "tile_n": 256, "schedule": "pingpong"}),
 }
 
 
@@ -77,6 +81,8 @@ def test_launch_description_matches_the_configuration(artifacts, name):
     maps = launch["tensor_maps"]
     assert launch["params"][:3] == ["map_a", "map_b", "map_c"]
     assert maps["map_a"]["box"] == [hs.tile_k(problem.dtype), config["tile_m"]]
+    rows = config["tile_m"] if config["schedule"] == "pingpong" else config["tile_m"] // config["consumers"]
+    assert maps["map_c"]["box"][1] == rows
     for spec in maps.values():
         assert spec["box"][0] * spec["elem_bytes"] == 128  # every box is one 128-byte swizzle row wide
         assert max(spec["box"]) <= 256
@@ -91,6 +97,7 @@ def test_source_is_self_contained_and_names_the_configuration():
     source = ch.kernel_source_for(problem, BASE)
     assert '#include "gemm_wgmma' not in source
     assert "#define WG_TILE_N 256" in source and "#define WG_EPILOGUE 3" in source and "#define WG_B_KMAJOR 0" in source
+    assert "#define WG_PINGPONG 0" in source
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in source
     assert ch.source_hash(problem) == ch.source_hash(problem) and len(ch.source_hash(problem)) == 16
 

@@ -18,9 +18,9 @@ H200 = Target(backend="cuda", device_class="NVIDIA H200", arch="sm_90a", limits=
 ONE_SAMPLE = TimingPolicy(warmup=1, min_samples=1, max_samples=2, max_seconds=0.1)
 
 
-def cfg(tm, tn, stages, consumers=2, cluster=1, persistent=1, group=1, store="direct"):
+def cfg(tm, tn, stages, consumers=2, cluster=1, persistent=1, group=1, store="direct", schedule="cooperative"):
     return {"family": "wgmma", "tile_m": tm, "tile_n": tn, "stages": stages, "consumers": consumers,
-            "cluster_m": cluster, "persistent": persistent, "group_m": group, "store": store}
+            "schedule": schedule, "cluster_m": cluster, "persistent": persistent, "group_m": group, "store": store}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -37,6 +37,8 @@ CASES = [
     (GemmProblem(600, 1024, 512, "bf16", "nt", "bias_residual"), cfg(256, 128, 4, cluster=2, store="tma")),
     (GemmProblem(16, 4096, 1024, "fp16", "nn"), cfg(64, 64, 6, consumers=1)),
     (GemmProblem(520, 392, 264, "tf32", "nt", "bias"), cfg(128, 128, 4, group=4)),
+    (GemmProblem(1000, 3000, 776, "bf16", "nn", "bias_gelu"), cfg(128, 128, 4, store="tma", schedule="pingpong", group=4)),
+    (GemmProblem(600, 1024, 512, "fp16", "nt"), cfg(64, 256, 4, cluster=2, schedule="pingpong")),
 ]
 
 

@@ -12,8 +12,8 @@ from tracea_cli.ops.gemm import hopper_space as hs
 from tracea_cli.ops.gemm.problem import GemmProblem
 
 H200 = Target(backend="cuda", device_class="NVIDIA H200", arch="sm_90a", limits=limits_for("sm_90a"))
-GOOD = {"family": "wgmma", "tile_m": 128, "tile_n": 256, "stages": 4, "consumers": 2, "cluster_m": 2,
-        "persistent": 1, "group_m": 8, "store": "direct"}
+GOOD = {"family": "wgmma", "tile_m": 128, "tile_n": 256, "stages": 4, "consumers": 2, "schedule": "cooperative",
+        "cluster_m": 2, "persistent": 1, "group_m": 8, "store": "direct"}
 
 
 def problem(m=4096, n=4096, k=4096, dtype="bf16", layout="nn", epilogue="none") -> GemmProblem:
@@ -67,8 +67,9 @@ def test_every_valid_config_fits_the_device(shape, dtype):
     assert valid, "the space must not be empty"
     for c in valid:
         assert hs.smem_bytes(dtype, c) <= H200.limits.max_shared_per_block_optin
-        assert c["tile_m"] % (64 * c["consumers"]) == 0
-        assert c["tile_m"] // c["consumers"] * c["tile_n"] // 128 <= hs.MAX_ACCUMULATORS
+        rows = c["tile_m"] if c["schedule"] == "pingpong" else c["tile_m"] // c["consumers"]
+        assert rows % 64 == 0 and rows * c["tile_n"] // 128 <= hs.MAX_ACCUMULATORS
+        assert c["schedule"] == "cooperative" or c["consumers"] == 2
         assert c["tile_m"] <= 64 * hs.ceil_div(p.m, 64) and c["tile_n"] <= 64 * hs.ceil_div(p.n, 64)
 
 
@@ -77,17 +78,26 @@ def test_every_valid_config_fits_the_device(shape, dtype):
     ({"tile_m": 256, "tile_n": 256, "consumers": 2}, "accumulators"),
     ({"stages": 6, "store": "tma"}, "shared memory"),
     ({"tile_n": 192, "stages": 6}, "shared memory"),
+    ({"schedule": "pingpong"}, "accumulators"),  # one consumer would hold a whole 128x256 tile
+    ({"schedule": "pingpong", "tile_n": 128, "consumers": 1}, "two consumer warpgroups"),
+    ({"schedule": "pingpong", "tile_n": 128, "stages": 5, "store": "tma"}, None),
+    ({"schedule": "pingpong", "tile_n": 128, "stages": 6, "store": "tma"}, "shared memory"),  # two staging tiles
 ])
 def test_rejections_say_why(change, reason):
     space = hs.hopper_space(problem(), H200)
     assert space.why_invalid(GOOD) is None
-    assert reason in space.why_invalid({**GOOD, **change})
+    if reason is None:
+        assert space.why_invalid({**GOOD, **change}) is None
+    else:
+        assert reason in space.why_invalid({**GOOD, **change})
 
 
 def test_small_problems_reject_oversized_tiles_clusters_and_stages():
     space = hs.hopper_space(problem(m=16, n=4096, k=128), H200)
     assert "larger than M" in space.why_invalid({**GOOD, "tile_m": 128})
     small = {**GOOD, "tile_m": 64, "consumers": 1, "tile_n": 128, "cluster_m": 1, "group_m": 1, "stages": 2}
+    assert space.why_invalid({**small, "consumers": 2}) is not None  # a 64-row tile cannot be split in two
+    assert space.why_invalid({**small, "consumers": 2, "schedule": "pingpong"}) is None  # but can be taken in turns
     assert space.why_invalid(small) is None
     assert "two tile rows" in space.why_invalid({**small, "cluster_m": 2})
     assert "K-blocks" in space.why_invalid({**small, "stages": 3})  # K = 128 is two 64-wide blocks

@@ -58,6 +58,7 @@ def defines(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, int]
         "WG_B_KMAJOR": 1 if problem.layout == "nt" else 0,
         "WG_EPILOGUE": hs.EPILOGUE_CODES[problem.epilogue],
         "WG_STORE_TMA": 1 if config["store"] == "tma" else 0,
+        "WG_PINGPONG": 1 if config["schedule"] == "pingpong" else 0,
     }
 
 
@@ -85,7 +86,7 @@ def _tensor_maps(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str,
         "map_a": {"tensor": "A", "dims": ["K", "M"], "row_stride": "lda", "box": [tk, int(config["tile_m"])], **common},
         "map_b": {**b, **common},
         "map_c": {"tensor": "C", "dims": ["N", "M"], "row_stride": "ldc",
-                  "box": [chunk, int(config["tile_m"]) // int(config["consumers"])],
+                  "box": [chunk, hs.consumer_rows(config)],
                   **common, "dtype": "fp32" if problem.dtype == "tf32" else problem.dtype},
     }
 
@@ -388,9 +389,9 @@ def _gpu_ready() -> str | None:
         _driver()
     except Exception as e:  # ImportError, or a CUDA runtime error without a driver
         return f"CuPy/cuda.bindings are not usable here ({type(e).__name__}: {e})"
-    major = int(cupy.cuda.Device().attributes["ComputeCapabilityMajor"])
-    if major != 9:
-        return f"this GPU is compute capability {major}.x; the wgmma family runs on 9.0 (Hopper) only"
+    cc = str(cupy.cuda.Device().compute_capability)  # "90" on Hopper
+    if cc != "90":
+        return f"this GPU is compute capability {cc[:-1]}.{cc[-1]}; the wgmma family runs on 9.0 (Hopper) only"
     return None
 
 

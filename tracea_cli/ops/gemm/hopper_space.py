@@ -20,6 +20,8 @@ from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import Param, SearchSpace, Value
 
 FAMILY = "wgmma"
+GROUP_VALUES = (1, 4, 8, 16)
+STAGE_VALUES = (2, 3, 4, 5, 6)
 DTYPES = ("fp16", "bf16", "tf32")
 SWIZZLE_BYTES = 128  # one stage row of A or B; also the width of a C staging chunk
 ALIGN_BYTES = 16  # TMA: global base addresses and row strides
@@ -30,11 +32,14 @@ PARAMS = (
     Param("family", (FAMILY,), "categorical", "instruction family: wgmma (sm_90a)"),
     Param("tile_m", (64, 128, 256), doc="rows of C per CTA"),
     Param("tile_n", (64, 128, 192, 256), doc="columns of C per CTA (the wgmma N)"),
-    Param("stages", (2, 3, 4, 5, 6), doc="depth of the TMA -> wgmma shared-memory ring"),
-    Param("consumers", (1, 2), doc="consumer warpgroups, each owning tile_m/consumers rows"),
+    Param("stages", STAGE_VALUES, doc="depth of the TMA -> wgmma shared-memory ring"),
+    Param("consumers", (1, 2), doc="consumer warpgroups"),
+    Param("schedule", ("cooperative", "pingpong"), "categorical",
+          "cooperative: consumers split every tile's rows; pingpong: they take whole tiles in turns, one multiplying "
+          "while the other runs its epilogue"),
     Param("cluster_m", (1, 2), doc="CTAs per cluster along M; 2 shares each B tile by TMA multicast"),
     Param("persistent", (0, 1), doc="1: one CTA per SM loops over tiles; 0: one tile per CTA"),
-    Param("group_m", (1, 4, 8, 16), doc="tile order: cluster rows walked column by column before moving on"),
+    Param("group_m", GROUP_VALUES, doc="tile order: cluster rows walked column by column before moving on"),
     Param("store", ("direct", "tma"), "categorical", "epilogue: registers -> global, or via swizzled shared memory + TMA"),
 )
 
@@ -55,12 +60,19 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def consumer_rows(config: Mapping[str, Value]) -> int:
+    """Rows of a tile one consumer warpgroup multiplies: all of them in pingpong, its share when cooperative."""
+    tm = int(config["tile_m"])
+    return tm if config["schedule"] == "pingpong" else tm // int(config["consumers"])
+
+
 def smem_bytes(dtype: str, config: Mapping[str, Value]) -> int:
-    """Dynamic shared memory the kernel asks for: the ring, the C staging tile (TMA store), the mbarriers, slack."""
+    """Dynamic shared memory the kernel asks for: the ring, C staging (TMA store; one tile per pingpong consumer),
+    the mbarriers, and slack for aligning the base to the swizzle period."""
     tm, tn, stages = int(config["tile_m"]), int(config["tile_n"]), int(config["stages"])
     ring = stages * (tm + tn) * SWIZZLE_BYTES
-    staging = tm * tn * elem_bytes(dtype) if config["store"] == "tma" else 0
-    return ring + staging + 2 * stages * 8 + SLACK_BYTES
+    staging = int(config["consumers"]) * consumer_rows(config) * tn * elem_bytes(dtype) if config["store"] == "tma" else 0
+    return ring + staging + (2 * stages + 2) * 8 + SLACK_BYTES
 
 
 def threads(config: Mapping[str, Value]) -> int:
@@ -99,15 +111,20 @@ def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
     limits = _limits(target)
     dtype = problem.dtype
     k_blocks = ceil_div(problem.k, tile_k(dtype))
-    group_values = PARAMS[7].values
+    group_values = GROUP_VALUES
+
+    def schedule(c: Mapping[str, Value]) -> str | None:
+        if c["schedule"] == "pingpong" and int(c["consumers"]) != 2:
+            return "pingpong alternates two consumer warpgroups (consumers=2)"
+        return None
 
     def slabs_split(c: Mapping[str, Value]) -> str | None:
-        if int(c["tile_m"]) % (64 * int(c["consumers"])):
+        if c["schedule"] == "cooperative" and int(c["tile_m"]) % (64 * int(c["consumers"])):
             return f"tile_m={c['tile_m']} cannot give each of {c['consumers']} consumer warpgroups whole 64-row slabs"
         return None
 
     def accumulators(c: Mapping[str, Value]) -> str | None:
-        acc = int(c["tile_m"]) // int(c["consumers"]) * int(c["tile_n"]) // 128
+        acc = consumer_rows(c) * int(c["tile_n"]) // 128
         if acc > MAX_ACCUMULATORS:
             return f"each consumer thread would hold {acc} fp32 accumulators (at most {MAX_ACCUMULATORS} fit)"
         return None
@@ -140,7 +157,8 @@ def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
             return f"group_m={c['group_m']} orders {rows} cluster rows the same as group_m={group_values[i - 1]}"
         return None
 
-    return SearchSpace(params=PARAMS, rules=(slabs_split, accumulators, shared_memory, fits_problem, cluster, tile_order))
+    return SearchSpace(params=PARAMS,
+                       rules=(schedule, slabs_split, accumulators, shared_memory, fits_problem, cluster, tile_order))
 
 
 def default_config(problem: GemmProblem, target: Target) -> dict[str, Value] | None:
@@ -148,17 +166,17 @@ def default_config(problem: GemmProblem, target: Target) -> dict[str, Value] | N
     space = hopper_space(problem, target)
     if space is None:
         return None
+    coop = {"consumers": 2, "schedule": "cooperative", "cluster_m": 1, "persistent": 1}
     preferred = [
-        {"tile_m": 128, "tile_n": 256, "stages": 4, "consumers": 2, "cluster_m": 2, "persistent": 1, "store": "direct"},
-        {"tile_m": 128, "tile_n": 256, "stages": 4, "consumers": 2, "cluster_m": 1, "persistent": 1, "store": "direct"},
-        {"tile_m": 128, "tile_n": 128, "stages": 4, "consumers": 2, "cluster_m": 1, "persistent": 1, "store": "direct"},
-        {"tile_m": 128, "tile_n": 64, "stages": 4, "consumers": 2, "cluster_m": 1, "persistent": 1, "store": "direct"},
-        {"tile_m": 64, "tile_n": 64, "stages": 2, "consumers": 1, "cluster_m": 1, "persistent": 0, "store": "direct"},
+        {**coop, "tile_m": 128, "tile_n": 256, "stages": 3, "store": "tma"},
+        {**coop, "tile_m": 128, "tile_n": 128, "stages": 4, "store": "tma"},
+        {**coop, "tile_m": 128, "tile_n": 64, "stages": 4, "store": "direct"},
+        {**coop, "tile_m": 64, "tile_n": 64, "stages": 2, "consumers": 1, "persistent": 0, "store": "direct"},
     ]
     for base in preferred:
-        for group in PARAMS[7].values[::-1]:
+        for group in (8, 16, 4, 1):
             config: dict[str, Value] = {"family": FAMILY, **base, "group_m": group}
-            for stages in sorted(PARAMS[3].values, key=lambda s: abs(s - int(base["stages"]))):
+            for stages in sorted(STAGE_VALUES, key=lambda s: abs(s - int(base["stages"]))):
                 config["stages"] = stages
                 if space.why_invalid(config) is None:
                     return config
