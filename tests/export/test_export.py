@@ -291,6 +291,22 @@ int main() {
     assert {l["name"] for l in launches(log)} == {"gemm_main", "gemm_splitk_reduce"} and len(loads(log)) == 3
 
 
+def test_an_arch_specific_export_has_no_ptx_and_runs_on_its_own_architecture_only(tmp_path, toolchain, fake_driver):
+    (tmp_path / "c.json").write_text(json.dumps({**SPLITK, "split_k": 1}))
+    result = cli(["gemm", "--m", "256", "--arch", "sm_90a", "--config", str(tmp_path / "c.json"), "--out",
+                  str(tmp_path / "out")], tmp_path)
+    assert result.exit_code == 0, result.output
+    doc = read_manifest(tmp_path / "out")
+    assert doc["ptx"]["files"] == [] and doc["ptx"]["note"].startswith("no PTX") and "no PTX" in result.stderr
+    (launch,) = doc["launch"]
+    assert launch["arch"] == "sm_90a" and launch["arch_specific"] and launch["file"].endswith("_sm_90a.cubin")
+    assert nvrtc.cubin_arch((tmp_path / "out" / launch["file"]).read_bytes()) == "sm_90"
+    program = probe(tmp_path / "out", toolchain, elem_bytes=4, dtype_code=0)
+    out, log = run_with_fake(program, ["256", "256", "256"], fake_driver, cc="9.0")
+    assert out[-1] == "status=0 ok" and loads(log)[0]["sm"] == "90"
+    assert run_with_fake(program, ["256", "256", "256"], fake_driver, cc="10.0")[0][-1].startswith("status=5 ")
+
+
 # ---- from the tuning cache ----------------------------------------------------------------------------------------------
 
 def test_a_cached_winner_exports_with_its_verification_and_measurement(tmp_path):
@@ -341,13 +357,22 @@ def test_bad_input_is_one_sentence_and_exit_2_with_nothing_written(tmp_path, arg
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
 
 
+def test_folders_above_out_are_made_only_when_the_export_is_written(tmp_path):
+    result = cli(["gemm", "--m", "64", "--arch", "sm_80", "--out", str(tmp_path / "a" / "b" / "out")], tmp_path)
+    assert result.exit_code == 2 and "holds no tuned configuration" in result.output
+    assert not (tmp_path / "a").exists()
+    result = cli(["gemm", "--m", "64", "--arch", "sm_80", "--config", "default", "--out", str(tmp_path / "a" / "b" / "out")],
+                 tmp_path)
+    assert result.exit_code == 0 and (tmp_path / "a" / "b" / "out" / "manifest.json").is_file()
+
+
 def test_hint_says_how_to_get_a_winner(tmp_path):
     result = cli(["gemm", "--m", "512", "--dtype", "fp16", "--arch", "sm_90", "--out", str(tmp_path / "out")], tmp_path)
     assert "hint: Tune it on a GPU with `tracea tune gemm --m 512 --n 512 --k 512 --dtype fp16 --layout nn --backend cuda`" \
            in result.output
 
 
-@pytest.mark.parametrize("out, says", [("FILE/sub", "cannot create"), ("FILE", "is a file, not a folder"),
+@pytest.mark.parametrize("out, says", [("FILE/sub/out", "FILE is a file"), ("FILE", "is a file, not a folder"),
                                        ("FOREIGN", "holds files that are not a tracea export")])
 def test_an_unwritable_or_occupied_out_is_refused(tmp_path, out, says):
     (tmp_path / "FILE").write_text("a file")

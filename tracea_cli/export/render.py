@@ -15,7 +15,7 @@ def render_export(result: ExportResult, console) -> None:
     console.print(f"[bold]exported {label}[/] to {result.out}")
     table = Table(show_edge=False)
     for col in ("shape", "arch", "configuration", "origin", "verification", "measured"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     measured = {(shape_label(m["shape"]), m["arch"]): m for m in doc["measurement"] or []}
     checks = {(shape_label(v["shape"]), v["arch"]): v for v in doc["verification"]}
     for c in doc["config"]:

@@ -109,19 +109,23 @@ def check_problems(problems: Sequence[GemmProblem]) -> tuple[GemmProblem, ...]:
 
 
 def check_out(out: Path) -> Path:
-    """--out as an absolute path that can be replaced: absent, empty, or an earlier export; its parent writable."""
+    """--out as an absolute path that can be replaced: absent, empty, or an earlier export, in a writable folder.
+
+    Creates nothing: the folders above --out are made only when the export is written.
+    """
     out = Path(out).expanduser().absolute()
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a folder.", "Give a folder for the export.")
     if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
         raise UsageError(f"--out {out} holds files that are not a tracea export; they are left alone.",
                          "Give a new or empty folder, or an earlier export's folder to replace it.")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot create {out.parent} for --out: {e.strerror}.", "Choose a writable folder.") from None
-    if not os.access(out.parent, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot write the export to {out}: {out.parent} is not writable.", "Choose a writable folder.")
+    existing = out.parent
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"cannot create the folder {out}: {existing} is a file.", "Choose another --out.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write the export to {out}: {existing} is not writable.", "Choose a writable folder.")
     return out
 
 
@@ -303,6 +307,7 @@ def write_folder(out: Path, files: Mapping[str, bytes]) -> None:
     earlier export at `out` is moved aside first and removed only after the new one is in place.
     """
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     except OSError as e:
         raise UsageError(f"cannot write the export to {out}: {e.strerror}.", "Choose a writable folder.") from None
