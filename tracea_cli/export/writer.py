@@ -188,16 +188,8 @@ def _build(builder: Builder, choice: resolve.Choice, prefix: str) -> Built:
 
 
 def _ptx(built: Built) -> nvrtc.CompiledProgram:
-    """The exact source of a built variant compiled again, for PTX of its (non-arch-specific) architecture."""
-    headers = str(_kernels_include_dir())
-    return nvrtc.compile_source(built.artifact.source, nvrtc.CompileOptions(arch=built.choice.arch, include_dirs=(headers,)),
-                                name=f"{built.name}.cu")
-
-
-def _kernels_include_dir() -> Path:
-    from tracea_cli.resources import kernels_dir
-
-    return kernels_dir() / "cuda"
+    """The exact source of a built variant compiled again with the backends' options, for the PTX of its architecture."""
+    return nvrtc.compile_source(built.artifact.source, nvrtc.CompileOptions(arch=built.choice.arch), name=f"{built.name}.cu")
 
 
 # ---- the export -------------------------------------------------------------------------------------------------------
