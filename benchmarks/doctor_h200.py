@@ -48,22 +48,25 @@ def plain_cupy(copy_bytes: int) -> dict:
     def median_s(fn, repeats: int) -> float:
         return float(np.median(benchmark(fn, n_repeat=repeats, n_warmup=5).gpu_times[0]))
 
-    out: dict = {}
-    src = cp.random.random(copy_bytes // 4, dtype=cp.float32) + 0.5
-    dst = cp.empty_like(src)
+    def copies() -> dict:
+        src = cp.random.random(copy_bytes // 4, dtype=cp.float32) + 0.5
+        dst = cp.empty_like(src)
 
-    def assign() -> None:
-        dst[...] = src
+        def assign() -> None:
+            dst[...] = src
 
-    for name, fn in (("cupy.copyto(dst, src)", lambda: cp.copyto(dst, src)), ("dst[...] = src", assign)):
-        out[f"copy: {name}"] = 2 * copy_bytes / median_s(fn, 50)
-    del src, dst
-    for dtype, np_dtype in (("bf16", np.dtype(ml_dtypes.bfloat16)), ("fp16", np.dtype(np.float16))):
-        a = (cp.random.random((N, N), dtype=cp.float32) * 2 - 1).astype(np_dtype)
-        b = (cp.random.random((N, N), dtype=cp.float32) * 2 - 1).astype(np_dtype)
-        out[f"matmul {dtype}"] = 2.0 * N**3 / median_s(lambda: cp.matmul(a, b), 30)
-        del a, b
+        return {f"copy: {name}": 2 * copy_bytes / median_s(fn, 50)
+                for name, fn in (("cupy.copyto(dst, src)", lambda: cp.copyto(dst, src)), ("dst[...] = src", assign))}
+
+    def matmul(np_dtype) -> float:
+        a, b = ((cp.random.random((N, N), dtype=cp.float32) * 2 - 1).astype(np_dtype) for _ in range(2))
+        return 2.0 * N**3 / median_s(lambda: cp.matmul(a, b), 30)
+
+    out = copies()
     cp.get_default_memory_pool().free_all_blocks()
+    for dtype, np_dtype in (("bf16", np.dtype(ml_dtypes.bfloat16)), ("fp16", np.dtype(np.float16))):
+        out[f"matmul {dtype}"] = matmul(np_dtype)
+        cp.get_default_memory_pool().free_all_blocks()
     return out
 
 

@@ -169,3 +169,18 @@ def test_unwritable_data_folder_is_a_failed_check_not_a_crash(tmp_path, monkeypa
     c = [c for c in d["checks"] if c["id"] == "folders-writable"][0]
     assert c["status"] == "fail" and "TRACEA_DATA_DIR" in c["fix"]
     assert "not saved" in r.stderr
+
+
+def test_quick_imports_neither_numba_nor_an_absent_cupy(isolated):
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom tracea_cli.cli import app\ntry:\n    app(['doctor', '--quick', '--json'])\nexcept SystemExit:\n"
+             "    pass\nprint([m for m in ('numba', 'cupy', 'skopt', 'matplotlib') if m in sys.modules], file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    imported = done.stderr.strip().splitlines()[-1]
+    import importlib.util
+
+    expected = ["cupy"] if importlib.util.find_spec("cupy") else []
+    assert imported == str(expected), done.stderr
+    assert json.loads(done.stdout)["kind"] == "quick"

@@ -139,11 +139,9 @@ def test_limits_from_the_architecture_table_when_cupy_is_absent():
 
 
 def test_cuda_visible_devices_applies_to_inferred_indices():
-    from doctor_fakes import NO_CUPY, FakeGpu, FakeSystem
+    from doctor_fakes import FakeGpu, FakeSystem, fake_nvml
     from tracea_cli.doctor.collect import infer_cuda_indices
     from tracea_cli.doctor.nvidia import probe_nvml
-
-    from doctor_fakes import fake_nvml
 
     system = FakeSystem(gpus=[FakeGpu(), FakeGpu(bus_id="00000000:2a:00.0", uuid="GPU-aaaa0000-0000-0000-0000-000000000001")])
     gpus = probe_nvml(fake_nvml(system)).gpus

@@ -230,8 +230,6 @@ def gpu_bandwidth(g: _GpuContext) -> list[Item]:
     best_name, best = max(results.items(), key=lambda kv: kv[1].median)
     params = {**best.params, "method": best_name,
               "methods": {k: {"median": v.median, "cv": v.cv} for k, v in results.items()}}
-    del src, dst
-    g.free()
     return [replace(best, params=params)]
 
 
@@ -308,8 +306,6 @@ def gpu_gemm(g: _GpuContext, dtype: str) -> list[Item]:
             turn[0] ^= 1
 
         samples = g.time(lambda: cp.matmul(*pairs[turn[0]], out=c), prepare=rotate)
-    del pairs, c
-    g.free()
     return [g.measurement(samples, work=2.0 * n**3, metric="gemm_flops", unit="FLOP/s", dtype=dtype,
                           params={"method": "cupy.matmul (cuBLAS)" + (", TF32 compute type" if dtype == "tf32" else ""),
                                   "m": n, "n": n, "k": n, "rel_error": verdict.rel_error})]
@@ -369,8 +365,6 @@ def gpu_transfers(g: _GpuContext) -> list[Item]:
             continue
         out.append(g.measurement(g.time(run), work=nbytes, metric=metric, unit="B/s",
                                  params={"bytes_per_copy": nbytes, "host_memory": "pinned"}))
-    del dev
-    g.free()
     return out
 
 
@@ -463,7 +457,9 @@ def gpu_measurements(gpu: GpuInfo, *, step: Step = _quiet, policy: TimingPolicy 
                     yield NotMeasured(label, metric, "the doctor's time budget was spent before this measurement", dtype=dtype)
                 continue
             step(f"{label} {text}")
-            yield from _guarded(fn, device=label, metric=figures[0][0], dtype=figures[0][1])
+            items = _guarded(fn, device=label, metric=figures[0][0], dtype=figures[0][1])
+            g.free()  # the measurement's arrays are gone with its frame: return their memory before the next one
+            yield from items
 
 
 # ------------------------------------------------------------------------------------------------------ references

@@ -95,12 +95,6 @@ class NvmlGpu:
     unsupported: tuple[str, ...] = ()  # fields NVML did not give, with its reason
 
     @property
-    def throttled_by(self) -> tuple[str, ...]:
-        """The clock-event reasons that hold clocks down (thermal, power, hardware slowdown)."""
-        bad = set(THERMAL_REASONS + HARDWARE_REASONS + POWER_REASONS)
-        return tuple(r for r in (self.clock_events or ()) if r in bad)
-
-    @property
     def idle(self) -> bool:
         return "gpu_idle" in (self.clock_events or ())
 

@@ -294,10 +294,6 @@ class CapabilityProfile:
         return tuple(sorted((g for g in self.gpus if g.vendor == "nvidia" and g.cuda_index is not None),
                             key=lambda g: g.cuda_index))  # type: ignore[arg-type, return-value]
 
-    @property
-    def failed(self) -> tuple[Check, ...]:
-        return tuple(c for c in self.checks if c.status == FAIL)
-
     def as_dict(self) -> dict[str, Any]:
         return {
             "schema_version": self.schema_version,

@@ -44,7 +44,6 @@ class DoctorResult:
     profile: CapabilityProfile | None  # None for --check
     saved_to: Path | None = None
     save_error: str = ""  # why the profile could not be written to the data folder
-    interrupted: bool = False
 
 
 def run_doctor(request: DoctorRequest, settings: Settings, *, env: Mapping[str, str] | None = None,
@@ -79,11 +78,9 @@ def run_doctor(request: DoctorRequest, settings: Settings, *, env: Mapping[str, 
         saved = save_profile(profile, settings.profile_path)
     except UsageError as e:
         error = e.message
-    result = DoctorResult(facts=facts, checks=findings, profile=profile, saved_to=saved, save_error=error,
-                          interrupted=interrupted)
     if interrupted:
         raise KeyboardInterrupt
-    return result
+    return DoctorResult(facts=facts, checks=findings, profile=profile, saved_to=saved, save_error=error)
 
 
 def _measure(facts: Facts, chosen: tuple[int, ...], measured: list[Measurement], not_measured: list[NotMeasured],
