@@ -23,15 +23,17 @@ def isolated(tmp_path, monkeypatch):
 
 @pytest.fixture
 def use_nvml(monkeypatch):
-    """Make the doctor see the stand-in NVML of a scenario: `use_nvml("thermal")` returns the FakeSystem."""
-    from doctor_fakes import fake_nvml, scenario
+    """Make the doctor see the stand-in NVML of a scenario, and no CuPy (whatever this machine has), so the outcome
+    is the same everywhere: `use_nvml("thermal")` returns the FakeSystem."""
+    from doctor_fakes import NO_CUPY, fake_nvml, scenario
 
-    from tracea_cli.doctor import nvidia
+    from tracea_cli.doctor import cuda_runtime, nvidia
 
     def install(name: str):
         system = scenario(name)
         module = fake_nvml(system)
         monkeypatch.setattr(nvidia, "load_nvml", lambda: module)
+        monkeypatch.setattr(cuda_runtime, "probe_cuda_runtime", lambda: NO_CUPY)
         return system
 
     return install
