@@ -1,7 +1,7 @@
 """The measured ceilings a benchmark is judged against, read from the capability profile (`tracea doctor`).
 
-The compute ceiling is the profile's `gemm_flops` measurement for the problem's dtype on the run's device (on the
-CPU, the one with the most threads); the bandwidth ceiling its `memory_bandwidth`. Where the profile has no such
+The compute ceiling is the profile's best `gemm_flops` measurement for the problem's dtype on the run's device (on
+the CPU, the best over the thread counts measured); the bandwidth ceiling its best `memory_bandwidth`. Where the profile has no such
 figure the ceiling is None and reports say so: a percentage is never made up from a datasheet.
 """
 
@@ -37,14 +37,18 @@ def _rate(measurement: Any, base: str) -> float | None:
     return float(measurement.median) * scale
 
 
-def ceiling_from_profile(profile: Any, *, backend: str, dtype: str, device_index: int | None = None) -> Ceiling:
-    """The best measured GEMM FLOP/s for `dtype` and the memory bandwidth of the run's device."""
-    from tracea_cli.doctor.profile import find_measurement
+def _best(profile: Any, device: str, metric: str, dtype: str | None, base: str) -> tuple[Any, float | None]:
+    """The highest rate measured for (device, metric, dtype), over every thread count: the achievable ceiling."""
+    found = [(m, _rate(m, base)) for m in profile.measured if m.device == device and m.metric == metric and m.dtype == dtype]
+    found = [(m, r) for m, r in found if r is not None]
+    return max(found, key=lambda mr: mr[1]) if found else (None, None)
 
+
+def ceiling_from_profile(profile: Any, *, backend: str, dtype: str, device_index: int | None = None) -> Ceiling:
+    """The best measured GEMM FLOP/s for `dtype` and the best memory bandwidth of the run's device."""
     device = profile_device(backend, device_index)
-    flops_m = find_measurement(profile, device=device, metric=FLOPS_METRIC, dtype=dtype)
-    bytes_m = find_measurement(profile, device=device, metric=BANDWIDTH_METRIC)
-    flops, bw = _rate(flops_m, "FLOP"), _rate(bytes_m, "B")
+    flops_m, flops = _best(profile, device, FLOPS_METRIC, dtype, "FLOP")
+    bytes_m, bw = _best(profile, device, BANDWIDTH_METRIC, None, "B")
     where = "the profile" if getattr(profile, "measured_created", None) else "the profile (no full `tracea doctor` run yet)"
 
     def source(m: Any, value: float | None, what: str) -> str:

@@ -35,7 +35,9 @@ from tracea_cli.stats import speedup_interval
 from tracea_cli.timing import TimingPolicy
 
 TRACEA = "tracea"  # the provider name of the tuned kernel
-DEFAULT_TUNE_BUDGET = 12  # evaluations per problem on a cache miss: modest, so the default suite stays in minutes
+# Evaluations per problem on a cache miss: modest, so the default suite takes minutes. On the CPU each new kernel
+# variant costs seconds of numba compilation; on a GPU NVRTC compiles in parallel and runs take milliseconds.
+DEFAULT_TUNE_BUDGET = {"cpu": 8, "cuda": 16}
 BENCH_POLICY = TimingPolicy(warmup=3, min_samples=15, max_samples=100, target_cv=0.01, max_seconds=2.0)
 BASELINE_CHOICES = ("auto", "cublas", "cudnn", "numpy", "torch", "none")
 
@@ -83,7 +85,7 @@ class BenchRequest:
     suite: Suite
     baseline: str = "auto"  # one of BASELINE_CHOICES
     tune: bool = True  # False: --no-tune, cached winners only
-    tune_budget: int = DEFAULT_TUNE_BUDGET
+    tune_budget: int | None = None  # None: DEFAULT_TUNE_BUDGET for the backend
     seed: int = 0
     policy: TimingPolicy = BENCH_POLICY
     command: str = ""
@@ -100,6 +102,8 @@ def run_bench(request: BenchRequest, engine: Engine, *, progress: ProgressFn | N
     created = created or now_iso()
     environment = engine.environment(suite=request.suite.name, command=request.command, created=created)
     supported = engine.dtypes()
+    if request.tune_budget is None:
+        request = _replace(request, tune_budget=DEFAULT_TUNE_BUDGET.get(environment.backend, 12))
     problems: list[ProblemInfo] = []
     rows: list[ResultRow] = []
     total = len(request.suite.problems)

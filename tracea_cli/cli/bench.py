@@ -80,7 +80,7 @@ def bench_command(
     from_file: Optional[Path] = typer.Option(None, "--from", help="Render reports from earlier results (a JSON report) without re-running."),
     compare: Optional[Path] = typer.Option(None, "--compare", help="Compare with earlier results (a JSON report); exit 1 on a significant regression."),
     no_tune: bool = typer.Option(False, "--no-tune", help="Use cached winners only; problems without one have no tuned row."),
-    tune_budget: Optional[int] = typer.Option(None, "--tune-budget", help="Evaluations per problem when a problem is not in the cache."),
+    tune_budget: Optional[int] = typer.Option(None, "--tune-budget", help="Evaluations per problem when it is not in the cache (default: 8 on the CPU, 16 on a GPU)."),
     backend: str = typer.Option("auto", "--backend", help="auto | cuda | cpu."),
     device: Optional[str] = typer.Option(None, "--device", help="CUDA device: N (the first of N,M or all is used)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random inputs and of the search."),
@@ -91,7 +91,6 @@ def bench_command(
     """
     from tracea_cli.bench import results as res
     from tracea_cli.bench.compare import compare_results
-    from tracea_cli.bench.runner import DEFAULT_TUNE_BUDGET
     from tracea_cli.cli.output import print_json, stderr_console, stdout_console, write_atomic
     from tracea_cli.config import Settings
     from tracea_cli.report import check_formats, render
@@ -120,7 +119,7 @@ def bench_command(
         results = res.load(from_file, what="--from file")
     else:
         results = _run(settings, op=op, m=m, n=n, k=k, dtype=dtype, layout=layout, suite=suite, baseline=baseline, no_tune=no_tune,
-                       tune_budget=tune_budget or DEFAULT_TUNE_BUDGET, backend=backend, device=device, seed=seed, command=command, console=err)
+                       tune_budget=tune_budget, backend=backend, device=device, seed=seed, command=command, console=err)
     if old is not None:
         results = results.with_comparison(compare_results(old, results, against=str(compare)))
 
