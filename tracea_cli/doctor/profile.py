@@ -35,8 +35,19 @@ def now_iso() -> str:
 # ----------------------------------------------------------------------------------------------------------- records
 
 
+class _Record:
+    """JSON form of a flat record: its fields as they are; unknown keys are ignored when reading."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Any:
+        return cls(**_known(cls, d))
+
+
 @dataclass(frozen=True)
-class Check:
+class Check(_Record):
     """One finding. `fix` is a command or step the user can take (empty when nothing needs fixing); a skipped
     check says why in `reason`. `device` names the GPU a per-device check looked at ("cuda:0", "nvml:1")."""
 
@@ -51,16 +62,9 @@ class Check:
         if self.status not in STATUSES:
             raise ValueError(f"unknown check status {self.status!r}")
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Check":
-        return cls(**_known(cls, d))
-
 
 @dataclass(frozen=True)
-class Measurement:
+class Measurement(_Record):
     """A measured ceiling: the median over repeats and its noise (coefficient of variation), in `unit`.
 
     Rates are in base units (B/s, FLOP/s, OP/s), latencies in microseconds. `params` holds what was measured
@@ -104,13 +108,9 @@ class Measurement:
             d[k] = _finite(d[k])
         return d
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Measurement":
-        return cls(**_known(cls, d))
-
 
 @dataclass(frozen=True)
-class NotMeasured:
+class NotMeasured(_Record):
     """A ceiling the doctor did not measure, and why (no library does fp8 here, out of memory, ...)."""
 
     device: str
@@ -123,32 +123,18 @@ class NotMeasured:
     def key(self) -> tuple[str, str, str | None, int | None]:
         return (self.device, self.metric, self.dtype, self.threads)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "NotMeasured":
-        return cls(**_known(cls, d))
-
 
 @dataclass(frozen=True)
-class Absent:
+class Absent(_Record):
     """Something the doctor looked for and did not find: what, why, and how to get it."""
 
     component: str
     reason: str
     hint: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Absent":
-        return cls(**_known(cls, d))
-
 
 @dataclass(frozen=True)
-class HostInfo:
+class HostInfo(_Record):
     os: str  # "Linux"
     os_release: str  # "Ubuntu 24.04.1 LTS" or the kernel release
     kernel: str
@@ -159,16 +145,9 @@ class HostInfo:
     packages: Mapping[str, str | None]  # distribution -> version, None when absent
     environment: Mapping[str, str]  # the variables that change what the doctor sees (CUDA_VISIBLE_DEVICES, ...)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "packages": dict(self.packages), "environment": dict(self.environment)}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "HostInfo":
-        return cls(**_known(cls, d))
-
 
 @dataclass(frozen=True)
-class CpuInfo:
+class CpuInfo(_Record):
     model: str
     vendor: str
     arch: str
@@ -197,7 +176,7 @@ class CpuInfo:
 
 
 @dataclass(frozen=True)
-class GpuInfo:
+class GpuInfo(_Record):
     """One GPU. `cuda_index` is its CUDA ordinal as this process sees it (None when CUDA cannot see it);
     `limits` are what kernels are built against (from the CUDA runtime, else the per-architecture table)."""
 
@@ -243,7 +222,7 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
-class ToolchainInfo:
+class ToolchainInfo(_Record):
     nvrtc_version: str | None = None
     nvrtc_archs: tuple[str, ...] = ()
     cuda_runtime_version: int | None = None  # 13000 means 13.0
