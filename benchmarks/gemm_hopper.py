@@ -166,6 +166,24 @@ def _compile_one(item: tuple[dict, dict, str]) -> dict:
     return {"ok": True, "cubin": str(path), "launch": art.launch, "resources": res, "compile_s": art.compile_s}
 
 
+def _compile_alt(item: tuple[dict, dict, str, str]) -> dict:
+    """Compiles a configuration against another version of the kernel header (A/B of kernel revisions)."""
+    pd, config, workdir, header = item
+    from tracea_cli.backends import cuda_hopper as ch, nvrtc
+    from tracea_cli.resources import kernel_source
+
+    problem = GemmProblem(**pd)
+    text = Path(header).read_text().replace('#include "gemm_wgmma_mma.cuh"', kernel_source(ch.MMA_HEADER), 1)
+    source = "".join(f"#define {k} {v}\n" for k, v in ch.defines(problem, config).items()) + text
+    try:
+        program = nvrtc.compile_source(source, nvrtc.CompileOptions(arch=ch.ARCH), name="gemm_wgmma_alt.cu")
+    except nvrtc.NvrtcError as e:
+        return {"ok": False, "reason": f"{e}: {e.log[-1500:]}"}
+    path = Path(workdir) / f"alt-{Path(header).stem}-{compile_key(problem, config)}.cubin"
+    path.write_bytes(program.cubin)
+    return {"ok": True, "cubin": str(path), "launch": ch.launch_description(problem, config), "compile_s": program.compile_s}
+
+
 def compile_key(problem: GemmProblem, config: dict) -> str:
     text = f"{problem.dtype}/{problem.layout}/{problem.epilogue}/{config_key(config)}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
@@ -494,6 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--procs", type=int, default=min(16, os.cpu_count() or 2))
     ap.add_argument("--quick", action="store_true", help="correctness and a few timings only")
     ap.add_argument("--dry-run", action="store_true", help="compile and plan only (no GPU)")
+    ap.add_argument("--ab", default=None, help="folder of earlier kernel headers (*.cuh) to time against this one")
     ap.add_argument("--child", nargs=3, metavar=("JOBS", "RESULTS", "CURRENT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -549,6 +568,23 @@ def main(argv: list[str] | None = None) -> int:
         lad = [e for name, c, _ in ladder() if (e := entry(f"ours-{name}", ladder_problem, c))]
         jobs.append({"id": "ladder-bf16-8192", "kind": "time", "problem": pdict(ladder_problem), "seed": 8, "rounds": 2,
                      "entries": lad + [{"name": "cublas", "kind": "vendor"}]})
+    if args.ab and not args.quick:
+        headers = sorted(Path(args.ab).glob("*.cuh"))
+        ab_cfgs = [cfg(128, 256, 3, store="tma"), cfg(128, 256, 4)]
+        for shape in [(4096, 4096, 4096), (8192, 8192, 8192)]:
+            p = GemmProblem(*shape, dtype="bf16", layout="nn")
+            builds.need([(p, c) for c in ab_cfgs])
+            es = [e for i, c in enumerate(ab_cfgs) if (e := entry(f"ours{i}-now", p, c))]
+            with ProcessPoolExecutor(max_workers=args.procs) as pool:
+                alts = list(pool.map(_compile_alt, [(pdict(p), c, str(work), str(h)) for h in headers for c in ab_cfgs]))
+            for (h, (i, c)), b in zip([(h, ic) for h in headers for ic in enumerate(ab_cfgs)], alts):
+                if b["ok"]:
+                    es.append({"name": f"ours{i}-{h.stem}", "kind": "ours", "config": c, "cubin": b["cubin"],
+                               "launch": b["launch"]})
+                else:
+                    log(f"A/B {h.name}: {b['reason'][:300]}")
+            jobs.append({"id": f"ab-bf16-{shape[0]}", "kind": "time", "problem": pdict(p), "seed": 9, "rounds": 3,
+                         "entries": es + [{"name": "cublas", "kind": "vendor"}]})
     phase1 = run(jobs, work, "phase1", deadline - (0 if args.quick else 150))
     report["phase1"] = phase1
     for jid, r in phase1.items():
@@ -587,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
                          if valid(pf, c) is None]
                 pairs += [(p, c) for c in cs] + [(pf, c) for c in fused]
                 jobs2.append({"id": f"target-{dtype}-{'x'.join(map(str, shape))}", "kind": "time", "problem": pdict(p),
-                              "seed": 11, "rounds": 2, "shape": shape, "configs": cs, "fused": fused})
+                              "seed": 11, "rounds": 3, "shape": shape, "configs": cs, "fused": fused})
         for dtype in ("fp16",):
             for shape in [(16, 4096, 4096), (1000, 3000, 776)]:  # where cuBLAS is weak (not targets of this family)
                 p = GemmProblem(*shape, dtype=dtype, layout="nn")
@@ -722,6 +758,16 @@ def render_markdown(report: dict) -> str:
                 lines.append(f"| {name} | {adds} | {e.get('status')}: {e.get('reason') or e.get('check', {}).get('reason')} | | |")
         if cub.get("status") == "ok":
             lines.append(f"| cuBLAS | {cub['provider']} | {cub['median_ms']:.4f} | {cub['tflops']:.0f} | 1.000 |")
+    for jid in ("ab-bf16-4096", "ab-bf16-8192"):
+        ab = report.get("phase1", {}).get(jid, {}).get("entries", {})
+        if ab:
+            lines += ["", f"## Kernel revisions side by side ({jid}, three rounds, A B A B)", "",
+                      "| entry | config | ms | TFLOP/s | cv |", "|---|---|---|---|---|"]
+            for n, e in sorted(ab.items()):
+                if e.get("status") == "ok":
+                    lines.append(f"| {n} | {_fmt_cfg(e.get('config'))} | {e['median_ms']:.4f} | {e['tflops']:.0f} | {e['cv']:.3f} |")
+                else:
+                    lines.append(f"| {n} | {_fmt_cfg(e.get('config'))} | {e.get('status')} | | |")
     sweep = report.get("phase1", {}).get("sweep-bf16-4096", {}).get("entries", {})
     if sweep:
         lines += ["", "## Sweep (4096³ bf16 nn, one round)", "", "| config | ms | TFLOP/s |", "|---|---|---|"]

@@ -351,9 +351,9 @@ __device__ __forceinline__ void store_pair(u32 staging, elem_t* C, int r, int co
   const int byte = (col_in_tile % kChunkN) * kElemBytes;
   const u32 addr = staging + chunk * (kConsumerRows * 128) + r * 128 + (((byte >> 4) ^ (r & 7)) << 4) + (byte & 15);
 #if WG_DTYPE == 2
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1));
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(v0), "f"(v1) : "memory");
 #else
-  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(pack(v0, v1)));
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(pack(v0, v1)) : "memory");
 #endif
 #else
   if (row < M && col < N) *reinterpret_cast<pair_t*>(C + at) = pack(v0, v1);
@@ -372,11 +372,14 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[j][i] = 0.0f;
 
-  u32 stage = 0;  // ring position: slot = stage % STAGES, parity = (stage / STAGES) & 1
-  int mine = 0;   // tiles this consumer has multiplied (pingpong turns taken)
+  int slot = 0;    // ring position and the parity of its current pass
+  u32 phase = 0;
+  int mine = 0;    // tiles this consumer has multiplied (pingpong turns taken)
   for (int local = 0, t = first; t < work; ++local, t += stride) {
-    if (kPingpong && (local & 1) != consumer) {
-      stage += k_blocks;  // the other consumer's tile
+    if (kPingpong && (local & 1) != consumer) {  // the other consumer's tile: skip its k-blocks in the ring
+      const int ahead = slot + k_blocks;
+      phase ^= static_cast<u32>(ahead / kStages) & 1;
+      slot = ahead % kStages;
       continue;
     }
     int crow, tn;
@@ -388,9 +391,8 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
 
     // Main loop: wgmmas of slot k run while slot k-1 is handed back; one wgmma group stays in flight.
     int previous = 0;
-    for (int kb = 0; kb < k_blocks; ++kb, ++stage) {
-      const int slot = stage % kStages;
-      mbar_wait(ring.full_bar(slot), (stage / kStages) & 1);
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      mbar_wait(ring.full_bar(slot), phase);
       const u32 a_slot = ring.a + slot * kStageBytesA + (kPingpong ? 0 : consumer * kConsumerRows * 128);
       const u32 b_slot = ring.b + slot * kStageBytesB;
       wgmma_fence();
@@ -408,6 +410,10 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
         release(ring, previous, signaller);
       }
       previous = slot;
+      if (++slot == kStages) {
+        slot = 0;
+        phase ^= 1;
+      }
     }
     if (kPingpong && signaller) mbar_arrive(ring.turn_bar(1 - consumer));  // the other consumer may start
     ++mine;

@@ -133,3 +133,13 @@ def test_mma_header_is_generated():
     spec.loader.exec_module(module)
     committed = (here.parents[1] / "kernels" / "cuda" / "gemm_wgmma_mma.cuh").read_text()
     assert module.generate() == committed
+
+
+def test_the_gpu_tests_use_configurations_of_the_space():
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    spec = spec_from_file_location("hopper_gpu_cases", Path(__file__).parent / "test_hopper_gpu.py")
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for problem, config in module.CASES:
+        assert hs.hopper_space(problem, H200).why_invalid(config) is None, (problem.label, config)

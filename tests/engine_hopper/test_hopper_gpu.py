@@ -34,7 +34,7 @@ CASES = [
     (GemmProblem(1000, 3000, 776, "bf16", "nn"), cfg(128, 256, 4, cluster=2, group=4)),
     (GemmProblem(1000, 3000, 776, "fp16", "nt", "bias_silu"), cfg(128, 256, 3, store="tma", group=4)),
     (GemmProblem(200, 136, 72, "fp16", "nn", "bias_relu"), cfg(128, 128, 2, consumers=1, persistent=0)),
-    (GemmProblem(600, 1024, 512, "bf16", "nt", "bias_residual"), cfg(256, 128, 4, cluster=2, store="tma")),
+    (GemmProblem(600, 1024, 512, "bf16", "nt", "bias_residual"), cfg(256, 128, 3, cluster=2, store="tma")),
     (GemmProblem(16, 4096, 1024, "fp16", "nn"), cfg(64, 64, 6, consumers=1)),
     (GemmProblem(520, 392, 264, "tf32", "nt", "bias"), cfg(128, 128, 4, group=4)),
     (GemmProblem(1000, 3000, 776, "bf16", "nn", "bias_gelu"), cfg(128, 128, 4, store="tma", schedule="pingpong", group=4)),
