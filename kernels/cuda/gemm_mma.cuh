@@ -1,0 +1,199 @@
+// Tensor-core GEMM with mma.sync (sm_80 and later): fp16 and bf16 (m16n8k16), tf32 (m16n8k8), fp32 accumulation.
+//
+// A block computes a BLOCK_M x BLOCK_N tile of C. Its warps form a (BLOCK_M/WARP_M) x (BLOCK_N/WARP_N) grid; a warp
+// owns a WARP_M x WARP_N piece, made of (WARP_M/16) x (WARP_N/8) tensor-core tiles of 16 x 8.
+//
+// Main loop, a STAGES-deep pipeline over BLOCK_K steps of K:
+//   prologue: start copying steps 0 .. STAGES-2 into their shared-memory stages (cp.async);
+//   step kt:  wait until step kt has landed; start copying step kt+STAGES-1 into the stage step kt-1 used;
+//             multiply step kt out of its stage, WARP_M x WARP_N x BLOCK_K per warp.
+// 16-bit fragments come from shared memory with ldmatrix (transposed for B in layout nn). ldmatrix moves 16-bit
+// elements only, so tf32 fragments are read with plain shared loads.
+//
+// Shared rows are padded by 16 or 32 bytes so that the eight row addresses of an ldmatrix (or the lanes of a
+// fragment load) fall on distinct banks.
+#pragma once
+
+#include "gemm_common.cuh"
+
+namespace tracea {
+
+template <class T_, Layout LAYOUT_, Epilogue EPILOGUE_, int BLOCK_M_, int BLOCK_N_, int BLOCK_K_, int WARP_M_, int WARP_N_,
+          int STAGES_, int VEC_, int SPLIT_K_, int GROUP_M_>
+struct MmaGemm {
+  using T = T_;
+  static constexpr Layout LAYOUT = LAYOUT_;
+  static constexpr Epilogue EPILOGUE = EPILOGUE_;
+  static constexpr int BLOCK_M = BLOCK_M_, BLOCK_N = BLOCK_N_, BLOCK_K = BLOCK_K_;
+  static constexpr int WARP_M = WARP_M_, WARP_N = WARP_N_;
+  static constexpr int STAGES = STAGES_, VEC = VEC_, SPLIT_K = SPLIT_K_, GROUP_M = GROUP_M_;
+
+  static constexpr bool TF32 = SameType<T, float>::value;
+  static constexpr int MMA_K = TF32 ? 8 : 16;
+  static constexpr int WARPS_M = BLOCK_M / WARP_M, WARPS_N = BLOCK_N / WARP_N;
+  static constexpr int THREADS = WARPS_M * WARPS_N * 32;
+  static constexpr int TILES_M = WARP_M / 16, TILES_N = WARP_N / 8;  // tensor-core tiles per warp
+
+  // Shared memory per stage: A as [BLOCK_M][BLOCK_K], B as [BLOCK_K][BLOCK_N] (nn) or [BLOCK_N][BLOCK_K] (nt), each
+  // row padded. tf32 pads K-rows by 8 floats (fragment pairs hit distinct banks) and N-rows by 4 floats.
+  static constexpr bool B_K_ROWS = LAYOUT == Layout::NN;  // B's shared rows run along N, one per k
+  static constexpr int PAD_K_ROWS = TF32 ? 8 : 8;
+  static constexpr int PAD_N_ROWS = TF32 ? 4 : 8;
+  static constexpr int LDA_S = BLOCK_K + PAD_K_ROWS;
+  static constexpr int B_ROWS = B_K_ROWS ? BLOCK_K : BLOCK_N;
+  static constexpr int LDB_S = B_K_ROWS ? BLOCK_N + PAD_N_ROWS : BLOCK_K + PAD_K_ROWS;
+  static constexpr int STAGE_A = BLOCK_M * LDA_S, STAGE_B = B_ROWS * LDB_S;
+  static constexpr int SMEM_BYTES = STAGES * (STAGE_A + STAGE_B) * int(sizeof(T));
+
+  static_assert(BLOCK_M % WARP_M == 0 && BLOCK_N % WARP_N == 0, "warp tiles must divide the block tile");
+  static_assert(WARP_M % 16 == 0 && WARP_N % 16 == 0, "a warp tile is made of 16 x 16 pieces");
+  static_assert(BLOCK_K % MMA_K == 0, "BLOCK_K must be a multiple of the instruction's K");
+  static_assert(STAGES >= 2, "the pipeline needs two stages at least");
+  static_assert(VEC * sizeof(T) <= 16 && BLOCK_K % VEC == 0 && BLOCK_N % VEC == 0, "bad vector width");
+};
+
+// Copies a ROWS x COLS tile of a row-major matrix (rows from r0, columns from c0, leading dimension ld) into shared
+// memory with row stride LDS, VEC elements per copy. Copies past row_end or col_end are zero-filled. The space
+// guarantees that col_end is a multiple of VEC when VEC > 1, so a vector is either wholly inside or wholly outside.
+template <class T, int ROWS, int COLS, int LDS, int VEC, int THREADS>
+__device__ __forceinline__ void copy_tile(T *dst, const T *src, int ld, int r0, int c0, int row_end, int col_end) {
+  constexpr int PER_ROW = COLS / VEC, CHUNKS = ROWS * PER_ROW, BYTES = VEC * int(sizeof(T));
+#pragma unroll
+  for (int i = 0; i < ceil_div(CHUNKS, THREADS); ++i) {
+    const int chunk = int(threadIdx.x) + i * THREADS;
+    if (CHUNKS % THREADS != 0 && chunk >= CHUNKS) break;
+    const int r = chunk / PER_ROW, col = (chunk % PER_ROW) * VEC;
+    const bool valid = r0 + r < row_end && c0 + col < col_end;
+    const T *from = valid ? src + static_cast<size_t>(r0 + r) * ld + (c0 + col) : src;
+    T *to = dst + r * LDS + col;
+    if constexpr (BYTES >= 4) {
+      cp_async<BYTES>(smem_address(to), from, valid);
+    } else {  // a single 16-bit element: cp.async moves 4 bytes at least, so copy through a register
+      *reinterpret_cast<unsigned short *>(to) = valid ? *reinterpret_cast<const unsigned short *>(from) : 0;
+    }
+  }
+}
+
+// One BLOCK_K step of the warp's product: acc += A_s[warp rows, :] · B_s[:, warp cols].
+template <class G>
+__device__ __forceinline__ void warp_product(float (&acc)[G::TILES_M][G::TILES_N][4], const typename G::T *sa,
+                                             const typename G::T *sb, int wm0, int wn0, int lane) {
+  using T = typename G::T;
+#pragma unroll
+  for (int kk = 0; kk < G::BLOCK_K; kk += G::MMA_K) {
+    unsigned a[G::TILES_M][4], b[G::TILES_N][2];
+    if constexpr (!G::TF32) {
+      // A: lanes 0-15 address rows 0-15 at column kk, lanes 16-31 the same rows at kk + 8; the four matrices are
+      // exactly the fragment registers a0a1, a2a3, a4a5, a6a7 of m16n8k16.
+#pragma unroll
+      for (int i = 0; i < G::TILES_M; ++i)
+        ldmatrix_x4(a[i], smem_address(sa + (wm0 + i * 16 + lane % 16) * G::LDA_S + kk + (lane / 16) * 8));
+      // B: one ldmatrix gives two 8-column tiles (b0b1, b2b3 of columns +0, then of columns +8).
+#pragma unroll
+      for (int j = 0; j < G::TILES_N; j += 2) {
+        unsigned r[4];
+        if constexpr (G::B_K_ROWS) {  // B_s[k][n]: rows are k, transposed on the way into registers
+          ldmatrix_x4_trans(r, smem_address(sb + (kk + lane % 16) * G::LDB_S + wn0 + j * 8 + (lane / 16) * 8));
+        } else {  // B_s[n][k]: rows are n, already in the "col" operand's order
+          ldmatrix_x4(r, smem_address(sb + (wn0 + j * 8 + lane % 8 + (lane / 16) * 8) * G::LDB_S + kk +
+                                      ((lane / 8) % 2) * 8));
+        }
+        b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
+      }
+    } else {
+      // tf32 m16n8k8 wants A(g, t), A(g+8, t), A(g, t+4), A(g+8, t+4) and B(t, g), B(t+4, g), with g = lane/4 and
+      // t = lane%4. Reading k in the order 0,4,1,5,2,6,3,7 (the same for A and B, so the sum is unchanged) puts each
+      // thread's two k values side by side: A and B in layout nt come as one 8-byte load per pair.
+      const int g = lane / 4, t2 = (lane % 4) * 2;
+#pragma unroll
+      for (int i = 0; i < G::TILES_M; ++i) {
+        const float2 top = *reinterpret_cast<const float2 *>(sa + (wm0 + i * 16 + g) * G::LDA_S + kk + t2);
+        const float2 bottom = *reinterpret_cast<const float2 *>(sa + (wm0 + i * 16 + g + 8) * G::LDA_S + kk + t2);
+        a[i][0] = to_tf32(top.x), a[i][1] = to_tf32(bottom.x), a[i][2] = to_tf32(top.y), a[i][3] = to_tf32(bottom.y);
+      }
+#pragma unroll
+      for (int j = 0; j < G::TILES_N; ++j) {
+        const int n = wn0 + j * 8 + g;
+        if constexpr (G::B_K_ROWS) {
+          b[j][0] = to_tf32(sb[(kk + t2) * G::LDB_S + n]), b[j][1] = to_tf32(sb[(kk + t2 + 1) * G::LDB_S + n]);
+        } else {
+          const float2 pair = *reinterpret_cast<const float2 *>(sb + n * G::LDB_S + kk + t2);
+          b[j][0] = to_tf32(pair.x), b[j][1] = to_tf32(pair.y);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+      for (int j = 0; j < G::TILES_N; ++j) mma_16x8<T>(acc[i][j], a[i], b[j]);
+  }
+}
+
+template <class G> __device__ void gemm_mma(const GemmArgs &args) {
+  using T = typename G::T;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T *smem = reinterpret_cast<T *>(smem_raw);
+  const T *A = static_cast<const T *>(args.a);
+  const T *B = static_cast<const T *>(args.b);
+
+  const int2 tile = tile_coords(blockIdx.x, ceil_div(args.m, G::BLOCK_M), ceil_div(args.n, G::BLOCK_N), G::GROUP_M);
+  const int m0 = tile.x * G::BLOCK_M, n0 = tile.y * G::BLOCK_N;
+  const KSlice slice = k_slice<G::BLOCK_K, G::SPLIT_K>(args.k, blockIdx.z);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm0 = (warp % G::WARPS_M) * G::WARP_M, wn0 = (warp / G::WARPS_M) * G::WARP_N;
+
+  float acc[G::TILES_M][G::TILES_N][4];
+#pragma unroll
+  for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+    for (int j = 0; j < G::TILES_N; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+  auto stage_a = [&](int s) { return smem + s * (G::STAGE_A + G::STAGE_B); };
+  auto stage_b = [&](int s) { return smem + s * (G::STAGE_A + G::STAGE_B) + G::STAGE_A; };
+  auto load_step = [&](int kt, int s) {
+    const int k0 = slice.begin + kt * G::BLOCK_K;
+    copy_tile<T, G::BLOCK_M, G::BLOCK_K, G::LDA_S, G::VEC, G::THREADS>(stage_a(s), A, args.lda, m0, k0, args.m, slice.end);
+    if constexpr (G::B_K_ROWS)
+      copy_tile<T, G::BLOCK_K, G::BLOCK_N, G::LDB_S, G::VEC, G::THREADS>(stage_b(s), B, args.ldb, k0, n0, slice.end, args.n);
+    else
+      copy_tile<T, G::BLOCK_N, G::BLOCK_K, G::LDB_S, G::VEC, G::THREADS>(stage_b(s), B, args.ldb, n0, k0, args.n, slice.end);
+  };
+
+  // Prologue: steps 0 .. STAGES-2 in flight. Every step commits one group (empty ones too) so that "wait until at
+  // most STAGES-2 groups are pending" always means "step kt has landed".
+#pragma unroll
+  for (int s = 0; s < G::STAGES - 1; ++s) {
+    if (s < slice.tiles) load_step(s, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < slice.tiles; ++kt) {
+    cp_async_wait<G::STAGES - 2>();
+    __syncthreads();  // step kt is visible to all warps, and all warps are done with step kt-1's stage
+    const int next = kt + G::STAGES - 1;
+    if (next < slice.tiles) load_step(next, next % G::STAGES);
+    cp_async_commit();
+    const int s = kt % G::STAGES;
+    warp_product<G>(acc, stage_a(s), stage_b(s), wm0, wn0, lane);
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: accumulator e of tile (i, j) holds C(g + 8·(e/2), 2t + e%2) of that 16 x 8 tile.
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = m0 + wm0 + i * 16 + g + half * 8;
+      if (row >= args.m) continue;
+#pragma unroll
+      for (int j = 0; j < G::TILES_N; ++j) {
+        const float pair[2] = {acc[i][j][2 * half], acc[i][j][2 * half + 1]};
+        store_row<G::EPILOGUE, T, 2, (G::SPLIT_K > 1)>(args, row, n0 + wn0 + j * 8 + 2 * t, pair);
+      }
+    }
+}
+
+}  // namespace tracea

@@ -1,0 +1,134 @@
+"""The compile-only path: configurations compile to cubin for sm_80 and sm_90 without a GPU, within the limits."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tracea_cli.backends import nvrtc
+from tracea_cli.backends.base import CompileFailed
+from tracea_cli.backends.cuda import CudaBackend, compile_config, gemm_source
+from tracea_cli.errors import UsageError
+from tracea_cli.ops.gemm.cuda_space import gemm_space, tiling
+from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem
+
+pytestmark = pytest.mark.skipif(not nvrtc.available(), reason="NVRTC is not installed (pip install 'tracea[test]')")
+
+SAMPLE_PER_DTYPE = 12  # per dtype, half for sm_80 and half for sm_90
+SEED = 20261129
+PTXAS = shutil.which("ptxas") or next(iter(Path("/usr/local").glob("cuda*/bin/ptxas")), None)
+
+
+def seeded_sample(dtype: str, count: int, targets) -> list[tuple[GemmProblem, dict, object]]:
+    """`count` valid configurations drawn uniformly from the raw space (rejection sampling), over varied problems."""
+    rng = random.Random(f"{SEED}-{dtype}")
+    out = []
+    while len(out) < count:
+        target = targets[len(out) % len(targets)]
+        problem = GemmProblem(rng.choice((256, 1000, 4096)), rng.choice((64, 1023, 4096)), rng.choice((96, 1000, 4096)),
+                              dtype=dtype, layout=rng.choice(("nn", "nt")), epilogue=rng.choice(EPILOGUES))
+        space = gemm_space(problem, target)
+        for _ in range(200):
+            config = {p.name: rng.choice(p.values) for p in space.params}
+            if space.why_invalid(config) is None:
+                out.append((problem, config, target))
+                break
+    return out
+
+
+def _compile(job):
+    problem, config, target = job
+    try:
+        return job, compile_config(problem, config, target.arch), None
+    except CompileFailed as e:
+        return job, None, str(e)
+
+
+@pytest.mark.parametrize("dtype", ("fp32", "fp64", "tf32", "fp16", "bf16"))
+def test_a_seeded_sample_compiles_for_sm80_and_sm90_within_the_limits(dtype, sm80, sm90):
+    jobs = seeded_sample(dtype, SAMPLE_PER_DTYPE, (sm80, sm90))
+    with ThreadPoolExecutor(max_workers=2) as pool:  # NVRTC through ctypes releases the GIL
+        results = list(pool.map(_compile, jobs))
+    for (problem, config, target), artifact, error in results:
+        assert error is None, f"{problem.label} {config} for {target.arch}: {error}"
+        limits = target.limits
+        res = artifact.resources
+        t = tiling(problem, config)
+        assert nvrtc.cubin_arch(artifact.binary) == target.arch
+        assert 0 < res["registers"] <= 255
+        assert res["registers"] * t.threads <= limits.registers_per_block
+        assert res["static_shared_bytes"] + res["dynamic_shared_bytes"] <= limits.max_shared_per_block_optin
+        assert res["dynamic_shared_bytes"] == t.smem_bytes == artifact.launch["steps"][-1 if config["split_k"] == 1 else 1]["dynamic_smem_bytes"]
+        assert artifact.launch["alignment_bytes"] == t.copy_bytes
+        assert ("gemm_splitk_reduce" in res["kernels"]) == (config["split_k"] > 1)
+        assert artifact.source == gemm_source(problem, config)
+
+
+def test_compiling_needs_a_valid_configuration(sm90):
+    problem = GemmProblem(1000, 1000, 1001, dtype="fp16")
+    config = {"family": "mma", "block_m": 128, "block_n": 128, "block_k": 32, "warp_m": 64, "warp_n": 64, "stages": 3,
+              "split_k": 1, "group_m": 1, "vec": 8}
+    with pytest.raises(UsageError, match="multiple of 8"):
+        CudaBackend().compile(problem, config, sm90)
+
+
+def test_a_broken_source_is_a_compile_failure_with_the_log(monkeypatch, sm90):
+    import tracea_cli.backends.cuda as cuda
+
+    problem = GemmProblem(64, 64, 64, dtype="fp32")
+    config = gemm_space(problem, sm90).valid_configs()[0]
+    monkeypatch.setattr(cuda, "gemm_source", lambda p, c: "this is not CUDA;\n")
+    with pytest.raises(CompileFailed, match="error"):
+        cuda.compile_config(problem, config, "sm_90")
+
+
+def test_the_generated_source_guards_its_launch_description(sm90):
+    """The kernel asserts, at compile time, the block size and shared memory the launch description promises."""
+    problem = GemmProblem(512, 512, 512, dtype="bf16", layout="nt", epilogue="bias_gelu")
+    config = gemm_space(problem, sm90).valid_configs()[-1]
+    source = gemm_source(problem, config)
+    t = tiling(problem, config)
+    assert f"Gemm::SMEM_BYTES == {t.smem_bytes}" in source and f"Gemm::THREADS == {t.threads}" in source
+    assert '#include "' not in source  # self-contained: what export ships compiles anywhere
+    lied = source.replace(f"Gemm::SMEM_BYTES == {t.smem_bytes}", f"Gemm::SMEM_BYTES == {t.smem_bytes + 16}")
+    with pytest.raises(nvrtc.NvrtcError) as err:
+        nvrtc.compile_source(lied, nvrtc.CompileOptions(arch="sm_90"))
+    assert "shared memory differs" in err.value.log
+
+
+@pytest.mark.skipif(PTXAS is None, reason="no standalone ptxas to cross-check the resource report")
+def test_resources_agree_with_a_standalone_ptxas(tmp_path, sm80):
+    """The registers and spills kept with a cubin are those the standalone ptxas reports for the same PTX."""
+    problem = GemmProblem(4096, 4096, 4096, dtype="tf32", layout="nt")
+    config = {"family": "mma", "block_m": 128, "block_n": 128, "block_k": 32, "warp_m": 64, "warp_n": 64, "stages": 3,
+              "split_k": 2, "group_m": 8, "vec": 4}
+    artifact = compile_config(problem, config, "sm_80")
+    program = nvrtc.compile_source(artifact.source, nvrtc.CompileOptions(arch="sm_80"))
+    ptx = tmp_path / "gemm.ptx"
+    ptx.write_text(program.ptx)
+    run = subprocess.run([str(PTXAS), "-arch=sm_80", "-v", str(ptx), "-o", str(tmp_path / "gemm.cubin")],
+                         capture_output=True, text=True, check=True)
+    report = nvrtc.parse_ptxas_report(run.stdout + run.stderr)
+    assert set(report) == {"gemm_main", "gemm_splitk_reduce"}
+    for name, standalone in report.items():
+        kept = artifact.resources["kernels"][name]
+        assert kept["registers"] == standalone.registers > 0
+        assert kept["spill_store_bytes"] == standalone.spill_store_bytes
+        assert kept["stack_bytes"] == standalone.stack_bytes
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("TRACEA_SLOW_TESTS"), reason="whole space: TRACEA_SLOW_TESTS=1")
+@pytest.mark.parametrize("dtype", ("fp32", "fp64", "tf32", "fp16", "bf16"))
+def test_the_whole_space_compiles(dtype, sm90):
+    """Opt-in: every valid configuration of a large aligned problem compiles for sm_90 within the limits (hours)."""
+    problem = GemmProblem(4096, 4096, 4096, dtype=dtype)
+    jobs = [(problem, c, sm90) for c in gemm_space(problem, sm90).valid_configs()]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for (p, config, target), artifact, error in pool.map(_compile, jobs):
+            assert error is None, f"{config}: {error}"
+            assert artifact.resources["registers"] * tiling(p, config).threads <= target.limits.registers_per_block

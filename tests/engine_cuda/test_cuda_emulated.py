@@ -1,0 +1,87 @@
+"""The kernels' own code, run on the CPU by the host emulator (tests/engine_cuda/emulator/), checked like on a GPU.
+
+What the emulator proves: tile and fragment indexing, predication of ragged edges (zero-fill, guarded stores),
+rasterization, split-K and the epilogues, for the exact source NVRTC compiles. What it cannot: timing, the
+asynchrony of cp.async, register and bank behaviour (the GPU tests and the benchmark cover those).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from tracea_cli.ops.gemm.cuda_space import gemm_space
+from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem, make_inputs, reference
+from tracea_cli.ops.verify import check
+
+
+def _config(family, bm, bn, bk, wm, wn, stages=2, split_k=1, group_m=1, vec=1):
+    return {"family": family, "block_m": bm, "block_n": bn, "block_k": bk, "warp_m": wm, "warp_n": wn,
+            "stages": stages, "split_k": split_k, "group_m": group_m, "vec": vec}
+
+
+# (dtype, layout, epilogue, (m, n, k), config): each family and dtype, both layouts, every epilogue, ragged edges,
+# unaligned rows (vec=1, fp16's element-wise copies), wide copies, split-K, grouped rasterization, deep pipelines.
+CASES = [
+    ("fp32", "nn", "none", (37, 45, 29), _config("simt", 32, 32, 8, 16, 32)),
+    ("fp32", "nt", "bias_gelu", (64, 130, 64), _config("simt", 64, 64, 16, 32, 32, vec=4, split_k=2)),
+    ("fp64", "nt", "bias_residual", (33, 17, 40), _config("simt", 32, 32, 8, 16, 32, vec=2)),
+    ("fp16", "nn", "bias_silu", (17, 127, 33), _config("mma", 32, 64, 32, 16, 32, stages=2)),
+    ("fp16", "nt", "none", (160, 64, 128), _config("mma", 32, 64, 32, 32, 32, stages=4, group_m=4, vec=8)),
+    ("bf16", "nn", "bias_relu", (64, 72, 96), _config("mma", 64, 64, 16, 32, 32, stages=3, split_k=2, vec=8)),
+    ("bf16", "nt", "bias", (1, 40, 20), _config("mma", 32, 32, 16, 16, 16, stages=2, vec=4)),
+    ("tf32", "nn", "none", (70, 66, 48), _config("mma", 64, 64, 16, 32, 32, stages=3, vec=2)),
+    ("tf32", "nt", "bias_gelu", (19, 33, 23), _config("mma", 32, 32, 16, 16, 16, stages=2)),
+]
+
+
+def _emulate(emulator, problem, config, seed, name):
+    harness, workdir, launcher = emulator
+    exe = harness.build(problem, config, workdir / name, launcher)
+    inputs = make_inputs(problem, np.random.default_rng(seed))
+    out = harness.run(exe, problem, config, inputs, workdir / name)
+    return check(out, reference(problem, inputs), problem.dtype)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
+def test_emulated_kernel_matches_the_reference(case, emulator, sm90):
+    dtype, layout, epilogue, shape, config = CASES[case]
+    problem = GemmProblem(*shape, dtype=dtype, layout=layout, epilogue=epilogue)
+    assert gemm_space(problem, sm90).why_invalid(config) is None
+    verdict = _emulate(emulator, problem, config, seed=case, name=f"case{case}")
+    assert verdict.ok, verdict.reason
+
+
+def test_the_emulator_catches_a_wrong_kernel(emulator, sm90, monkeypatch):
+    """A fragment mix-up (two B registers swapped) must fail the check: the emulation is not vacuous."""
+    import tracea_cli.backends.cuda as cuda
+
+    problem = GemmProblem(32, 32, 32, dtype="fp16", layout="nt")
+    config = _config("mma", 32, 32, 16, 16, 16, stages=2, vec=8)
+    right = cuda.gemm_source(problem, config)
+    wrong = right.replace("b[j][0] = r[0], b[j][1] = r[1]", "b[j][0] = r[1], b[j][1] = r[0]")
+    assert wrong != right
+    monkeypatch.setattr("tracea_cli.backends.cuda.gemm_source", lambda p, c: wrong)
+    harness, workdir, launcher = emulator
+    monkeypatch.setattr(harness, "gemm_source", lambda p, c: wrong)
+    verdict = _emulate(emulator, problem, config, seed=1, name="wrong")
+    assert not verdict.ok
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("TRACEA_SLOW_TESTS"), reason="opt in: TRACEA_SLOW_TESTS=1")
+def test_random_configurations_on_awkward_small_shapes(emulator, sm90):
+    """Opt-in sweep: 60 seeded random valid configurations, random dtype, layout, epilogue and small shapes."""
+    rng = random.Random(7)
+    failures = []
+    for i in range(60):
+        problem = GemmProblem(*(rng.choice((1, 17, 33, 64, 100, 127, 130)) for _ in range(3)),
+                              dtype=rng.choice(("fp32", "fp64", "tf32", "fp16", "bf16")),
+                              layout=rng.choice(("nn", "nt")), epilogue=rng.choice(EPILOGUES))
+        valid = [c for c in gemm_space(problem, sm90).valid_configs() if c["block_m"] * c["block_n"] <= 128 * 128]
+        config = rng.choice(valid)
+        verdict = _emulate(emulator, problem, config, seed=i, name=f"sweep{i}")
+        if not verdict.ok:
+            failures.append((problem.label, config, verdict.reason))
+    assert not failures, failures

@@ -1,0 +1,143 @@
+"""The CUDA GEMM search space: rules checked exhaustively on enumerated spaces; no GPU, no compiler."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracea_cli.ops.gemm.cuda_space import (
+    FAMILY,
+    MAX_ACCUMULATOR_REGS,
+    gemm_space,
+    hand_picked,
+    tiling,
+    vector_widths,
+)
+from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.gemm.spaces import space_for
+
+DTYPES = ("fp32", "fp64", "tf32", "fp16", "bf16")
+# (target, layout, shape): big and aligned, ragged and unaligned, tiny, deep-K; every kind of rule fires somewhere.
+CASES = (("sm90", "nn", (4096, 4096, 4096)), ("sm80", "nt", (1000, 1023, 127)), ("sm90", "nt", (17, 1, 1023)),
+         ("sm80", "nn", (128, 128, 8192)))
+
+
+def _enumerate(space):
+    valid, rejected = [], []
+    for config in space.all_configs():
+        reason = space.why_invalid(config)
+        (rejected if reason else valid).append((config, reason))
+    return [c for c, _ in valid], rejected
+
+
+# The 16-bit spaces hold ~200k raw configurations each: fp16 and bf16 share every rule, so they split the cases.
+EXHAUSTIVE = [("fp32", c) for c in range(4)] + [("fp64", c) for c in range(4)] + [
+    ("tf32", 0), ("tf32", 3), ("fp16", 1), ("fp16", 2), ("bf16", 0)]
+
+
+@pytest.mark.parametrize("dtype,case", EXHAUSTIVE)
+def test_every_rejection_has_a_reason_and_nothing_kept_breaks_a_limit(dtype, case, sm90, sm80):
+    arch, layout, shape = CASES[case]
+    target = sm90 if arch == "sm90" else sm80
+    limits = target.limits
+    problem = GemmProblem(*shape, dtype=dtype, layout=layout)
+    valid, rejected = _enumerate(gemm_space(problem, target))
+    assert valid, f"nothing valid for {problem.label}"
+    for config, reason in rejected:
+        assert isinstance(reason, str) and len(reason) > 10, (config, reason)
+    for config in valid:
+        t = tiling(problem, config)
+        assert t.threads <= limits.max_threads_per_block
+        assert t.smem_bytes <= limits.max_shared_per_block_optin
+        assert t.accumulator_regs <= MAX_ACCUMULATOR_REGS
+        assert t.estimated_regs * t.threads <= limits.registers_per_block and t.estimated_regs <= 255
+        assert config["block_m"] % config["warp_m"] == 0 and config["block_n"] % config["warp_n"] == 0
+        vec = config["vec"]
+        assert problem.k % vec == 0 and (layout == "nt" or problem.n % vec == 0)
+        assert config["family"] == FAMILY[dtype]
+
+
+def test_shape_rules_explain_themselves(sm90):
+    space = gemm_space(GemmProblem(1000, 1000, 1001, dtype="fp16"), sm90)
+    base = {"family": "mma", "block_m": 128, "block_n": 128, "block_k": 32, "warp_m": 64, "warp_n": 64, "stages": 3,
+            "split_k": 1, "group_m": 1, "vec": 1}
+    assert space.why_invalid(base) is None
+    assert "K to be a multiple of 8" in space.why_invalid({**base, "vec": 8})
+    assert "does not divide" in space.why_invalid({**base, "warp_m": 128, "block_m": 64})
+    assert "shared memory" in space.why_invalid({**base, "block_n": 256, "block_k": 64, "stages": 5})
+    assert "accumulator registers" in space.why_invalid({**base, "warp_m": 128, "warp_n": 128})
+    assert "group_m=16" in gemm_space(GemmProblem(64, 1000, 1000, dtype="fp16"), sm90).why_invalid({**base, "block_m": 32, "warp_m": 32, "group_m": 16, "block_n": 64, "warp_n": 64})
+    tiny = gemm_space(GemmProblem(17, 17, 17, dtype="fp16"), sm90)
+    assert "larger than M=17" in tiny.why_invalid(base)
+    assert "slice without work" in gemm_space(GemmProblem(1024, 1024, 80, dtype="fp16"), sm90).why_invalid(
+        {**base, "block_k": 16, "split_k": 4, "stages": 2})
+    assert "steps per slice" in gemm_space(GemmProblem(1024, 1024, 64, dtype="fp16"), sm90).why_invalid(
+        {**base, "stages": 4})
+
+
+def test_fp64_does_not_split_k_and_simt_double_buffers(sm90):
+    space = gemm_space(GemmProblem(512, 512, 512, dtype="fp64"), sm90)
+    assert space.param("split_k").values == (1,)
+    assert space.param("stages").values == (2,)
+    assert space.param("vec").values == (2, 1)
+    assert "not one of" in space.why_invalid({**space.valid_configs()[0], "split_k": 2})
+
+
+def test_vector_widths_are_16_bytes_down_to_one_element():
+    assert vector_widths("fp16") == (8, 4, 2, 1)
+    assert vector_widths("bf16") == (8, 4, 2, 1)
+    assert vector_widths("fp32") == vector_widths("tf32") == (4, 2, 1)
+    assert vector_widths("fp64") == (2, 1)
+
+
+def test_mma_needs_ampere(make_target):
+    space = gemm_space(GemmProblem(256, 256, 256, dtype="fp16"), make_target("sm_75"))
+    assert space.valid_configs() == []
+    config = next(space.all_configs())
+    assert "compute capability 8.0" in space.why_invalid(config)
+
+
+def test_limits_of_the_target_decide(make_target):
+    """sm_86 has 99 KiB of shared memory per block, sm_90 227 KiB: a 150 KiB tile fits only the latter."""
+    problem = GemmProblem(4096, 4096, 4096, dtype="fp16")
+    big = {"family": "mma", "block_m": 128, "block_n": 256, "block_k": 64, "warp_m": 64, "warp_n": 64, "stages": 3,
+           "split_k": 1, "group_m": 8, "vec": 8}
+    assert tiling(problem, big).smem_bytes > 99 * 1024
+    assert gemm_space(problem, make_target("sm_90")).why_invalid(big) is None
+    assert "shared memory" in gemm_space(problem, make_target("sm_86")).why_invalid(big)
+
+
+def test_the_space_is_pure(sm90):
+    problem = GemmProblem(1000, 1023, 127, dtype="fp32", layout="nt")
+    first = gemm_space(problem, sm90).valid_configs()
+    assert first == gemm_space(problem, sm90).valid_configs()
+
+
+def test_dispatch_reaches_the_cuda_space(sm90):
+    problem = GemmProblem(64, 64, 64, dtype="tf32")
+    assert space_for(problem, sm90).names == gemm_space(problem, sm90).names
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ("nn", "nt"))
+def test_hand_picked_are_valid_for_every_awkward_shape(dtype, layout, sm90, sm80):
+    dims = (1, 17, 127, 1000, 1023)
+    for target in (sm90, sm80):
+        for m in dims:
+            for n in dims[::2]:
+                for k in dims[1::2]:
+                    problem = GemmProblem(m, n, k, dtype=dtype, layout=layout)
+                    picks = hand_picked(problem, target)
+                    assert picks, f"no hand-picked configuration for {problem.label}"
+                    space = gemm_space(problem, target)
+                    assert all(space.why_invalid(c) is None for c in picks)
+                    assert len({tuple(sorted(c.items())) for c in picks}) == len(picks)
+
+
+def test_hand_picked_for_large_squares_use_wide_copies_and_offer_split_k_for_deep_k(sm90):
+    square = hand_picked(GemmProblem(4096, 4096, 4096, dtype="fp16"), sm90)
+    assert square[0]["block_m"] * square[0]["block_n"] >= 128 * 128 and square[0]["vec"] == 8
+    assert all(c["split_k"] == 1 for c in square)  # 512 tiles already fill 132 SMs
+    deep = hand_picked(GemmProblem(128, 128, 8192, dtype="fp16"), sm90)
+    assert any(c["split_k"] > 1 for c in deep)
+    assert hand_picked(GemmProblem(4096, 4096, 4096, dtype="fp32"), sm90, limit=2) == \
+        hand_picked(GemmProblem(4096, 4096, 4096, dtype="fp32"), sm90)[:2]
