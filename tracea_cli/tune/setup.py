@@ -75,7 +75,7 @@ def plan(request, settings) -> Plan:
     backend_name = resolve_backend(request.backend, problem)
     profile = load_or_make_profile(settings)
     if backend_name == "cuda":
-        devices: tuple[int | None, ...] = parse_devices(request.devices, len(profile.gpus))
+        devices: tuple[int | None, ...] = parse_devices(request.devices, len(profile.cuda_gpus))
         target = cuda_target(profile, devices[0])
     else:
         if request.devices not in (None, "", "cpu"):
