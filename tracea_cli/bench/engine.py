@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tracea_cli import __version__
-from tracea_cli.backends.base import Evaluation, Target
+from tracea_cli.backends.base import Evaluation, Status, Target
 from tracea_cli.bench.baselines import check_baseline, torch_gemm
 from tracea_cli.bench.ceilings import ceiling_from_profile
 from tracea_cli.bench.results import Ceiling, Environment, TrialPoint, Tuning
@@ -155,7 +155,10 @@ class LiveEngine:
 
         plan = self._plan(problem)
         if choice == "torch":
-            return torch_gemm(problem, plan.target, policy=policy, seed=seed)
+            try:
+                return torch_gemm(problem, plan.target, policy=policy, seed=seed)
+            except Exception as e:  # out of memory, an unsupported dtype on this device: a failed row, not a crash
+                return "torch", Evaluation(Status.LAUNCH_ERROR, reason=f"torch.matmul failed: {type(e).__name__}: {e}"[:600])
         # auto, cublas (cuda) and numpy (cpu) are the backend's own vendor baseline; check_baseline kept the rest out
         name, ev = run_baseline(plan.backend, EvalJob(-1, problem, {}, plan.target, policy, seed, kind="baseline"))
         return name or choice, ev

@@ -130,7 +130,7 @@ def _bench_problem(
     base_row = None
     if request.baseline != "none":
         say(f"baseline ({request.baseline})")
-        name, ev = engine.baseline(request.baseline, problem, policy=request.policy, seed=request.seed + 1)
+        name, ev = engine.baseline(request.baseline, problem, policy=request.policy, seed=request.seed)  # the same inputs
         base_row = _row_from(info, name, BASELINE, ev, config=None)
     if tuned_row.ok and base_row is not None and base_row.ok:
         interval = speedup_interval(base_row.samples_ms, tuned_row.samples_ms, seed=request.seed)

@@ -179,6 +179,12 @@ def _run(settings, *, op, m, n, k, dtype, layout, suite, baseline, no_tune, tune
         chosen = suite_file or resolve_suite(suite or "default", backend=engine.backend_name, dtypes=engine.dtypes())
     request = BenchRequest(suite=chosen, baseline=baseline, tune=not no_tune, tune_budget=tune_budget, seed=seed, command=command)
 
+    if not console.is_terminal:  # a log file or a pipe: one line per step instead of a bar nobody sees
+        def log(done: int, total: int, message: str) -> None:
+            console.print(f"bench [{min(done + 1, total)}/{total}] {message}", soft_wrap=True, markup=False)
+
+        return run_bench(request, engine, progress=log)
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
