@@ -135,6 +135,11 @@ def test_default_config_is_valid(shape):
     assert hs.hopper_space(p, H200).why_invalid(config) is None
 
 
+def test_default_config_follows_the_measured_winners():
+    assert hs.default_config(problem(), H200) | {"group_m": 8} == {**GOOD, "cluster_m": 1, "stages": 3, "store": "tma"}
+    assert hs.default_config(problem(n=2112, k=7168), H200)["tile_n"] == 192
+
+
 def test_default_config_is_none_where_the_family_does_not_apply():
     assert hs.default_config(problem(dtype="fp32"), H200) is None
 
