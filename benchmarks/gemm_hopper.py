@@ -754,8 +754,10 @@ def render_markdown(report: dict) -> str:
         f"Measured ceilings: device copy {bw:.2f} TB/s (bytes read + written); matrix rate per dtype = the fastest cuBLAS "
         "8192³ product of this run (below). Floor = max(FLOPs / matrix rate, bytes / copy rate)." if bw else "Copy bandwidth: not measured.",
         "",
-        "## Targets (layout nn; tf32 nt; ratio = cuBLAS time / our time; `extra-` rows are shapes where cuBLAS is weak,",
-        "not targets of this family: split-K / stream-K would be needed there)",
+        "## Targets",
+        "",
+        "Layout nn (tf32: nt); ratio = cuBLAS time / our time. `extra-` rows are shapes where cuBLAS is weak, not targets",
+        "of this family (they need split-K / stream-K).",
         "",
         "| problem | our config | ours ms | TFLOP/s | cuBLAS ms | TFLOP/s | ratio | fused bias+SiLU ms | cuBLAS + pass ms | fused speed-up |",
         "|---|---|---|---|---|---|---|---|---|---|",
