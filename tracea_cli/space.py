@@ -108,3 +108,71 @@ class Candidates:
 
     def index_of(self) -> dict[str, int]:
         return {config_key(c): i for i, c in enumerate(self.configs)}
+
+
+def _merge_values(parts: Sequence[Param], missing: bool) -> tuple[Value, ...]:
+    values: list = []
+    for p in parts:
+        values += [v for v in p.values if v not in values]
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        values.sort()
+    return ((None,) if missing else ()) + tuple(values)  # None: the parameter does not apply to that family
+
+
+@dataclass(frozen=True)
+class UnionSpace:
+    """Several kernel families' spaces as one search space.
+
+    A configuration belongs to the part whose `discriminator` parameter (the kernel family) lists its value, and
+    keeps only that part's parameters. `params` merges the parts' parameters by name, so that strategies can encode
+    every candidate in one coordinate system; a parameter some family lacks gets the value None in front.
+    """
+
+    parts: tuple[SearchSpace, ...]
+    discriminator: str = "family"
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        names: list[str] = []
+        for part in self.parts:
+            names += [n for n in part.names if n not in names]
+        merged = []
+        for name in names:
+            having = [part.param(name) for part in self.parts if name in part.names]
+            kind = "ordinal" if all(p.kind == "ordinal" for p in having) else "categorical"
+            merged.append(Param(name, _merge_values(having, missing=len(having) < len(self.parts)), kind, having[0].doc))
+        return tuple(merged)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def part_for(self, config: Mapping[str, Value]) -> SearchSpace | None:
+        for part in self.parts:
+            if config.get(self.discriminator) in part.param(self.discriminator).values:
+                return part
+        return None
+
+    def why_invalid(self, config: Mapping[str, Value]) -> str | None:
+        part = self.part_for(config)
+        if part is None:
+            families = [v for part in self.parts for v in part.param(self.discriminator).values]
+            return f"{self.discriminator}={config.get(self.discriminator)!r} is not one of {families}"
+        return part.why_invalid(config)
+
+    def all_configs(self) -> Iterator[Config]:
+        for part in self.parts:
+            yield from part.all_configs()
+
+    def valid_configs(self) -> list[Config]:
+        return [c for part in self.parts for c in part.valid_configs()]
+
+    def rejections(self) -> Iterator[tuple[Config, str]]:
+        for part in self.parts:
+            yield from part.rejections()

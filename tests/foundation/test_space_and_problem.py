@@ -82,3 +82,25 @@ def test_reference_and_verdicts(layout):
     assert not v.ok and "NaN" in v.reason
     assert not check(ref * 1.01, ref, "fp32").ok
     assert check(representable(ref, "bf16"), ref, "bf16").ok
+
+
+def test_union_space_keeps_each_family_its_own_parameters():
+    from tracea_cli.space import UnionSpace
+
+    a = SearchSpace(params=(Param("family", ("simt",), "categorical"), Param("tile", (32, 64))))
+    b = SearchSpace(params=(Param("family", ("wgmma",), "categorical"), Param("tile", (64, 128)), Param("cluster", (1, 2))),
+                    rules=(lambda c: "cluster 2 needs tile 128" if c["cluster"] == 2 and c["tile"] != 128 else None,))
+    u = UnionSpace((a, b))
+    assert [p.values for p in u.params] == [("simt", "wgmma"), (32, 64, 128), (None, 1, 2)]
+    assert u.param("family").kind == "categorical" and u.param("tile").kind == "ordinal"
+    valid = u.valid_configs()
+    assert {"family": "simt", "tile": 32} in valid and {"family": "wgmma", "tile": 128, "cluster": 2} in valid
+    assert len(valid) == 2 + 3
+    assert u.why_invalid({"family": "wgmma", "tile": 64, "cluster": 2}) == "cluster 2 needs tile 128"
+    assert "not one of" in u.why_invalid({"family": "hmma", "tile": 64})
+    assert u.why_invalid({"family": "simt", "tile": 32, "cluster": 1}).startswith("unknown parameter")
+    cands = Candidates.from_space(u)
+    from tracea_cli.tune.strategies.bayes import encode
+
+    x = encode(cands.params, cands.configs)
+    assert x.shape[0] == 5 and np.all((x >= 0) & (x <= 1))
