@@ -179,24 +179,6 @@ def _cupy():
     return cupy
 
 
-class CudaEventClock:
-    """Times the work enqueued between start() and stop() on a stream with CUDA events (milliseconds)."""
-
-    def __init__(self, stream: Any = None) -> None:
-        cupy = _cupy()
-        self._stream = stream if stream is not None else cupy.cuda.get_current_stream()
-        self._begin, self._end = cupy.cuda.Event(), cupy.cuda.Event()
-        self._elapsed = cupy.cuda.get_elapsed_time
-
-    def start(self) -> None:
-        self._begin.record(self._stream)
-
-    def stop(self) -> float:
-        self._end.record(self._stream)
-        self._end.synchronize()
-        return float(self._elapsed(self._begin, self._end))
-
-
 class L2Flush:
     """Overwrites a buffer of twice the L2 size, so that no sample finds its inputs in the cache (outside the timing)."""
 
@@ -330,6 +312,8 @@ def _verify_and_time(run: Callable[[], None], ops: DeviceOperands, ref: np.ndarr
         return Evaluation(Status.WRONG_RESULT, reason=verdict.reason, rel_error=verdict.rel_error, compile_s=compile_s)
     if policy is None:
         return Evaluation(Status.OK, rel_error=verdict.rel_error, compile_s=compile_s)
+    from tracea_cli.backends.cuda_clock import CudaEventClock
+
     try:
         l2 = target.limits.l2_bytes if target.limits else None
         samples: Samples = measure(run, clock=CudaEventClock(), policy=policy, prepare=L2Flush(l2))
@@ -355,14 +339,15 @@ def run_artifact(artifact: Artifact, problem: GemmProblem, target: Target, *, se
 # ---- the vendor baseline -----------------------------------------------------------------------------------------
 
 def _cublas_view(cupy: Any, array: Any, dtype: str) -> Any:
-    """The array as cuBLAS should see it: bf16 bit patterns as ml_dtypes' bfloat16."""
+    """The array as cuBLAS should see it: bf16 bit patterns as ml_dtypes' bfloat16 (unchanged without ml_dtypes)."""
     if dtype != "bf16" or array is None:
         return array
     try:
         import ml_dtypes
-    except ImportError:
-        raise ToolchainMissing("cupy.matmul needs ml_dtypes for bf16.", "pip install ml_dtypes") from None
-    return array.view(np.dtype(ml_dtypes.bfloat16))
+
+        return array.view(np.dtype(ml_dtypes.bfloat16))
+    except Exception:  # no ml_dtypes, or a CuPy without bfloat16: cupy.matmul will refuse, and torch is tried
+        return array
 
 
 _EPILOGUE_CODE = {
@@ -385,14 +370,25 @@ def _epilogue_pass(epilogue: str):
         f"tracea_epilogue_{epilogue}")
 
 
-def cublas_runner(problem: GemmProblem, ops: DeviceOperands) -> Callable[[], None]:
-    """C = epilogue(A·B) with cupy.matmul (cuBLAS), then the epilogue as a separate pass when there is one."""
+def cublas_runner(problem: GemmProblem, ops: DeviceOperands) -> tuple[str, Callable[[], None]]:
+    """(name, run): C = epilogue(A·B) with cupy.matmul (cuBLAS), then the epilogue as a separate pass when there is
+    one. bf16 needs ml_dtypes for CuPy; without it, cuBLAS is reached through torch when that is installed."""
     cupy = _cupy()
-    a, b, c = (_cublas_view(cupy, x, problem.dtype) for x in (ops.a, ops.b, ops.c))
-    bias, res = (_cublas_view(cupy, x, problem.dtype) for x in (ops.bias, ops.residual))
+    name = baseline_name(problem)
+    a, b, c, bias, res = (_cublas_view(cupy, x, problem.dtype) for x in (ops.a, ops.b, ops.c, ops.bias, ops.residual))
     b_kn = b if problem.layout == "nn" else b.T
     if problem.epilogue == "none":
-        return lambda: cupy.matmul(a, b_kn, out=c)
+        if problem.dtype == "bf16":  # CuPy's bf16 support varies by version: try once, else go through torch
+            try:
+                if a.dtype.name != "bfloat16":
+                    raise TypeError("no bfloat16 dtype for CuPy")
+                cupy.matmul(a, b_kn, out=c)
+                cupy.cuda.get_current_stream().synchronize()
+            except Exception:
+                return f"{name} (via torch)", _torch_bf16_runner(problem, ops)
+        return name, lambda: cupy.matmul(a, b_kn, out=c)
+    if problem.dtype == "bf16" and a.dtype.name != "bfloat16":
+        raise ToolchainMissing("the bf16 epilogue baseline needs CuPy with ml_dtypes' bfloat16.", "pip install ml_dtypes")
     epilogue = _epilogue_pass(problem.epilogue)
     extra = (res,) if problem.has_residual else ()
 
@@ -400,7 +396,21 @@ def cublas_runner(problem: GemmProblem, ops: DeviceOperands) -> Callable[[], Non
         cupy.matmul(a, b_kn, out=c)
         epilogue(bias, *extra, c)
 
-    return run
+    return name, run
+
+
+def _torch_bf16_runner(problem: GemmProblem, ops: DeviceOperands) -> Callable[[], None]:
+    try:
+        import torch
+    except ImportError:
+        raise ToolchainMissing("a bf16 cuBLAS baseline needs ml_dtypes (for CuPy) or torch.", "pip install ml_dtypes") from None
+
+    def bf16(x: Any) -> Any:  # shares the CuPy buffer (DLPack), on the same default stream
+        return torch.from_dlpack(x).view(torch.bfloat16)
+
+    a, b, c = bf16(ops.a), bf16(ops.b), bf16(ops.c)
+    b_kn = b if problem.layout == "nn" else b.t()
+    return lambda: torch.matmul(a, b_kn, out=c)
 
 
 class _Tf32Math:
@@ -492,7 +502,7 @@ class CudaBackend:
         try:
             with cupy.cuda.Device(target.device_index or 0):
                 ops = upload(problem, inputs)
-                run = cublas_runner(problem, ops)
+                name, run = cublas_runner(problem, ops)
                 if problem.dtype == "tf32":
                     with _Tf32Math():
                         return name, _verify_and_time(run, ops, ref, target, policy=policy)
@@ -504,7 +514,7 @@ class CudaBackend:
 
 
 __all__ = [
-    "CudaBackend", "CudaEventClock", "DeviceOperands", "L2Flush", "LoadedGemm", "baseline_name", "checked_inputs",
+    "CudaBackend", "DeviceOperands", "L2Flush", "LoadedGemm", "baseline_name", "checked_inputs",
     "compile_config", "cublas_runner", "device_target", "gemm_source", "grid_extent", "launch_description",
     "run_artifact", "upload",
 ]

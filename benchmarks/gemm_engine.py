@@ -1,0 +1,187 @@
+"""Check and time a handful of hand-picked CUDA GEMM configurations per dtype against cuBLAS, in the same run.
+
+    python benchmarks/gemm_engine.py OUTPUT.md [--size 4096] [--dtypes fp32,tf32,fp16,bf16,fp64] [--layouts nn]
+                                               [--configs 8] [--json OUTPUT.json]
+
+For each dtype and layout: cuBLAS (cupy.matmul; TF32 compute mode for tf32), then every configuration (checked
+against the float64 reference before it is timed), then cuBLAS again; the faster of the two cuBLAS medians is the
+reference the ratio is taken against. Timing: CUDA events, L2 flushed between samples, medians. Writes a Markdown
+results file (date, device, command, versions, every figure) and optionally the raw samples as JSON. Needs a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shlex
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tracea_cli.backends import nvrtc  # noqa: E402
+from tracea_cli.backends.base import CompileFailed, Evaluation  # noqa: E402
+from tracea_cli.backends.cuda import CudaBackend, device_target  # noqa: E402
+from tracea_cli.ops.gemm.cuda_space import hand_picked  # noqa: E402
+from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
+from tracea_cli.stats import summarize  # noqa: E402
+from tracea_cli.timing import TimingPolicy  # noqa: E402
+
+POLICY = TimingPolicy(warmup=5, min_samples=20, max_samples=60, target_cv=0.01, max_seconds=1.5)
+# Targets of issue 3: the best hand-picked configuration's share of cuBLAS at 4096^3 (fp64: no target).
+TARGETS = {"fp16": 0.5, "bf16": 0.5, "tf32": 0.5, "fp32": 0.7}
+SHORT = ("block_m", "block_n", "block_k", "warp_m", "warp_n", "stages", "split_k", "group_m", "vec")
+
+
+def median_ms(ev: Evaluation) -> float | None:
+    return summarize(ev.samples.times_ms).median if ev.ok and ev.samples else None
+
+
+def describe(config) -> str:
+    return " ".join(f"{k}={config[k]}" for k in SHORT)
+
+
+def bench_problem(backend: CudaBackend, problem: GemmProblem, target, configs, *, log) -> dict:
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        def build(config):
+            try:
+                return backend.compile(problem, config, target), ""
+            except CompileFailed as e:
+                return None, str(e)
+
+        built = list(pool.map(build, configs))
+    name, before = backend.baseline(problem, target, policy=POLICY, seed=1)
+    log(f"  {name}: {before.status.value} {median_ms(before)} ms {before.reason}")
+    rows = []
+    for config, (artifact, error) in zip(configs, built):
+        if artifact is None:
+            rows.append({"config": config, "status": "compile_error", "reason": error[:300]})
+            continue
+        ev = backend.evaluate(artifact, problem, target, policy=POLICY, seed=1)
+        med = median_ms(ev)
+        s = summarize(ev.samples.times_ms) if med else None
+        row = {"config": config, "status": ev.status.value, "reason": ev.reason, "rel_error": ev.rel_error,
+               "median_ms": med, "cv": s.cv if s else None, "n": s.n if s else 0,
+               "tflops": problem.flops / (med * 1e-3) / 1e12 if med else None,
+               "samples_ms": list(ev.samples.times_ms) if ev.samples else [],
+               "registers": artifact.resources["registers"], "spill_bytes": artifact.resources["spill_store_bytes"],
+               "smem_bytes": artifact.resources["dynamic_shared_bytes"], "compile_s": artifact.compile_s}
+        rows.append(row)
+        log(f"  {describe(config)}: {ev.status.value} {med and round(med, 4)} ms "
+            f"{row['tflops'] and round(row['tflops'], 1)} TFLOP/s err {ev.rel_error} {ev.reason[:200]}")
+    _, after = backend.baseline(problem, target, policy=POLICY, seed=1)
+    log(f"  {name} again: {after.status.value} {median_ms(after)} ms")
+    base_meds = [m for m in (median_ms(before), median_ms(after)) if m]
+    base = min(base_meds) if base_meds else None
+    best = min((r for r in rows if r.get("median_ms")), key=lambda r: r["median_ms"], default=None)
+    return {
+        "problem": problem.as_dict(), "baseline": name,
+        "baseline_ms": [median_ms(before), median_ms(after)],
+        "baseline_samples_ms": [list(e.samples.times_ms) if e.samples else [] for e in (before, after)],
+        "baseline_status": [before.status.value + (f": {before.reason}" if before.reason else ""),
+                            after.status.value + (f": {after.reason}" if after.reason else "")],
+        "baseline_tflops": problem.flops / (base * 1e-3) / 1e12 if base else None,
+        "rows": rows,
+        "best": best and {"config": best["config"], "median_ms": best["median_ms"], "tflops": best["tflops"]},
+        "ratio": base / best["median_ms"] if base and best else None,
+        "target": TARGETS.get(problem.dtype),
+    }
+
+
+def _num(x: float | None, digits: int) -> str:
+    return "" if x is None else f"{x:.{digits}f}"
+
+
+def render(results: list[dict], meta: dict) -> str:
+    lines = [
+        "# CUDA GEMM engine against cuBLAS",
+        "",
+        f"- date: {meta['date']}",
+        f"- device: {meta['device']} (driver {meta['driver']}, CUDA runtime {meta['runtime']})",
+        f"- command: `{meta['command']}`",
+        f"- versions: tracea engine (kernels/cuda, generator {meta['generator']}), NVRTC {meta['nvrtc']}, "
+        f"CuPy {meta['cupy']}, Python {meta['python']}",
+        "- method: every configuration is checked against the float64 reference (fresh random inputs, output "
+        "poisoned with NaN) before it is timed; CUDA events, L2 flushed between samples, "
+        f"{POLICY.warmup} warm-up runs, {POLICY.min_samples}-{POLICY.max_samples} samples, medians. cuBLAS "
+        "(cupy.matmul; TF32 compute mode for tf32) is timed before and after the kernels; the faster median counts.",
+        "",
+        "## Summary",
+        "",
+        "| problem | cuBLAS ms (before / after) | cuBLAS TFLOP/s | best ms | best TFLOP/s | share of cuBLAS | target | met |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        p = GemmProblem(**r["problem"])
+        best = r["best"] or {}
+        ratio, target = r["ratio"], r["target"]
+        met = "—" if target is None or ratio is None else ("yes" if ratio >= target else "no")
+        before, after = (_num(x, 4) or "failed" for x in r["baseline_ms"])
+        cells = [p.label, f"{before} / {after}", _num(r["baseline_tflops"], 1), _num(best.get("median_ms"), 4),
+                 _num(best.get("tflops"), 1), "—" if ratio is None else f"{100 * ratio:.1f}%",
+                 "—" if target is None else f"{100 * target:.0f}%", met]
+        lines.append("| " + " | ".join(cells) + " |")
+    for r in results:
+        p = GemmProblem(**r["problem"])
+        lines += ["", f"## {p.label}", "", "cuBLAS: " + ", ".join(r["baseline_status"]), "",
+                  "| configuration | status | median ms | cv | n | TFLOP/s | rel. error | regs | spill B | smem B |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for row in r["rows"]:
+            status = row["status"] + (": " + row["reason"][:120] if row.get("reason") else "")
+            cells = [describe(row["config"]), status, _num(row.get("median_ms"), 4), _num(row.get("cv"), 4),
+                     str(row.get("n", 0)), _num(row.get("tflops"), 1),
+                     "" if row.get("rel_error") is None else f"{row['rel_error']:.2e}",
+                     str(row.get("registers", "")), str(row.get("spill_bytes", "")), str(row.get("smem_bytes", ""))]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("output", type=Path, help="Markdown results file to write")
+    parser.add_argument("--size", type=int, default=4096)
+    parser.add_argument("--dtypes", default="fp32,tf32,fp16,bf16,fp64")
+    parser.add_argument("--layouts", default="nn")
+    parser.add_argument("--configs", type=int, default=8, help="hand-picked configurations per problem")
+    parser.add_argument("--json", type=Path, help="also write every figure and raw sample as JSON")
+    args = parser.parse_args(argv)
+
+    import cupy
+
+    target = device_target(0)
+    backend = CudaBackend()
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+        "driver": cupy.cuda.runtime.driverGetVersion(),
+        "runtime": cupy.cuda.runtime.runtimeGetVersion(),
+        "command": "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]),
+        "generator": __import__("tracea_cli.backends.cuda", fromlist=["GENERATOR_VERSION"]).GENERATOR_VERSION,
+        "nvrtc": nvrtc.version(),
+        "cupy": cupy.__version__,
+        "python": platform.python_version(),
+        "target": {"device_class": target.device_class, "arch": target.arch},
+    }
+    results = []
+    for dtype in args.dtypes.split(","):
+        for layout in args.layouts.split(","):
+            problem = GemmProblem(args.size, args.size, args.size, dtype=dtype, layout=layout)
+            print(f"{problem.label}", flush=True)
+            configs = hand_picked(problem, target, limit=args.configs)
+            results.append(bench_problem(backend, problem, target, configs, log=lambda s: print(s, flush=True)))
+            r = results[-1]
+            print(f"  best share of cuBLAS: {r['ratio'] and round(r['ratio'], 3)}", flush=True)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(render(results, meta))
+    if args.json:
+        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

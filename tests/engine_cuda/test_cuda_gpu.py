@@ -1,0 +1,113 @@
+"""On a GPU: every dtype, layout and epilogue over the awkward shapes, checked against the float64 reference.
+
+Marked `gpu`; skipped with the reason where CuPy or a CUDA device is missing. Select one dtype with `-k fp16`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import pytest
+
+from tracea_cli.backends.base import Artifact, Status
+from tracea_cli.backends.cuda import CudaBackend, compile_config
+from tracea_cli.ops.gemm.cuda_space import gemm_space, hand_picked
+from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem
+from tracea_cli.timing import QUICK
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = ("fp32", "fp64", "tf32", "fp16", "bf16")
+AWKWARD = (1, 17, 127, 1000, 1023)
+EPILOGUE_SHAPES = ((1000, 1023, 127), (17, 1, 1023), (127, 1000, 17), (1023, 17, 1000))
+
+
+def _check_all(jobs, target):
+    """Compile (in parallel) and check each (problem, config); returns the failures as text."""
+    backend = CudaBackend()
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        artifacts = list(pool.map(lambda job: compile_config(job[0], job[1], target.arch), jobs))
+    failures = []
+    for (problem, config), artifact in zip(jobs, artifacts):
+        seed = hash((problem.m, problem.n, problem.k)) & 0xFFFF
+        ev = backend.check(artifact, problem, target, seed=seed)
+        if not ev.ok:
+            failures.append(f"{problem.label} {config}: {ev.status.value}: {ev.reason}")
+    return failures
+
+
+@pytest.mark.parametrize("layout", ("nn", "nt"))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_awkward_shape(dtype, layout, gpu_target):
+    """All 125 combinations of 1, 17, 127, 1000, 1023 for M, N and K; the first and last hand-picked configurations."""
+    jobs = []
+    for m, n, k in itertools.product(AWKWARD, repeat=3):
+        problem = GemmProblem(m, n, k, dtype=dtype, layout=layout)
+        picks = hand_picked(problem, gpu_target)
+        jobs += [(problem, c) for c in {id(c): c for c in (picks[0], picks[-1])}.values()]
+    failures = _check_all(jobs, gpu_target)
+    assert not failures, f"{len(failures)} of {len(jobs)} failed:\n" + "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("layout", ("nn", "nt"))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_epilogue(dtype, layout, gpu_target):
+    jobs = []
+    for epilogue in EPILOGUES[1:]:
+        for shape in EPILOGUE_SHAPES:
+            problem = GemmProblem(*shape, dtype=dtype, layout=layout, epilogue=epilogue)
+            jobs += [(problem, c) for c in hand_picked(problem, gpu_target)[:2]]
+    failures = _check_all(jobs, gpu_target)
+    assert not failures, f"{len(failures)} of {len(jobs)} failed:\n" + "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_sample_of_the_space_on_a_ragged_shape(dtype, gpu_target):
+    """Forty valid configurations spread over the space (split-K, rasterization, stages, warp tiles, vectors)."""
+    problem = GemmProblem(1000, 1016, 1000, dtype=dtype, layout="nt", epilogue="bias_relu")
+    valid = gemm_space(problem, gpu_target).valid_configs()
+    jobs = [(problem, c) for c in valid[:: max(1, len(valid) // 40)]]
+    failures = _check_all(jobs, gpu_target)
+    assert not failures, f"{len(failures)} of {len(jobs)} failed:\n" + "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_evaluate_times_only_after_checking_and_the_baseline_runs(dtype, gpu_target):
+    backend = CudaBackend()
+    problem = GemmProblem(512, 512, 512, dtype=dtype)
+    config = hand_picked(problem, gpu_target)[0]
+    ev = backend.evaluate(backend.compile(problem, config, gpu_target), problem, gpu_target, policy=QUICK, seed=3)
+    assert ev.status is Status.OK, ev.reason
+    assert ev.samples.n >= QUICK.min_samples and all(t > 0 for t in ev.samples.times_ms)
+    assert ev.rel_error is not None and ev.rel_error <= 1e-2
+    name, base = backend.baseline(problem, gpu_target, policy=QUICK, seed=3)
+    assert name.startswith("cublas")
+    assert base.status is Status.OK, base.reason
+    assert base.samples.n >= QUICK.min_samples
+
+
+def test_a_wrong_kernel_is_reported_not_timed(gpu_target):
+    """A kernel that writes a wrong C is a WRONG_RESULT with its error, never timed; a launch it cannot make is a
+    LAUNCH_ERROR. Neither raises."""
+    import tracea_cli.backends.cuda as cuda
+    from tracea_cli.backends import nvrtc
+
+    backend = CudaBackend()
+    problem = GemmProblem(256, 256, 256, dtype="fp16", layout="nt")
+    config = hand_picked(problem, gpu_target)[0]
+    good = backend.compile(problem, config, gpu_target)
+    wrong_source = good.source.replace("b[j][0] = r[0], b[j][1] = r[1]", "b[j][0] = r[1], b[j][1] = r[0]")
+    program = nvrtc.compile_source(wrong_source, nvrtc.CompileOptions(arch=gpu_target.arch))
+    wrong = replace(good, binary=program.cubin, source=wrong_source)
+    ev = backend.evaluate(wrong, problem, gpu_target, policy=QUICK, seed=5)
+    assert ev.status is Status.WRONG_RESULT and ev.samples is None and ev.rel_error > 1e-2
+    steps = [dict(s) for s in good.launch["steps"]]
+    steps[-1]["dynamic_smem_bytes"] = 1 << 20  # more shared memory than any GPU has
+    impossible = replace(good, launch={**good.launch, "steps": steps})
+    ev = backend.evaluate(impossible, problem, gpu_target, policy=QUICK, seed=5)
+    assert ev.status is Status.LAUNCH_ERROR and ev.reason
+    ev = backend.evaluate(good, problem, gpu_target, policy=QUICK, seed=5)  # and the device is still usable
+    assert ev.status is Status.OK, ev.reason
+    assert isinstance(good, Artifact) and cuda.grid_extent("tiles", good.launch, 256, 256) >= 1
