@@ -8,7 +8,7 @@ one packed B panel for all threads, "n" one packed A block) and the number of th
 Rules come from the register file (accumulators plus one row of B must fit, or the micro-kernel spills), from
 the parameters themselves (a block holds whole register tiles), and from the shape (a tile or block larger than its
 dimension needs only repeats a smaller one; every thread gets at least one block; one thread has no parallel
-dimension to choose). Pure: no I/O, no randomness;
+dimension to choose; sharing out N blocks is for short M, where M has too few blocks to share). Pure: no I/O, no randomness;
 the target contributes only its thread count.
 
 Only `mr`, `nr` and `parallel` (with the dtype) select a compiled kernel; the rest, and the problem's layout and
@@ -119,7 +119,15 @@ def _rules(problem: GemmProblem) -> tuple[Rule, ...]:
                     f"fewer than threads={threads}, so a thread would idle")
         return None
 
-    return (register_file, whole_tiles, tile_fits_problem, blocks_fit_problem, every_thread_has_work)
+    def parallel_n_for_short_m(c) -> str | None:
+        blocks = -(-m // c["mc"])
+        if c["parallel"] == "n" and blocks > 2 * int(c["threads"]):
+            return (f"parallel=n packs B again for each of M's {blocks} blocks of mc={c['mc']}; with more than "
+                    f"{2 * int(c['threads'])} M blocks, parallel=m shares them out and packs B once")
+        return None
+
+    return (register_file, whole_tiles, tile_fits_problem, blocks_fit_problem, every_thread_has_work,
+            parallel_n_for_short_m)
 
 
 # Register tile and cache blocks of the hand-picked configurations, best guesses first for large squares.

@@ -1,0 +1,14 @@
+"""The example in docs/engine_cpu.md runs as written."""
+
+import re
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "engine_cpu.md"
+
+
+def test_the_documented_example_runs():
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+    assert len(blocks) == 1
+    namespace: dict = {}
+    exec(compile(blocks[0], str(DOC), "exec"), namespace)
+    assert namespace["verdict"].ok and namespace["out"].shape == (127, 1000)
