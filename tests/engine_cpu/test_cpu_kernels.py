@@ -23,7 +23,7 @@ SHAPES = [(AWKWARD[i], AWKWARD[j], AWKWARD[(i + j) % 5]) for i, j in itertools.p
 THREADS = min(2, numba.config.NUMBA_NUM_THREADS)
 # dtype -> the compiled part: register tile and parallel dimension (each dimension once; the third spec below).
 KERNELS = {
-    "fp32": {"mr": 6, "nr": 32, "parallel": "m"},
+    "fp32": {"mr": 6, "nr": 64, "parallel": "m"},
     "fp64": {"mr": 8, "nr": 16, "parallel": "n"},
 }
 # Run-time choices, cycled over the shapes. Blocks smaller than the larger shapes, so that ragged blocks, several

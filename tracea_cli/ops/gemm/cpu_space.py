@@ -131,7 +131,7 @@ def _rules(problem: GemmProblem) -> tuple[Rule, ...]:
 
 
 # Register tile and cache blocks of the hand-picked configurations, best guesses first for large squares.
-_PICKS = ((6, 2, 96, 512), (6, 2, 192, 256), (4, 4, 64, 512), (8, 2, 64, 256), (6, 4, 96, 256), (4, 2, 64, 256))
+_PICKS = ((6, 4, 96, 256), (8, 2, 64, 256), (6, 2, 96, 512), (4, 4, 64, 512), (6, 2, 192, 256), (4, 2, 64, 256))
 
 
 def gemm_space(problem: GemmProblem, target: Target) -> SearchSpace:
