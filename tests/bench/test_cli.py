@@ -145,3 +145,24 @@ def test_compare_exits_1_on_a_regression_and_0_on_noise(run, tmp_path, saved):
     assert "REGRESSION" in worse.stdout and "significant regression(s) against" in worse.output
     doc = json.loads(next((tmp_path / "o").glob("*.json")).read_text())  # reports are written before the exit
     assert doc["comparison"]["regressions"] == len(doc["results"])
+
+
+def test_the_recorded_command_is_the_one_typed(monkeypatch):
+    from tracea_cli.cli.bench import _command_line
+
+    args = (None, None, None, None, "fp32", "nn", None, "auto", False, None, "auto", None, None, None, ("html",))
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/tracea", "bench", "--report", "html"])
+    assert _command_line(*args) == "tracea bench --report html"
+    monkeypatch.setattr(sys, "argv", ["pytest", "tests"])  # not run as tracea: the options, as a user would type them
+    assert _command_line(*args) == "tracea bench --report html"
+    one = ("gemm", 4096, None, None, "bf16", "nt", None, "torch", True, None, "cuda", "1", None, Path("old.json"), ("terminal",))
+    assert _command_line(*one) == "tracea bench gemm --m 4096 --dtype bf16 --layout nt --baseline torch --no-tune --backend cuda --device 1 --compare old.json"
+
+
+def test_a_rate_above_the_measured_ceiling_is_flagged():
+    from tracea_cli.report import units
+
+    row = _results().results[0]
+    assert not units.above_ceiling(row)
+    high = replace(row, pct_of_ceiling=180.0)
+    assert units.above_ceiling(high) and "above the measured ceiling" in units.notes(high)

@@ -54,7 +54,8 @@ def ceiling_from_profile(profile: Any, *, backend: str, dtype: str, device_index
     def source(m: Any, value: float | None, what: str) -> str:
         if value is None:
             return f"none: no {what} on {device} in {where}"
-        threads = f", {m.threads} threads" if getattr(m, "threads", None) else ""
+        n = getattr(m, "threads", None)
+        threads = f", {n} thread{'s' if n != 1 else ''}" if n else ""
         return f"{m.device} {m.metric}{' ' + m.dtype if m.dtype else ''}{threads} (tracea doctor, {getattr(m, 'created', '') or 'date unknown'})"
 
     return Ceiling(

@@ -40,13 +40,19 @@ def _infer_format(output: Path | None) -> str | None:
     return {"json": "json", "csv": "csv", "md": "md", "markdown": "md", "html": "html", "htm": "html"}.get(suffix)
 
 
-def _command_line(op, m, n, k, dtype, layout, suite, baseline, no_tune, tune_budget, backend, device, from_file, compare) -> str:
-    """The command as a user would retype it (the options that change what is measured; output options left out)."""
+def _command_line(op, m, n, k, dtype, layout, suite, baseline, no_tune, tune_budget, backend, device, from_file, compare, formats) -> str:
+    """The command as typed when run as `tracea` (or `python -m tracea_cli`); otherwise (tests, the Python API) the
+    options that decide what is measured and reported, as a user would retype them."""
+    import shlex
+    import sys
+
+    if sys.argv and Path(sys.argv[0]).name in ("tracea", "__main__.py") and "bench" in sys.argv[1:]:
+        return shlex.join(["tracea", *sys.argv[1:]])
     parts = ["tracea", "bench"]
     if op:
         parts += [op, f"--m {m}"] + ([f"--n {n}"] if n else []) + ([f"--k {k}"] if k else []) + [f"--dtype {dtype}", f"--layout {layout}"]
-    elif from_file is None:
-        parts.append(f"--suite {suite or 'default'}")
+    elif suite is not None:
+        parts.append(f"--suite {shlex.quote(suite)}")
     if from_file is not None:
         parts.append(f"--from {from_file}")
     if baseline != "auto":
@@ -61,6 +67,7 @@ def _command_line(op, m, n, k, dtype, layout, suite, baseline, no_tune, tune_bud
         parts.append(f"--device {device}")
     if compare is not None:
         parts.append(f"--compare {compare}")
+    parts += [f"--report {f}" for f in formats if f != "terminal"]
     return " ".join(parts)
 
 
@@ -112,7 +119,7 @@ def bench_command(
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     paths = _output_paths(formats, output, output_dir, settings.data_dir, stamp)
     old = res.load(compare, what="--compare file") if compare is not None else None
-    command = _command_line(op, m, n, k, dtype, layout, suite, baseline, no_tune, tune_budget, backend, device, from_file, compare)
+    command = _command_line(op, m, n, k, dtype, layout, suite, baseline, no_tune, tune_budget, backend, device, from_file, compare, formats)
     err = stderr_console()
 
     if from_file is not None:

@@ -120,7 +120,8 @@ def _results_table(results: BenchResults) -> str:
                 f'<tr class="{classes}"><td class="problem">{escape(p.problem) if i == 0 else ""}</td><td class="provider">{escape(r.provider)}</td>'
                 + _num_cell(units.ms(r.median_ms)) + _num_cell(units.iqr(r)) + _num_cell(units.cv(r.cv)) + _num_cell(str(r.n or "-"))
                 + _num_cell(units.scaled(r.flops_per_s, rate_div)) + _num_cell(units.scaled(r.bytes_per_s, bw_div))
-                + _num_cell(units.pct(r.pct_of_ceiling)) + speed_html + f"<td>{notes}</td></tr>"
+                + (f'<td class="num"><span class="badge warn">{escape(units.pct(r.pct_of_ceiling))}</span></td>' if units.above_ceiling(r)
+                   else _num_cell(units.pct(r.pct_of_ceiling))) + speed_html + f"<td>{notes}</td></tr>"
             )
             if r.config:
                 body.append(f'<tr class="config-row"><td></td><td colspan="{len(head) - 1}" class="config">configuration: '

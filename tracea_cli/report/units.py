@@ -75,4 +75,11 @@ def notes(row: ResultRow) -> str:
             parts.append(row.reason)
     if row.throttled:
         parts.append(f"throttled {row.throttled_samples}/{row.n} samples")
+    if above_ceiling(row):
+        parts.append("above the measured ceiling: the profile's figure is low (re-run `tracea doctor` on a quiet machine)")
     return "; ".join(parts)
+
+
+def above_ceiling(row: ResultRow) -> bool:
+    """A rate over 100% of the ceiling says the ceiling was measured badly (a busy machine), not that physics gave way."""
+    return row.pct_of_ceiling is not None and row.pct_of_ceiling > 100.0
