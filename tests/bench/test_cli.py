@@ -150,13 +150,16 @@ def test_compare_exits_1_on_a_regression_and_0_on_noise(run, tmp_path, saved):
 def test_the_recorded_command_is_the_one_typed(monkeypatch):
     from tracea_cli.cli.bench import _command_line
 
-    args = (None, None, None, None, "fp32", "nn", None, "auto", False, None, "auto", None, None, None, ("html",))
+    none = {"op": None, "m": None, "n": None, "k": None, "dtype": "fp32", "layout": "nn", "suite": None, "baseline": "auto",
+            "no_tune": False, "tune_budget": None, "backend": "auto", "device": None, "from_file": None, "compare": None}
     monkeypatch.setattr(sys, "argv", ["/usr/local/bin/tracea", "bench", "--report", "html"])
-    assert _command_line(*args) == "tracea bench --report html"
+    assert _command_line(none, ("html",)) == "tracea bench --report html"
     monkeypatch.setattr(sys, "argv", ["pytest", "tests"])  # not run as tracea: the options, as a user would type them
-    assert _command_line(*args) == "tracea bench --report html"
-    one = ("gemm", 4096, None, None, "bf16", "nt", None, "torch", True, None, "cuda", "1", None, Path("old.json"), ("terminal",))
-    assert _command_line(*one) == "tracea bench gemm --m 4096 --dtype bf16 --layout nt --baseline torch --no-tune --backend cuda --device 1 --compare old.json"
+    assert _command_line(none, ("html",)) == "tracea bench --report html"
+    one = {**none, "op": "gemm", "m": 4096, "dtype": "bf16", "layout": "nt", "baseline": "torch", "no_tune": True, "backend": "cuda",
+           "device": "1", "compare": Path("old.json")}
+    assert _command_line(one, ("terminal",)) == ("tracea bench gemm --m 4096 --dtype bf16 --layout nt --baseline torch --no-tune "
+                                                 "--backend cuda --device 1 --compare old.json")
 
 
 def test_a_rate_above_the_measured_ceiling_is_flagged():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Mapping, Optional
 
 import typer
 
@@ -40,38 +40,41 @@ def _infer_format(output: Path | None) -> str | None:
     return {"json": "json", "csv": "csv", "md": "md", "markdown": "md", "html": "html", "htm": "html"}.get(suffix)
 
 
-def _command_line(op, m, n, k, dtype, layout, suite, baseline, no_tune, tune_budget, backend, device, from_file, compare, formats) -> str:
+def _command_line(params: Mapping[str, Any], formats: tuple[str, ...]) -> str:
     """The command as typed when run as `tracea` (or `python -m tracea_cli`); otherwise (tests, the Python API) the
-    options that decide what is measured and reported, as a user would retype them."""
+    options that decide what is measured and reported, as a user would retype them. `params`: the parsed options."""
     import shlex
     import sys
 
     if sys.argv and Path(sys.argv[0]).name in ("tracea", "__main__.py") and "bench" in sys.argv[1:]:
         return shlex.join(["tracea", *sys.argv[1:]])
+    p = dict(params)
     parts = ["tracea", "bench"]
-    if op:
-        parts += [op, f"--m {m}"] + ([f"--n {n}"] if n else []) + ([f"--k {k}"] if k else []) + [f"--dtype {dtype}", f"--layout {layout}"]
-    elif suite is not None:
-        parts.append(f"--suite {shlex.quote(suite)}")
-    if from_file is not None:
-        parts.append(f"--from {from_file}")
-    if baseline != "auto":
-        parts.append(f"--baseline {baseline}")
-    if no_tune:
+    if p.get("op"):
+        parts += [p["op"], f"--m {p['m']}"] + [f"--{x} {p[x]}" for x in ("n", "k") if p.get(x)]
+        parts += [f"--dtype {p['dtype']}", f"--layout {p['layout']}"]
+    elif p.get("suite") is not None:
+        parts.append(f"--suite {shlex.quote(p['suite'])}")
+    if p.get("from_file") is not None:
+        parts.append(f"--from {p['from_file']}")
+    if p.get("baseline", "auto") != "auto":
+        parts.append(f"--baseline {p['baseline']}")
+    if p.get("no_tune"):
         parts.append("--no-tune")
-    elif tune_budget is not None:
-        parts.append(f"--tune-budget {tune_budget}")
-    if backend != "auto":
-        parts.append(f"--backend {backend}")
-    if device:
-        parts.append(f"--device {device}")
-    if compare is not None:
-        parts.append(f"--compare {compare}")
+    elif p.get("tune_budget") is not None:
+        parts.append(f"--tune-budget {p['tune_budget']}")
+    if p.get("backend", "auto") != "auto":
+        parts.append(f"--backend {p['backend']}")
+    if p.get("device"):
+        parts.append(f"--device {p['device']}")
+    if p.get("compare") is not None:
+        parts.append(f"--compare {p['compare']}")
     parts += [f"--report {f}" for f in formats if f != "terminal"]
     return " ".join(parts)
 
 
 def bench_command(
+    ctx: typer.Context,
     op: Optional[str] = typer.Argument(None, help="Benchmark one problem of this operation (gemm) instead of a suite."),
     m: Optional[int] = typer.Option(None, "--m", help="One problem: rows of A and C."),
     n: Optional[int] = typer.Option(None, "--n", help="One problem: columns of B and C (default: M)."),
@@ -119,14 +122,23 @@ def bench_command(
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     paths = _output_paths(formats, output, output_dir, settings.data_dir, stamp)
     old = res.load(compare, what="--compare file") if compare is not None else None
-    command = _command_line(op, m, n, k, dtype, layout, suite, baseline, no_tune, tune_budget, backend, device, from_file, compare, formats)
+    command = _command_line(ctx.params, formats)
     err = stderr_console()
 
     if from_file is not None:
         results = res.load(from_file, what="--from file")
     else:
-        results = _run(settings, op=op, m=m, n=n, k=k, dtype=dtype, layout=layout, suite=suite, baseline=baseline, no_tune=no_tune,
-                       tune_budget=tune_budget, backend=backend, device=device, seed=seed, command=command, console=err)
+        from tracea_cli.bench.baselines import check_baseline
+        from tracea_cli.bench.engine import LiveEngine
+        from tracea_cli.bench.runner import BenchRequest
+
+        problem, suite_file, ops = _parse_problems(op, m, n, k, dtype, layout, suite)
+        check_baseline(baseline, ops=ops, backend=None)  # all bad input is found before the engine (and a profile) is made
+        engine = LiveEngine(settings, backend=backend, devices=device)
+        engine.check_baseline(baseline, ops)
+        chosen = _choose_suite(engine, problem, suite_file, suite)
+        request = BenchRequest(suite=chosen, baseline=baseline, tune=not no_tune, tune_budget=tune_budget, seed=seed, command=command)
+        results = _run_with_progress(request, engine, err)
     if old is not None:
         results = results.with_comparison(compare_results(old, results, against=str(compare)))
 
@@ -151,40 +163,38 @@ def bench_command(
                         "The reports list every failure with its reason.")
 
 
-def _run(settings, *, op, m, n, k, dtype, layout, suite, baseline, no_tune, tune_budget, backend, device, seed, command, console):
-    from tracea_cli.bench.engine import LiveEngine
-    from tracea_cli.bench.runner import BenchRequest, run_bench
-    from tracea_cli.bench.baselines import check_baseline
-    from tracea_cli.bench.suites import BUILTIN, resolve_suite, single
+def _parse_problems(op, m, n, k, dtype, layout, suite):
+    """(one problem or None, a suite file's suite or None, the ops involved), from the command line alone."""
+    from tracea_cli.bench.suites import BUILTIN, resolve_suite
     from tracea_cli.ops import check_op
     from tracea_cli.ops.gemm.problem import GemmProblem
 
-    # Everything that can be wrong with the input is found before the engine is built (a profile may be made then).
-    problem = None
-    suite_file = None
     if op is not None:
         check_op(op)
         if m is None:
             raise UsageError("--m is required for one problem (N and K default to M).", "Example: tracea bench gemm --m 4096 --dtype bf16")
         problem = GemmProblem(m, n if n is not None else m, k if k is not None else m, dtype=dtype, layout=layout)
-        ops: tuple[str, ...] = (problem.op,)
-    else:
-        name = suite or "default"
-        if name not in BUILTIN:
-            suite_file = resolve_suite(name, backend="", dtypes=())
-        ops = tuple(dict.fromkeys(p.op for p in suite_file.problems)) if suite_file else ("gemm",)
-    check_baseline(baseline, ops=ops, backend=None)
+        return problem, None, (problem.op,)
+    name = suite or "default"
+    if name in BUILTIN:
+        return None, None, ("gemm",)
+    suite_file = resolve_suite(name, backend="", dtypes=())  # a file: read and checked now
+    return None, suite_file, tuple(dict.fromkeys(p.op for p in suite_file.problems))
 
-    engine = LiveEngine(settings, backend=backend, devices=device)
-    engine.check_baseline(baseline, ops)
+
+def _choose_suite(engine, problem, suite_file, suite):
+    from tracea_cli.bench.suites import resolve_suite, single
+
     if problem is not None:
         if problem.dtype not in engine.dtypes():
             raise UsageError(f"the {engine.backend_name} backend does not run {problem.dtype} here (it runs {', '.join(engine.dtypes())}).",
                              "Choose another --dtype, or run on a machine whose GPU supports it.")
-        chosen = single(problem)
-    else:
-        chosen = suite_file or resolve_suite(suite or "default", backend=engine.backend_name, dtypes=engine.dtypes())
-    request = BenchRequest(suite=chosen, baseline=baseline, tune=not no_tune, tune_budget=tune_budget, seed=seed, command=command)
+        return single(problem)
+    return suite_file or resolve_suite(suite or "default", backend=engine.backend_name, dtypes=engine.dtypes())
+
+
+def _run_with_progress(request, engine, console):
+    from tracea_cli.bench.runner import run_bench
 
     if not console.is_terminal:  # a log file or a pipe: one line per step instead of a bar nobody sees
         def log(done: int, total: int, message: str) -> None:
@@ -196,7 +206,7 @@ def _run(settings, *, op, m, n, k, dtype, layout, suite, baseline, no_tune, tune
 
     with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
                   console=console, transient=True) as bar:
-        task = bar.add_task("starting", total=len(chosen.problems))
+        task = bar.add_task("starting", total=len(request.suite.problems))
 
         def progress(done: int, total: int, message: str) -> None:
             bar.update(task, completed=done, description=message[:80])
