@@ -491,7 +491,7 @@ class Overview:
     problems: int
     measured_rows: int
     failures: int
-    baseline: str | None  # the provider speed-ups are over (None: no baseline ran)
+    baseline: str | None  # the provider(s) speed-ups are over, comma-separated (None: no baseline ran)
     speedup_geomean: float | None  # of the tuned kernel over the baseline, across problems that have both
     speedup_min: float | None
     speedup_max: float | None
@@ -508,7 +508,8 @@ def overview(results: BenchResults) -> Overview:
 
     speedups = [r.speedup for r in results.results if r.kind == TUNED and r.speedup is not None]
     estimates = [s.estimate for s in speedups]
-    over = next((r.speedup_over for r in results.results if r.speedup_over), None)
+    names = list(dict.fromkeys(r.speedup_over for r in results.results if r.speedup_over))  # cublas, cublas-tf32, ...
+    over = ", ".join(names) if names else None
     pcts = [(r.pct_of_ceiling, r.problem) for r in results.results if r.kind == TUNED and r.pct_of_ceiling is not None]
     best = max(pcts, default=None)
     return Overview(

@@ -114,8 +114,9 @@ def speedup_chart(results: BenchResults) -> Chart | None:
     rows = [r for r in results.results if r.kind == TUNED and r.speedup is not None]
     if not rows:
         return None
-    over = rows[0].speedup_over
-    marks = [{"problem": r.problem, "estimate": r.speedup.estimate, "low": r.speedup.low, "high": r.speedup.high} for r in rows]  # type: ignore[union-attr]
+    over = ", ".join(dict.fromkeys(str(r.speedup_over) for r in rows))
+    marks = [{"problem": r.problem, "over": r.speedup_over, "estimate": r.speedup.estimate, "low": r.speedup.low, "high": r.speedup.high}  # type: ignore[union-attr]
+             for r in rows]
     fig = _figure(WIDTH_IN, 0.9 + 0.42 * len(rows))
     ax = fig.add_subplot()
     titles = {}
@@ -130,7 +131,7 @@ def speedup_chart(results: BenchResults) -> Chart | None:
         for x in (m["low"], m["high"]):
             ax.plot([x, x], [y - 0.14, y + 0.14], color=INK, lw=1.2)
         ax.text(m["high"] + 0.012 * hi, y, f"{m['estimate']:.2f}×", va="center", ha="left", color=INK, fontsize=9)
-        titles[gid] = f"{m['problem']}: {m['estimate']:.3f}× over {over} (95% interval {m['low']:.3f}–{m['high']:.3f})"
+        titles[gid] = f"{m['problem']}: {m['estimate']:.3f}× over {m['over']} (95% interval {m['low']:.3f}–{m['high']:.3f})"
     ax.axvline(1.0, color=INK, lw=1, ls="--")
     ax.set_yticks(ys, [m["problem"] for m in marks])
     ax.set_xlim(0, hi * 1.14)
