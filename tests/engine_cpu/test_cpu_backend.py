@@ -65,6 +65,11 @@ def test_baseline_is_numpy_on_the_same_problem(backend):
     assert ev.rel_error <= 1e-5 and ev.samples.n >= POLICY.min_samples
 
 
+def test_any_integer_seed_is_accepted(backend):
+    name, ev = backend.baseline(GemmProblem(20, 30, 40), TARGET, policy=POLICY, seed=-1)
+    assert ev.status is Status.OK, ev.reason
+
+
 @pytest.mark.parametrize("epilogue", ["bias_silu", "bias_gelu", "bias_residual"])
 def test_baseline_does_each_epilogue(backend, epilogue):
     name, ev = backend.baseline(GemmProblem(33, 40, 50, layout="nt", epilogue=epilogue), TARGET, policy=POLICY, seed=1)
