@@ -128,11 +128,6 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) 
     plan = setup.plan(request, settings)
     problem, target, backend = plan.problem, plan.target, plan.backend
     gpu = target.backend == "cuda"
-    candidates = plan.candidates
-    if len(candidates) == 0:
-        raise UsageError(f"no valid configuration exists for {problem.label} on {target.device_class}.",
-                         "Try another shape or dtype; `tracea tune --help` lists them.")
-
     with TuningCache.open(settings.cache_path) as cache:
         for w in cache.warnings:
             progress(0, request.budget, f"warning: {w}")
@@ -141,6 +136,10 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) 
             cache.forget(key)
         elif cache.is_hit(key, request.budget):
             return _from_cache(cache, key, plan, stopped="cache hit")
+        candidates = plan.candidates()
+        if len(candidates) == 0:
+            raise UsageError(f"no valid configuration exists for {problem.label} on {target.device_class}.",
+                             "Try another shape or dtype; `tracea tune --help` lists them.")
 
         from tracea_cli.tune.strategies import make_strategy
 
@@ -152,7 +151,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) 
             if i is not None:
                 strategy.observe(i, t.median_ms if t.status == Status.OK.value else math.inf)
         seen = {config_key(t.config) for t in stored}
-        queue = [c for c in setup.warm_start_configs(cache, key, candidates) if config_key(c) not in seen]
+        queue = [c for c in setup.first_configs(cache, key, plan, candidates) if config_key(c) not in seen]
 
         remaining = request.budget - len(seen)
         evaluations = 0
@@ -205,7 +204,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) 
         cache.record_search(key, strategy=request.strategy, budget=request.budget,
                             evaluations=len(cache.trials(key)), converged=stopped in ("converged", "space exhausted"))
         result = _from_cache(cache, key, plan, stopped=stopped)
-        return replace(result, cache_hit=False, evaluations=evaluations,
+        return replace(result, cache_hit=False, evaluations=evaluations, space_size=len(candidates),
                        ranking=tuple(_measured(c, ev, problem, gpu) for c, ev in ranking))
 
 
@@ -258,6 +257,5 @@ def _from_cache(cache, key, plan, *, stopped: str) -> TuneResult:
         failures=failures,
         target=setup.describe_target(plan.target),
         stopped_because=stopped,
-        space_size=len(plan.candidates),
         problem=problem.as_dict(),
     )

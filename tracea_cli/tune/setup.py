@@ -25,8 +25,16 @@ class Plan:
     devices: tuple[int | None, ...]
     backend: Any  # a backends.base.Backend
     backend_factory: Any  # picklable: builds the backend inside a worker
-    candidates: Candidates
     key: Any  # cache.CacheKey
+
+    def candidates(self) -> Candidates:
+        """The valid configurations (enumerated on demand: large spaces take seconds, a cache hit needs none)."""
+        return Candidates.from_space(self.backend.space(self.problem, self.target))
+
+    def suggested(self) -> list[Mapping[str, Value]]:
+        """The backend's hand-picked starting points for this problem, if it has any."""
+        pick = getattr(self.backend, "suggested", None)
+        return list(pick(self.problem, self.target)) if pick else []
 
 
 def _cuda_usable() -> bool:
@@ -60,9 +68,9 @@ def backend_class(name: str):
         from tracea_cli.backends.cpu import CpuBackend
 
         return CpuBackend
-    from tracea_cli.backends.cuda import CudaBackend
+    from tracea_cli.backends.cuda_gemm import CudaGemmBackend
 
-    return CudaBackend
+    return CudaGemmBackend
 
 
 def plan(request, settings) -> Plan:
@@ -84,13 +92,12 @@ def plan(request, settings) -> Plan:
         target = cpu_target(profile)
     factory = backend_class(backend_name)
     backend = factory()
-    candidates = Candidates.from_space(backend.space(problem, target))
     key = CacheKey(
         op=problem.op, backend=backend_name, dtype=problem.dtype, layout=problem.layout, shape=problem.shape,
         device_class=target.device_class, source_hash=backend.source_hash(problem), toolchain=toolchain(backend_name),
         epilogue=problem.epilogue, arch=target.arch,
     )
-    return Plan(problem, target, devices, backend, factory, candidates, key)
+    return Plan(problem, target, devices, backend, factory, key)
 
 
 def toolchain(backend: str) -> dict[str, str]:
@@ -109,13 +116,14 @@ def toolchain(backend: str) -> dict[str, str]:
     return {"nvrtc": nvrtc.version(), "cupy": version("cupy-cuda13x")}
 
 
-def warm_start_configs(cache, key, candidates: Candidates) -> list[Mapping[str, Value]]:
-    """Winners of the nearest cached shapes that are valid here (same op, dtype, layout, device class)."""
+def first_configs(cache, key, plan: Plan, candidates: Candidates) -> list[Mapping[str, Value]]:
+    """What to evaluate before the strategy proposes anything: the winners of the nearest cached shapes (same op,
+    dtype, layout, device class), then the backend's hand-picked configurations; only those valid here."""
     from tracea_cli.space import config_key
 
     valid = candidates.index_of()
-    out = []
-    for _shape, config in cache.nearest_winners(key, limit=3):
+    out: list[Mapping[str, Value]] = []
+    for config in [c for _shape, c in cache.nearest_winners(key, limit=3)] + plan.suggested():
         if config_key(config) in valid and config not in out:
             out.append(dict(config))
     return out

@@ -12,7 +12,7 @@ def space_for(problem: GemmProblem, target: Target) -> SearchSpace:
     if target.backend == "cpu":
         from tracea_cli.ops.gemm.cpu_space import gemm_space
     elif target.backend == "cuda":
-        from tracea_cli.ops.gemm.cuda_space import gemm_space
+        from tracea_cli.backends.cuda_gemm import gemm_space
     else:
         raise UsageError(f"the {target.backend} backend has no gemm kernels yet.", "Use --backend cuda or cpu.")
     return gemm_space(problem, target)
