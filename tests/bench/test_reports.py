@@ -88,16 +88,24 @@ def test_markdown_report(results):
     assert "## Compared with old.json" in md and "## Failures" in md and "`block=64 order=ikj`" in md
 
 
-def test_terminal_report_at_fixed_width(results):
+@pytest.mark.parametrize("width", [80, 160])
+def test_terminal_report_at_fixed_width(results, width):
     from rich.console import Console
 
-    console = Console(width=200, record=True, color_system=None)
+    console = Console(width=width, record=True, color_system=None)
     render_terminal(results, console)
     text = console.export_text()
-    assert "tracea bench · suite test · Test CPU (cpu)" in text
-    assert "gemm 256x192x160 fp32 nt" in text and "speed-up over numpy: geometric mean" in text
-    assert "compared with old.json" in text and "no significant change" in text
-    assert "wrong_result" in text and "throttled" in text
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert lines[0].startswith("tracea bench · suite test · Test CPU (cpu)")
+    tuned = results.tuned("gemm 256x192x160 fp32 nt")
+    i = lines.index("gemm 256x192x160 fp32 nt")
+    row = lines[i + 1].split()
+    assert row[0] == "tracea" and row[1] == f"{tuned.median_ms:.4f}*"  # * : throttled samples
+    assert f"{tuned.speedup.estimate:.2f}×" in lines[i + 1] and lines[i + 2].split()[0] == "numpy"
+    assert "speed-up over numpy: geometric mean" in text and "overlapped clock throttling" in text
+    assert "compared with old.json" in text and "not significant" in text
+    assert "wrong_result" in text and "skipped" in text
 
 
 def test_report_formats_are_checked():
