@@ -168,4 +168,4 @@ def test_a_rate_above_the_measured_ceiling_is_flagged():
     row = _results().results[0]
     assert not units.above_ceiling(row)
     high = replace(row, pct_of_ceiling=180.0)
-    assert units.above_ceiling(high) and "above the measured ceiling" in units.notes(high)
+    assert units.above_ceiling(high) and "above the ceiling" in units.notes(high)

@@ -130,8 +130,9 @@ def _results_table(results: BenchResults) -> str:
             "Speed-up: the baseline's median time over the tuned kernel's, with a 95% bootstrap interval. "
             "% ceiling: achieved FLOP/s over the roofline of the measured ceilings at the problem's arithmetic intensity. "
             "Every kernel and baseline was checked against a float64 reference before it was timed.")
+    footnote = f'<p class="note">{escape(units.ABOVE_CEILING_NOTE)}</p>' if any(units.above_ceiling(r) for r in results.results) else ""
     return (f'<section id="results"><h2>Results</h2><p class="note">{escape(note)}</p>'
-            f"<table><thead><tr>{thead}</tr></thead><tbody>{''.join(body)}</tbody></table></section>")
+            f"<table><thead><tr>{thead}</tr></thead><tbody>{''.join(body)}</tbody></table>{footnote}</section>")
 
 
 def _chart_section(section_id: str, title: str, chart, note: str, empty: str) -> str:

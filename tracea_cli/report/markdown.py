@@ -47,6 +47,8 @@ def render_markdown(results: BenchResults) -> str:
                      units.scaled(r.flops_per_s, rate_div), units.scaled(r.bytes_per_s, bw_div), units.pct(r.pct_of_ceiling),
                      units.speedup(r.speedup), units.notes(r)])
     out += _table(["problem", "provider", "median ms", "IQR ms", "cv", "n", rate, bw, "% ceiling", "speed-up [95% CI]", "notes"], rows, right=set(range(2, 10)))
+    if any(units.above_ceiling(r) for r in results.results):
+        out += ["", units.ABOVE_CEILING_NOTE]
     tuned = [(r.problem, r.config) for r in results.results if r.kind == "tuned" and r.config]
     if tuned:
         out += ["", "Tuned configurations:", ""]

@@ -76,8 +76,12 @@ def notes(row: ResultRow) -> str:
     if row.throttled:
         parts.append(f"throttled {row.throttled_samples}/{row.n} samples")
     if above_ceiling(row):
-        parts.append("above the measured ceiling: the profile's figure is low (re-run `tracea doctor` on a quiet machine)")
+        parts.append("above the ceiling¹")
     return "; ".join(parts)
+
+
+ABOVE_CEILING_NOTE = ("¹ Above 100% of the measured ceiling: the capability profile's figure is too low, measured on a busy "
+                      "machine most likely; re-run `tracea doctor` when the machine is quiet.")
 
 
 def above_ceiling(row: ResultRow) -> bool:
