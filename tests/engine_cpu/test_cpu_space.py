@@ -103,3 +103,11 @@ def test_hand_picked_configs_are_valid(shape):
     for c in picks:
         assert space.why_invalid(c) is None, describe(c)
     assert len({describe(c) for c in picks}) == len(picks)
+
+
+def test_space_and_kernels_agree_on_the_vector():
+    from tracea_cli.backends import cpu_gemm_kernels
+    from tracea_cli.ops.gemm import cpu_space
+
+    assert cpu_space.VECTOR_BYTES == cpu_gemm_kernels.VECTOR_BYTES
+    assert all(lanes(d) == cpu_gemm_kernels.lanes_for(d) for d in ("fp32", "fp64"))

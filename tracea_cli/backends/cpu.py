@@ -15,7 +15,7 @@ import hashlib
 import time
 from functools import lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from tracea_cli.space import SearchSpace, Value
 from tracea_cli.timing import HostClock, TimingPolicy, measure
 
 if TYPE_CHECKING:
-    from tracea_cli.backends.cpu_gemm_kernels import CompiledGemm, KernelSpec, RunOptions
+    from tracea_cli.backends.cpu_gemm_kernels import KernelSpec, RunOptions
 
 KERNEL_MODULE = "cpu_gemm_kernels.py"
 _NUMPY_DTYPES = {"fp32": np.float32, "fp64": np.float64}

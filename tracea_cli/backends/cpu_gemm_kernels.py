@@ -22,8 +22,10 @@ scalars stays scalar, and the loop vectoriser (which runs after small loops are 
 either. A small vocabulary of intrinsics below (`_vload`, `_vsplat`, `_vfma`, `_vstore`) gives the micro-kernel
 explicit vectors of one 512-bit register each (16 fp32 or 8 fp64 lanes): LLVM keeps the MR×(NR/lanes) accumulators
 in vector registers and emits packed FMAs (vfmadd231ps/pd on zmm where AVX-512 is present, split into ymm/xmm
-halves elsewhere). The micro-kernel is generated Python text per tile shape (MR, NR are compile-time constants)
-and compiled by numba once per `KernelSpec` per process.
+halves elsewhere). The micro-kernel is generated Python text per tile shape (MR, NR are compile-time constants).
+
+A `KernelSpec` (dtype, tile, parallel dimension) is one numba compilation, done once per process; block sizes,
+packing of A, threads, layout and epilogue are run-time arguments (`RunOptions`).
 """
 
 from __future__ import annotations
@@ -41,8 +43,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-VECTOR_BYTES = 64  # one AVX-512 register; LLVM splits it on narrower machines
-ACTIVATIONS = ("none", "relu", "silu", "gelu")
+VECTOR_BYTES = 64  # one AVX-512 register; LLVM splits it on narrower machines (ops/gemm/cpu_space.py agrees)
 _NUMPY_DTYPES = {"fp32": np.float32, "fp64": np.float64}
 # FMAs are explicit (llvm.fma) in the micro-kernel; elsewhere only contraction is allowed, no reassociation.
 _FASTMATH = {"contract"}
@@ -225,10 +226,6 @@ class RunOptions:
 def lanes_for(dtype: str) -> int:
     """Elements of `dtype` in one vector register of VECTOR_BYTES."""
     return VECTOR_BYTES // np.dtype(_NUMPY_DTYPES[dtype]).itemsize
-
-
-def numpy_dtype(dtype: str) -> type:
-    return _NUMPY_DTYPES[dtype]
 
 
 # --- the micro-kernel, generated per tile shape ----------------------------------------------------------------
