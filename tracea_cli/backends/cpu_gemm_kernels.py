@@ -399,9 +399,11 @@ def _make_driver(spec: KernelSpec) -> Callable:
         ldb = b2.shape[1]
         mc = (mc + MR - 1) // MR * MR
         n_blocks = (m + mc - 1) // mc
-        bpack = np.empty((min(nc, n) + NR - 1) // NR * NR * kc, dtype=a.dtype)  # shared by all threads
-        apack = np.empty((n_blocks, mc * kc), dtype=a.dtype)  # row ib: packed A of block ib, private to its thread
-        scratch = np.empty((n_blocks, MR * NR), dtype=a.dtype)
+        depth = min(kc, k)
+        bpack = np.empty((min(nc, n) + NR - 1) // NR * NR * depth, dtype=a.dtype)  # shared by all threads
+        # one packed A block and one scratch tile per thread (row get_thread_id())
+        apack = np.empty((numba.get_num_threads(), min(mc, (m + MR - 1) // MR * MR) * depth), dtype=a.dtype)
+        scratch = np.empty((numba.get_num_threads(), MR * NR), dtype=a.dtype)
         for jc in range(0, n, nc):
             ncb = min(nc, n - jc)
             for pc in range(0, k, kc):
@@ -409,13 +411,14 @@ def _make_driver(spec: KernelSpec) -> Callable:
                 for sb in prange((ncb + NR - 1) // NR):
                     pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack, sb * NR * kcb)
                 for ib in prange(n_blocks):
+                    mine = numba.get_thread_id()
                     ic = ib * mc
                     mcb = min(mc, m - ic)
                     strips = (mcb + MR - 1) // MR
                     first = 0 if pack_a else strips - (1 if mcb % MR else 0)
-                    pack_a_strips(a, k, ic, ic + mcb, pc, kcb, first, strips, apack[ib])
-                    tiles(a, k, apack[ib], pack_a, ic, mcb, pc, kcb, bpack, jc, ncb, c, n, pc == 0,
-                          epilogue if pc + kcb == k else 0, bias, residual, scratch[ib])
+                    pack_a_strips(a, k, ic, ic + mcb, pc, kcb, first, strips, apack[mine])
+                    tiles(a, k, apack[mine], pack_a, ic, mcb, pc, kcb, bpack, jc, ncb, c, n, pc == 0,
+                          epilogue if pc + kcb == k else 0, bias, residual, scratch[mine])
 
     @njit(parallel=_PARALLEL, fastmath=_FASTMATH)
     def gemm_parallel_n(a2, b2, c2, bias, residual2, mc, kc, nc, pack_a, nt, epilogue):
@@ -425,9 +428,11 @@ def _make_driver(spec: KernelSpec) -> Callable:
         ldb = b2.shape[1]
         nc = (nc + NR - 1) // NR * NR
         n_blocks = (n + nc - 1) // nc
-        apack = np.empty((min(mc, m) + MR - 1) // MR * MR * kc, dtype=a.dtype)  # shared by all threads
-        bpack = np.empty((n_blocks, nc * kc), dtype=a.dtype)  # row jb: packed B of block jb, private to its thread
-        scratch = np.empty((n_blocks, MR * NR), dtype=a.dtype)
+        depth = min(kc, k)
+        apack = np.empty((min(mc, m) + MR - 1) // MR * MR * depth, dtype=a.dtype)  # shared by all threads
+        # one packed B block and one scratch tile per thread (row get_thread_id())
+        bpack = np.empty((numba.get_num_threads(), min(nc, (n + NR - 1) // NR * NR) * depth), dtype=a.dtype)
+        scratch = np.empty((numba.get_num_threads(), MR * NR), dtype=a.dtype)
         for ic in range(0, m, mc):
             mcb = min(mc, m - ic)
             strips = (mcb + MR - 1) // MR
@@ -437,12 +442,13 @@ def _make_driver(spec: KernelSpec) -> Callable:
                 for s in prange(first, strips):
                     pack_a_strips(a, k, ic, ic + mcb, pc, kcb, s, s + 1, apack)
                 for jb in prange(n_blocks):
+                    mine = numba.get_thread_id()
                     jc = jb * nc
                     ncb = min(nc, n - jc)
                     for sb in range((ncb + NR - 1) // NR):
-                        pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack[jb], sb * NR * kcb)
-                    tiles(a, k, apack, pack_a, ic, mcb, pc, kcb, bpack[jb], jc, ncb, c, n, pc == 0,
-                          epilogue if pc + kcb == k else 0, bias, residual, scratch[jb])
+                        pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack[mine], sb * NR * kcb)
+                    tiles(a, k, apack, pack_a, ic, mcb, pc, kcb, bpack[mine], jc, ncb, c, n, pc == 0,
+                          epilogue if pc + kcb == k else 0, bias, residual, scratch[mine])
 
     return gemm_parallel_m if spec.parallel == "m" else gemm_parallel_n
 
