@@ -3,10 +3,12 @@
 // A block computes a BLOCK_M x BLOCK_N tile of C. Its warps form a (BLOCK_M/WARP_M) x (BLOCK_N/WARP_N) grid; a warp
 // owns a WARP_M x WARP_N piece, made of (WARP_M/16) x (WARP_N/8) tensor-core tiles of 16 x 8.
 //
-// Main loop, a STAGES-deep pipeline over BLOCK_K steps of K:
-//   prologue: start copying steps 0 .. STAGES-2 into their shared-memory stages (cp.async);
-//   step kt:  wait until step kt has landed; start copying step kt+STAGES-1 into the stage step kt-1 used;
-//             multiply step kt out of its stage, WARP_M x WARP_N x BLOCK_K per warp.
+// Main loop, a STAGES-deep pipeline over BLOCK_K steps of K (each made of BLOCK_K/MMA_K instruction steps):
+//   prologue: start copying steps 0 .. STAGES-2 into their shared-memory stages (cp.async); wait for step 0;
+//   step kt:  start copying step kt+STAGES-1 into the stage step kt-1 used; multiply step kt out of its stage;
+//             wait for step kt+1 to land (a barrier). With PREFETCH, each instruction step's fragments are loaded
+//             while the previous one multiplies, and the barrier comes before the last instruction step, whose
+//             products then cover the loading of step kt+1's first fragments.
 // 16-bit fragments come from shared memory with ldmatrix (transposed for B in layout nn). ldmatrix moves 16-bit
 // elements only, so tf32 fragments are read with plain shared loads.
 //
@@ -33,6 +35,11 @@ struct MmaGemm {
   static constexpr int WARPS_M = BLOCK_M / WARP_M, WARPS_N = BLOCK_N / WARP_N;
   static constexpr int THREADS = WARPS_M * WARPS_N * 32;
   static constexpr int TILES_M = WARP_M / 16, TILES_N = WARP_N / 8;  // tensor-core tiles per warp
+  static constexpr int STEPS = BLOCK_K / MMA_K;                        // instruction steps per pipeline step
+  // Double-buffered fragments (the next instruction step's loaded while this one multiplies) need a second set of
+  // fragment registers; beside 128 accumulators that fits only with few steps' addresses live (ptxas spills
+  // otherwise, see docs/engine.md), so the big warp tiles with deep BLOCK_K load each step's fragments just in time.
+  static constexpr bool PREFETCH = TILES_M * TILES_N * 4 < 128 || STEPS <= 2;
 
   // Shared memory per stage: A as [BLOCK_M][BLOCK_K], B as [BLOCK_K][BLOCK_N] (nn) or [BLOCK_N][BLOCK_K] (nt), each
   // row padded. tf32 pads K-rows by 8 floats (fragment pairs hit distinct banks) and N-rows by 4 floats.
@@ -74,59 +81,65 @@ __device__ __forceinline__ void copy_tile(T *dst, const T *src, int ld, int r0, 
   }
 }
 
-// One BLOCK_K step of the warp's product: acc += A_s[warp rows, :] · B_s[:, warp cols].
+// A warp's operands for one MMA_K step: the A fragments of its 16-row tiles and the B fragments of its 8-column tiles.
+template <class G> struct Fragments {
+  unsigned a[G::TILES_M][4];
+  unsigned b[G::TILES_N][2];
+};
+
+// Reads the fragments of step kk (a column of A_s, a row of B_s; kk counted in elements) from one stage.
 template <class G>
-__device__ __forceinline__ void warp_product(float (&acc)[G::TILES_M][G::TILES_N][4], const typename G::T *sa,
-                                             const typename G::T *sb, int wm0, int wn0, int lane) {
-  using T = typename G::T;
-#pragma unroll
-  for (int kk = 0; kk < G::BLOCK_K; kk += G::MMA_K) {
-    unsigned a[G::TILES_M][4], b[G::TILES_N][2];
-    if constexpr (!G::TF32) {
-      // A: lanes 0-15 address rows 0-15 at column kk, lanes 16-31 the same rows at kk + 8; the four matrices are
-      // exactly the fragment registers a0a1, a2a3, a4a5, a6a7 of m16n8k16.
-#pragma unroll
-      for (int i = 0; i < G::TILES_M; ++i)
-        ldmatrix_x4(a[i], smem_address(sa + (wm0 + i * 16 + lane % 16) * G::LDA_S + kk + (lane / 16) * 8));
-      // B: one ldmatrix gives two 8-column tiles (b0b1, b2b3 of columns +0, then of columns +8).
-#pragma unroll
-      for (int j = 0; j < G::TILES_N; j += 2) {
-        unsigned r[4];
-        if constexpr (G::B_K_ROWS) {  // B_s[k][n]: rows are k, transposed on the way into registers
-          ldmatrix_x4_trans(r, smem_address(sb + (kk + lane % 16) * G::LDB_S + wn0 + j * 8 + (lane / 16) * 8));
-        } else {  // B_s[n][k]: rows are n, already in the "col" operand's order
-          ldmatrix_x4(r, smem_address(sb + (wn0 + j * 8 + lane % 8 + (lane / 16) * 8) * G::LDB_S + kk +
-                                      ((lane / 8) % 2) * 8));
-        }
-        b[j][0] = r[0], b[j][1] = r[1], b[j + 1][0] = r[2], b[j + 1][1] = r[3];
-      }
-    } else {
-      // tf32 m16n8k8 wants A(g, t), A(g+8, t), A(g, t+4), A(g+8, t+4) and B(t, g), B(t+4, g), with g = lane/4 and
-      // t = lane%4. Reading k in the order 0,4,1,5,2,6,3,7 (the same for A and B, so the sum is unchanged) puts each
-      // thread's two k values side by side: A and B in layout nt come as one 8-byte load per pair.
-      const int g = lane / 4, t2 = (lane % 4) * 2;
-#pragma unroll
-      for (int i = 0; i < G::TILES_M; ++i) {
-        const float2 top = *reinterpret_cast<const float2 *>(sa + (wm0 + i * 16 + g) * G::LDA_S + kk + t2);
-        const float2 bottom = *reinterpret_cast<const float2 *>(sa + (wm0 + i * 16 + g + 8) * G::LDA_S + kk + t2);
-        a[i][0] = to_tf32(top.x), a[i][1] = to_tf32(bottom.x), a[i][2] = to_tf32(top.y), a[i][3] = to_tf32(bottom.y);
-      }
-#pragma unroll
-      for (int j = 0; j < G::TILES_N; ++j) {
-        const int n = wn0 + j * 8 + g;
-        if constexpr (G::B_K_ROWS) {
-          b[j][0] = to_tf32(sb[(kk + t2) * G::LDB_S + n]), b[j][1] = to_tf32(sb[(kk + t2 + 1) * G::LDB_S + n]);
-        } else {
-          const float2 pair = *reinterpret_cast<const float2 *>(sb + n * G::LDB_S + kk + t2);
-          b[j][0] = to_tf32(pair.x), b[j][1] = to_tf32(pair.y);
-        }
-      }
-    }
+__device__ __forceinline__ void load_fragments(Fragments<G> &f, const typename G::T *sa, const typename G::T *sb, int kk,
+                                               int wm0, int wn0, int lane) {
+  if constexpr (!G::TF32) {
+    // A: lanes 0-15 address rows 0-15 at column kk, lanes 16-31 the same rows at kk + 8; the four matrices are
+    // exactly the fragment registers a0a1, a2a3, a4a5, a6a7 of m16n8k16.
 #pragma unroll
     for (int i = 0; i < G::TILES_M; ++i)
+      ldmatrix_x4(f.a[i], smem_address(sa + (wm0 + i * 16 + lane % 16) * G::LDA_S + kk + (lane / 16) * 8));
+    // B: one ldmatrix gives two 8-column tiles (b0b1, b2b3 of columns +0, then of columns +8).
 #pragma unroll
-      for (int j = 0; j < G::TILES_N; ++j) mma_16x8<T>(acc[i][j], a[i], b[j]);
+    for (int j = 0; j < G::TILES_N; j += 2) {
+      unsigned r[4];
+      if constexpr (G::B_K_ROWS) {  // B_s[k][n]: rows are k, transposed on the way into registers
+        ldmatrix_x4_trans(r, smem_address(sb + (kk + lane % 16) * G::LDB_S + wn0 + j * 8 + (lane / 16) * 8));
+      } else {  // B_s[n][k]: rows are n, already in the "col" operand's order
+        ldmatrix_x4(r, smem_address(sb + (wn0 + j * 8 + lane % 8 + (lane / 16) * 8) * G::LDB_S + kk +
+                                    ((lane / 8) % 2) * 8));
+      }
+      f.b[j][0] = r[0], f.b[j][1] = r[1], f.b[j + 1][0] = r[2], f.b[j + 1][1] = r[3];
+    }
+  } else {
+    // tf32 m16n8k8 wants A(g, t), A(g+8, t), A(g, t+4), A(g+8, t+4) and B(t, g), B(t+4, g), with g = lane/4 and
+    // t = lane%4. Reading k in the order 0,4,1,5,2,6,3,7 (the same for A and B, so the sum is unchanged) puts each
+    // thread's two k values side by side: A and B in layout nt come as one 8-byte load per pair.
+    const int g = lane / 4, t2 = (lane % 4) * 2;
+#pragma unroll
+    for (int i = 0; i < G::TILES_M; ++i) {
+      const float2 top = *reinterpret_cast<const float2 *>(sa + (wm0 + i * 16 + g) * G::LDA_S + kk + t2);
+      const float2 bottom = *reinterpret_cast<const float2 *>(sa + (wm0 + i * 16 + g + 8) * G::LDA_S + kk + t2);
+      f.a[i][0] = to_tf32(top.x), f.a[i][1] = to_tf32(bottom.x), f.a[i][2] = to_tf32(top.y), f.a[i][3] = to_tf32(bottom.y);
+    }
+#pragma unroll
+    for (int j = 0; j < G::TILES_N; ++j) {
+      const int n = wn0 + j * 8 + g;
+      if constexpr (G::B_K_ROWS) {
+        f.b[j][0] = to_tf32(sb[(kk + t2) * G::LDB_S + n]), f.b[j][1] = to_tf32(sb[(kk + t2 + 1) * G::LDB_S + n]);
+      } else {
+        const float2 pair = *reinterpret_cast<const float2 *>(sb + n * G::LDB_S + kk + t2);
+        f.b[j][0] = to_tf32(pair.x), f.b[j][1] = to_tf32(pair.y);
+      }
+    }
   }
+}
+
+// acc += A·B over one MMA_K step: every 16 x 8 tile of the warp's piece of C.
+template <class G>
+__device__ __forceinline__ void multiply(float (&acc)[G::TILES_M][G::TILES_N][4], const Fragments<G> &f) {
+#pragma unroll
+  for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+    for (int j = 0; j < G::TILES_N; ++j) mma_16x8<typename G::T>(acc[i][j], f.a[i], f.b[j]);
 }
 
 template <class G> __device__ void gemm_mma(const GemmArgs &args) {
@@ -162,21 +175,49 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
       copy_tile<T, G::BLOCK_N, G::BLOCK_K, G::LDB_S, G::VEC, G::THREADS>(stage_b(s), B, args.ldb, n0, k0, args.n, slice.end);
   };
 
-  // Prologue: steps 0 .. STAGES-2 in flight. Every step commits one group (empty ones too) so that "wait until at
-  // most STAGES-2 groups are pending" always means "step kt has landed".
+  // Prologue: steps 0 .. STAGES-2 in flight and step 0 landed (with PREFETCH, its first fragments in registers).
+  // Every step commits one group (empty ones too), so "at most STAGES-2 groups pending" means "the next step landed".
 #pragma unroll
   for (int s = 0; s < G::STAGES - 1; ++s) {
     if (s < slice.tiles) load_step(s, s);
     cp_async_commit();
   }
+  cp_async_wait<G::STAGES - 2>();
+  __syncthreads();
+  Fragments<G> frag[G::PREFETCH ? 2 : 1];
+  if (G::PREFETCH && slice.tiles > 0) load_fragments<G>(frag[0], stage_a(0), stage_b(0), 0, wm0, wn0, lane);
+
+  int read = 0;  // the stage holding step kt
   for (int kt = 0; kt < slice.tiles; ++kt) {
-    cp_async_wait<G::STAGES - 2>();
-    __syncthreads();  // step kt is visible to all warps, and all warps are done with step kt-1's stage
-    const int next = kt + G::STAGES - 1;
-    if (next < slice.tiles) load_step(next, next % G::STAGES);
-    cp_async_commit();
-    const int s = kt % G::STAGES;
-    warp_product<G>(acc, stage_a(s), stage_b(s), wm0, wn0, lane);
+    const int after = read + 1 == G::STAGES ? 0 : read + 1;
+#pragma unroll
+    for (int step = 0; step < G::STEPS; ++step) {
+      if (step == 0) {  // refill the stage step kt-1 used: every warp read it before the barrier that ended step kt-1
+        const int fill = kt + G::STAGES - 1;
+        if (fill < slice.tiles) load_step(fill, read == 0 ? G::STAGES - 1 : read - 1);
+        cp_async_commit();
+      }
+      if constexpr (!G::PREFETCH) {
+        load_fragments<G>(frag[0], stage_a(read), stage_b(read), step * G::MMA_K, wm0, wn0, lane);
+        multiply<G>(acc, frag[0]);
+        continue;
+      }
+      if (step + 1 < G::STEPS) {
+        load_fragments<G>(frag[(step + 1) % 2], stage_a(read), stage_b(read), (step + 1) * G::MMA_K, wm0, wn0, lane);
+      } else {  // step kt+1 must have landed, visible to every warp, before its first fragments are read
+        cp_async_wait<G::STAGES - 2>();
+        __syncthreads();
+        if (kt + 1 < slice.tiles) load_fragments<G>(frag[(step + 1) % 2], stage_a(after), stage_b(after), 0, wm0, wn0, lane);
+      }
+      multiply<G>(acc, frag[step % 2]);
+    }
+    if constexpr (!G::PREFETCH) {  // step kt+1 landed and visible, and every warp done with step kt's stage
+      cp_async_wait<G::STAGES - 2>();
+      __syncthreads();
+    } else if constexpr (G::STEPS % 2 == 1) {
+      frag[0] = frag[1];  // the next step's fragments landed in frag[STEPS % 2]
+    }
+    read = after;
   }
   cp_async_wait<0>();
 

@@ -61,7 +61,7 @@ def test_the_emulator_catches_a_wrong_kernel(emulator, sm90, monkeypatch):
     problem = GemmProblem(32, 32, 32, dtype="fp16", layout="nt")
     config = _config("mma", 32, 32, 16, 16, 16, stages=2, vec=8)
     right = cuda.gemm_source(problem, config)
-    wrong = right.replace("b[j][0] = r[0], b[j][1] = r[1]", "b[j][0] = r[1], b[j][1] = r[0]")
+    wrong = right.replace("f.b[j][0] = r[0], f.b[j][1] = r[1]", "f.b[j][0] = r[1], f.b[j][1] = r[0]")
     assert wrong != right
     monkeypatch.setattr("tracea_cli.backends.cuda.gemm_source", lambda p, c: wrong)
     harness, workdir, launcher = emulator

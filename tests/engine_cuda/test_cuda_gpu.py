@@ -24,26 +24,39 @@ AWKWARD = (1, 17, 127, 1000, 1023)
 EPILOGUE_SHAPES = ((1000, 1023, 127), (17, 1, 1023), (127, 1000, 17), (1023, 17, 1000))
 
 
+def _build(job, arch):
+    try:
+        return compile_config(job[0], job[1], arch), ""
+    except Exception as e:  # reported with the job, not raised from the pool
+        return None, f"{type(e).__name__}: {e}"
+
+
 def _check_all(jobs, target):
-    """Compile (in parallel) and check each (problem, config); returns the failures as text."""
+    """Compile (in parallel) and check each (problem, config); returns the failures as text, one per job."""
     backend = CudaBackend()
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        artifacts = list(pool.map(lambda job: compile_config(job[0], job[1], target.arch), jobs))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        built = list(pool.map(lambda job: _build(job, target.arch), jobs))
     failures = []
-    for (problem, config), artifact in zip(jobs, artifacts):
-        seed = hash((problem.m, problem.n, problem.k)) & 0xFFFF
+    for (problem, config), (artifact, error) in zip(jobs, built):
+        if artifact is None:
+            failures.append(f"{problem.label} {config}: compile: {error[:400]}")
+            continue
+        seed = (problem.m * 7919 + problem.n * 104729 + problem.k) & 0xFFFF
         ev = backend.check(artifact, problem, target, seed=seed)
         if not ev.ok:
             failures.append(f"{problem.label} {config}: {ev.status.value}: {ev.reason}")
+            if ev.status is Status.LAUNCH_ERROR:  # the context may be lost: what follows would only echo this
+                break
     return failures
 
 
+@pytest.mark.parametrize("m", AWKWARD)
 @pytest.mark.parametrize("layout", ("nn", "nt"))
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_every_awkward_shape(dtype, layout, gpu_target):
-    """All 125 combinations of 1, 17, 127, 1000, 1023 for M, N and K; the first and last hand-picked configurations."""
+def test_every_awkward_shape(dtype, layout, m, gpu_target):
+    """All combinations of 1, 17, 127, 1000, 1023 for M, N and K; the first and last hand-picked configurations."""
     jobs = []
-    for m, n, k in itertools.product(AWKWARD, repeat=3):
+    for n, k in itertools.product(AWKWARD, repeat=2):
         problem = GemmProblem(m, n, k, dtype=dtype, layout=layout)
         picks = hand_picked(problem, gpu_target)
         jobs += [(problem, c) for c in {id(c): c for c in (picks[0], picks[-1])}.values()]
@@ -98,7 +111,8 @@ def test_a_wrong_kernel_is_reported_not_timed(gpu_target):
     problem = GemmProblem(256, 256, 256, dtype="fp16", layout="nt")
     config = hand_picked(problem, gpu_target)[0]
     good = backend.compile(problem, config, gpu_target)
-    wrong_source = good.source.replace("b[j][0] = r[0], b[j][1] = r[1]", "b[j][0] = r[1], b[j][1] = r[0]")
+    wrong_source = good.source.replace("f.b[j][0] = r[0], f.b[j][1] = r[1]", "f.b[j][0] = r[1], f.b[j][1] = r[0]")
+    assert wrong_source != good.source
     program = nvrtc.compile_source(wrong_source, nvrtc.CompileOptions(arch=gpu_target.arch))
     wrong = replace(good, binary=program.cubin, source=wrong_source)
     ev = backend.evaluate(wrong, problem, gpu_target, policy=QUICK, seed=5)

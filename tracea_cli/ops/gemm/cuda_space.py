@@ -213,34 +213,39 @@ def gemm_space(problem: GemmProblem, target: Target) -> SearchSpace:
     return SearchSpace(params=_params(problem), rules=_rules(problem, _limits(target)))
 
 
-# Hand-picked starting points: (block_m, block_n, block_k, warp_m, warp_n, stages), best first for large squares.
+# Hand-picked starting points: (block_m, block_n, block_k, warp_m, warp_n, stages), best first for large squares
+# (measured on an H200 at 4096^3, docs/engine.md), then smaller tiles for smaller problems.
 _PICKS: dict[str, tuple[tuple[int, int, int, int, int, int], ...]] = {
     "mma16": (
-        (128, 256, 32, 64, 64, 3),
-        (256, 128, 32, 64, 64, 3),
-        (128, 128, 32, 64, 64, 4),
-        (128, 256, 64, 64, 64, 3),
         (128, 128, 64, 64, 64, 3),
-        (64, 128, 32, 32, 64, 4),
+        (128, 256, 64, 64, 64, 3),
+        (128, 256, 32, 64, 64, 3),
+        (128, 128, 32, 64, 64, 4),
+        (256, 128, 32, 64, 64, 3),
+        (128, 256, 32, 64, 64, 4),
+        (128, 128, 64, 64, 32, 3),
+        (64, 128, 64, 32, 64, 4),
         (64, 64, 32, 32, 32, 4),
         (32, 32, 32, 16, 16, 3),
     ),
     "tf32": (
-        (128, 128, 32, 64, 64, 3),
-        (128, 256, 16, 64, 64, 4),
-        (256, 128, 16, 64, 64, 4),
         (128, 128, 16, 64, 64, 4),
+        (128, 256, 16, 64, 64, 3),
+        (256, 128, 16, 64, 64, 3),
+        (128, 128, 32, 64, 64, 3),
+        (128, 128, 32, 64, 32, 3),
+        (128, 128, 32, 32, 64, 3),
         (64, 128, 32, 32, 64, 3),
         (64, 64, 32, 32, 32, 3),
         (32, 32, 32, 16, 16, 3),
     ),
     "fp32": (
         (128, 128, 8, 64, 32, 2),
-        (128, 128, 16, 64, 32, 2),
         (128, 128, 8, 32, 64, 2),
+        (128, 128, 16, 64, 32, 2),
+        (64, 64, 8, 32, 32, 2),
         (128, 256, 8, 64, 64, 2),
         (128, 64, 8, 64, 32, 2),
-        (64, 64, 8, 32, 32, 2),
         (32, 32, 8, 16, 32, 2),
     ),
     "fp64": (
