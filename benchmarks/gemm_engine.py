@@ -175,10 +175,11 @@ def main(argv: list[str] | None = None) -> int:
             results.append(bench_problem(backend, problem, target, configs, log=lambda s: print(s, flush=True)))
             r = results[-1]
             print(f"  best share of cuBLAS: {r['ratio'] and round(r['ratio'], 3)}", flush=True)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(render(results, meta))
-    if args.json:
-        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+            # written after every problem, so that a run cut short still leaves what it measured
+            args.output.parent.mkdir(parents=True, exist_ok=True)
+            args.output.write_text(render(results, meta))
+            if args.json:
+                args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     print(f"wrote {args.output}")
     return 0
 
