@@ -1,0 +1,205 @@
+"""Replay: loading recorded landscapes (Kernel Tuner files), scoring strategies side by side, the JSON fields, the
+terminal view, and bad input (every one a UsageError naming the path)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tracea_cli.errors import UsageError
+from tracea_cli.tune.landscape import Landscape, load_landscape, synthetic_landscape
+from tracea_cli.tune.replay import render_replay, replay, run_replay
+
+LANDSCAPES = Path(__file__).resolve().parents[2].parent / "shared" / "landscapes"
+needs_landscapes = pytest.mark.skipif(not LANDSCAPES.is_dir(), reason=f"recorded landscapes not present at {LANDSCAPES}")
+
+
+def write_kernel_tuner_file(landscape: Landscape, path: Path) -> Path:
+    """A landscape as a Kernel Tuner cache file (the format of ../shared/landscapes/)."""
+    keys = [p.name for p in landscape.params]
+    cache = {}
+    for config, time, failure in zip(landscape.configs, landscape.times, landscape.failures):
+        record = dict(config)
+        record["time"] = failure if failure is not None else time
+        record["times"] = [] if failure is not None else [time, time]
+        cache[",".join(str(config[k]) for k in keys)] = record
+    data = {
+        "device_name": "Synthetic GPU",
+        "kernel_name": "synthetic_kernel",
+        "problem_size": [1024],
+        "tune_params_keys": keys,
+        "tune_params": {p.name: list(p.values) for p in landscape.params},
+        "objective": "time",
+        "cache": cache,
+    }
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture()
+def landscape_file(tmp_path):
+    return write_kernel_tuner_file(synthetic_landscape(0, small=True), tmp_path / "kt.json")
+
+
+# -- loading ------------------------------------------------------------------------------------------------------
+
+
+def test_a_kernel_tuner_file_loads_with_its_failures(landscape_file):
+    original = synthetic_landscape(0, small=True)
+    loaded = load_landscape(landscape_file)
+    assert len(loaded) == len(original) and loaded.failed == original.failed > 0
+    assert loaded.optimum == pytest.approx(original.optimum)
+    assert loaded.unit == "ms" and loaded.kernel == "synthetic_kernel" and loaded.device == "Synthetic GPU"
+    assert [p.kind for p in loaded.params] == [p.kind for p in original.params]
+    failed = [i for i, f in enumerate(loaded.failures) if f is not None]
+    assert all(loaded.failures[i] == "CompilationFailedConfig" and math.isinf(loaded.times[i]) for i in failed)
+    assert dict(loaded.configs[0]) == dict(original.configs[0])
+
+
+def test_keys_are_used_when_records_do_not_repeat_the_parameters(tmp_path):
+    data = {
+        "tune_params_keys": ["bx", "variant"],
+        "tune_params": {"bx": [32, 64], "variant": ["a", "b"]},
+        "cache": {"32,a": {"time": 2.0}, "64,a": {"time": 1.0}, "64,b": {"time": "RuntimeFailedConfig"}},
+    }
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps(data))
+    loaded = load_landscape(path)
+    assert [dict(c) for c in loaded.configs] == [{"bx": 32, "variant": "a"}, {"bx": 64, "variant": "a"}, {"bx": 64, "variant": "b"}]
+    assert loaded.times[:2] == (2.0, 1.0) and loaded.failures[2] == "RuntimeFailedConfig"
+    assert [p.kind for p in loaded.params] == ["ordinal", "categorical"]
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (None, "does not exist"),
+        ("{not json", "not valid JSON"),
+        ('{"hello": 1}', "neither a Kernel Tuner cache file"),
+        ('{"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {}}', "holds no configurations"),
+        ('{"tune_params_keys": ["a"], "tune_params": {}, "cache": {"1": {"time": 1}}}', "does not list values"),
+        ('{"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {"7": {"time": 1}}}', "does not match"),
+        ('{"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "objective": "GFLOP/s", "cache": {"1": {"time": 1}}}', "objective"),
+        ('{"format": "tracea-cache-export", "entries": []}', "Tracea cache export"),
+    ],
+)
+def test_bad_landscape_files_are_usage_errors_naming_the_path(tmp_path, content, says):
+    path = tmp_path / "landscape.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(UsageError) as caught:
+        run_replay(path, strategy="bayes", budget=20, repeats=1, seed=0)
+    assert str(path) in caught.value.message and says in caught.value.message
+    assert caught.value.exit_code == 2
+
+
+def test_a_folder_is_not_a_landscape(tmp_path):
+    with pytest.raises(UsageError, match="is a folder"):
+        run_replay(tmp_path, strategy="random", budget=20, repeats=1, seed=0)
+
+
+@pytest.mark.parametrize(
+    "options, says",
+    [
+        ({"strategy": "anneal"}, "unknown search strategy"),
+        ({"budget": 0}, "budget"),
+        ({"repeats": 0}, "repeats"),
+        ({"seed": -2}, "seed"),
+    ],
+)
+def test_bad_options_are_usage_errors(landscape_file, options, says):
+    kwargs = {"strategy": "bayes", "budget": 20, "repeats": 1, "seed": 0, **options}
+    with pytest.raises(UsageError, match=says):
+        run_replay(landscape_file, **kwargs)
+
+
+def test_a_landscape_where_everything_failed_has_no_optimum(tmp_path):
+    data = {"tune_params_keys": ["a"], "tune_params": {"a": [1, 2]}, "cache": {"1": {"time": "InvalidConfig"}, "2": {"time": "RuntimeFailedConfig"}}}
+    path = tmp_path / "dead.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(UsageError, match="every configuration"):
+        run_replay(path, strategy="random", budget=5, repeats=1, seed=0)
+
+
+# -- scoring ------------------------------------------------------------------------------------------------------
+
+
+def test_replay_json_has_exactly_the_documented_fields(landscape_file):
+    result = run_replay(landscape_file, strategy="bayes", budget=45, repeats=3, seed=7)
+    data = json.loads(json.dumps(result.as_dict()))
+    assert set(data) == {"configurations", "optimum", "optimum_unit", "budget", "repeats", "strategies"}
+    original = synthetic_landscape(0, small=True)
+    assert data["configurations"] == len(original)
+    assert data["optimum"] == pytest.approx(original.optimum) and data["optimum_unit"] == "ms"
+    assert (data["budget"], data["repeats"]) == (45, 3)
+    assert set(data["strategies"]) == {"bayes", "random"}
+    for score in data["strategies"].values():
+        assert set(score) == {"mean_fraction", "share_within_95", "curve"}
+        assert 0 < score["mean_fraction"] <= 1 and 0 <= score["share_within_95"] <= 1
+        assert len(score["curve"]) == 2  # budgets 20 and 40
+        assert score["curve"][0] <= score["curve"][1] <= score["mean_fraction"] + 1e-12
+
+
+def test_fractions_follow_the_definition():
+    landscape = synthetic_landscape(3, small=True)
+    result = replay(landscape, strategy="random", budget=len(landscape), repeats=2, seed=0)
+    assert [s.name for s in result.strategies] == ["random"]  # random is not run twice
+    score = result.score("random")
+    assert score.mean_fraction == 1.0 and score.share_within_95 == 1.0  # the whole space: optimum found
+    for trace in score.fractions:
+        assert all(a <= b for a, b in zip(trace, trace[1:]))  # best-so-far never gets worse
+        first_success = next(f for f in trace if f > 0)
+        assert 0 < first_success <= 1
+
+
+def test_both_strategies_see_the_same_seeds_and_results_repeat():
+    landscape = synthetic_landscape(2, small=True)
+    a = replay(landscape, strategy="bayes", budget=20, repeats=2, seed=5)
+    b = replay(landscape, strategy="bayes", budget=20, repeats=2, seed=5)
+    assert a == b
+    c = replay(landscape, strategy="grid", budget=20, repeats=2, seed=5)
+    assert c.score("random") == a.score("random")
+
+
+def test_a_budget_beyond_the_space_holds_the_best_found():
+    landscape = synthetic_landscape(3, small=True)
+    result = replay(landscape, strategy="grid", budget=len(landscape) + 30, repeats=1, seed=0)
+    trace = result.score("grid").fractions[0]
+    assert len(trace) == len(landscape) + 30 and trace[-1] == 1.0
+
+
+def test_render_replay_shows_both_strategies_at_a_fixed_width(landscape_file):
+    from rich.console import Console
+
+    result = run_replay(landscape_file, strategy="bayes", budget=40, repeats=2, seed=0)
+    console = Console(width=100, record=True, color_system=None)
+    render_replay(result, console)
+    text = console.export_text()
+    assert "bayes" in text and "random" in text and "@40" in text
+    assert f"{result.score('bayes').mean_fraction:.3f}" in text
+    assert str(landscape_file) in text.replace("\n", "")
+
+
+# -- the recorded landscapes --------------------------------------------------------------------------------------
+
+
+@needs_landscapes
+@pytest.mark.parametrize(
+    "name, configurations, failed",
+    [("convolution_RTX_3090.json", 6768, 1548), ("pnpoly_RTX_3090.json", 4092, 318)],
+)
+def test_recorded_landscapes_load_as_their_readme_says(name, configurations, failed):
+    landscape = load_landscape(LANDSCAPES / name)
+    assert (len(landscape), landscape.failed) == (configurations, failed)
+    assert landscape.optimum == min(t for t in landscape.times if math.isfinite(t))
+
+
+@needs_landscapes
+def test_replay_runs_on_a_recorded_landscape():
+    result = run_replay(LANDSCAPES / "pnpoly_RTX_3090.json", strategy="bayes", budget=20, repeats=1, seed=0)
+    data = result.as_dict()
+    assert data["configurations"] == 4092 and data["optimum_unit"] == "ms"
+    assert data["strategies"]["bayes"]["mean_fraction"] > 0.5
