@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracea_cli.backends.base import Evaluation, Status
-from tracea_cli.bench.results import Ceiling, Environment, TrialPoint, Tuning
+from tracea_cli.bench.results import Ceiling, Environment, HostLoad, TrialPoint, Tuning
 from tracea_cli.bench.runner import TunedKernel
 from tracea_cli.errors import RunFailed
 from tracea_cli.timing import Samples
@@ -21,7 +21,7 @@ class FakeEngine:
     """Times are made up from `time_ms(problem) * factor`; tracea is `speedup` times faster than the baseline."""
 
     def __init__(self, *, speedup: float = 1.25, dtypes=("fp32", "fp64"), cached: bool = True, failing=(), wrong=(), throttled=0,
-                 ceiling=Ceiling(flops_per_s=2e11, bytes_per_s=2e10, flops_source="cpu gemm_fp32", bytes_source="cpu triad")):
+                 ceiling=Ceiling(flops_per_s=2e11, bytes_per_s=2e10, flops_source="cpu gemm_fp32", bytes_source="cpu triad"), busy_load=0.5):
         self.speedup = speedup
         self._dtypes = tuple(dtypes)
         self.cached = cached
@@ -29,6 +29,7 @@ class FakeEngine:
         self.wrong = set(wrong)  # problem labels whose tuned kernel returns a wrong result
         self.throttled = throttled
         self._ceiling = ceiling
+        self.busy_load = busy_load  # the host's load average at the end of the run
         self.calls: list[tuple] = []
 
     @staticmethod
@@ -39,6 +40,11 @@ class FakeEngine:
         return Environment(tracea_version="0.1.0", created=created, command=command, suite=suite, backend="cpu", device="Test CPU",
                            device_class="test-cpu (2 cores)", machine_id="m-1", profile_schema_version=1, profile_created="2026-11-29T00:00:00Z",
                            host={"os": "Linux", "python": "3.11", "packages": {"numpy": "2.4"}})
+
+    def load(self):
+        self.load_calls = getattr(self, "load_calls", 0) + 1
+        now = 0.5 if self.load_calls == 1 else self.busy_load  # quiet at the start; `busy_load` at the end
+        return HostLoad(start=now, end=now, cpu_threads=2)
 
     def dtypes(self):
         return self._dtypes

@@ -113,3 +113,18 @@ def test_report_formats_are_checked():
     with pytest.raises(UsageError) as e:
         check_formats(["pdf"])
     assert "unknown report format 'pdf'" in e.value.message
+
+
+def test_a_busy_machine_is_reported():
+    from rich.console import Console
+
+    quiet = run_bench(BenchRequest(suite=Suite("t", PROBLEMS[:1])), FakeEngine(busy_load=1.5), created="2026-11-29T00:00:00+00:00")
+    busy = run_bench(BenchRequest(suite=Suite("t", PROBLEMS[:1])), FakeEngine(busy_load=7.0), created="2026-11-29T00:00:00+00:00")
+    assert (quiet.environment.load.start, quiet.environment.load.end) == (0.5, 1.5) and not quiet.environment.busy
+    assert busy.environment.load.end == 7.0 and busy.environment.busy
+    assert res.from_dict(res.to_dict(busy)).environment.load == busy.environment.load
+    for fmt in ("html", "md"):
+        assert "The machine was busy" in render(fmt, busy) and "The machine was busy" not in render(fmt, quiet)
+    console = Console(width=100, record=True, color_system=None)
+    render_terminal(busy, console)
+    assert "warning: The machine was busy" in console.export_text()

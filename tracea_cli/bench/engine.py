@@ -12,7 +12,7 @@ from tracea_cli import __version__
 from tracea_cli.backends.base import Evaluation, Status, Target
 from tracea_cli.bench.baselines import check_baseline, torch_gemm
 from tracea_cli.bench.ceilings import ceiling_from_profile
-from tracea_cli.bench.results import Ceiling, Environment, TrialPoint, Tuning
+from tracea_cli.bench.results import Ceiling, Environment, HostLoad, TrialPoint, Tuning
 from tracea_cli.bench.runner import ProgressFn, TunedKernel
 from tracea_cli.errors import RunFailed
 from tracea_cli.ops.gemm.problem import GemmProblem
@@ -107,6 +107,16 @@ class LiveEngine:
             profile_created=p.measured_created or p.created,
             host=host,
         )
+
+    def load(self) -> HostLoad | None:
+        import os
+
+        try:
+            now = os.getloadavg()[0]
+        except (AttributeError, OSError):  # not on every platform
+            return None
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return HostLoad(start=now, end=now, cpu_threads=threads)
 
     def ceiling(self, problem: GemmProblem) -> Ceiling:
         return ceiling_from_profile(self.profile, backend=self.backend_name, dtype=problem.dtype, device_index=self.target.device_index)

@@ -42,6 +42,27 @@ class Environment:
     profile_schema_version: int | None = None
     profile_created: str | None = None
     host: Mapping[str, Any] = field(default_factory=dict)  # os, python, package versions
+    load: "HostLoad | None" = None  # how busy the host was while it ran
+
+    @property
+    def busy(self) -> bool:
+        return self.load is not None and self.load.busy
+
+
+@dataclass(frozen=True)
+class HostLoad:
+    """The host's 1-minute load average when the run started and ended, against the CPU threads it may use.
+
+    A load above the thread count means other processes competed for the CPU: CPU timings are unreliable then,
+    and even GPU timings suffer (launch gaps, a late host thread)."""
+
+    start: float
+    end: float
+    cpu_threads: int
+
+    @property
+    def busy(self) -> bool:
+        return max(self.start, self.end) > self.cpu_threads
 
 
 @dataclass(frozen=True)
@@ -280,6 +301,8 @@ def to_dict(results: BenchResults) -> dict[str, Any]:
             "profile_schema_version": env.profile_schema_version,
             "profile_created": env.profile_created,
             "host": dict(env.host),
+            "load": None if env.load is None else {"start": env.load.start, "end": env.load.end, "cpu_threads": env.load.cpu_threads,
+                                                   "busy": env.load.busy},
         },
         "problems": [
             {
@@ -393,6 +416,8 @@ def from_dict(doc: Mapping[str, Any]) -> BenchResults:
         profile_schema_version=e.get("profile_schema_version"),
         profile_created=e.get("profile_created"),
         host=dict(e.get("host") or {}),
+        load=None if not e.get("load") else HostLoad(start=float(e["load"]["start"]), end=float(e["load"]["end"]),
+                                                     cpu_threads=int(e["load"]["cpu_threads"])),
     )
     problems = []
     for p in doc["problems"]:

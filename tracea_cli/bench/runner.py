@@ -20,6 +20,7 @@ from tracea_cli.bench.results import (
     BenchResults,
     Ceiling,
     Environment,
+    HostLoad,
     ProblemInfo,
     ResultRow,
     TrialPoint,
@@ -56,6 +57,10 @@ class Engine(Protocol):
     """What the runner needs from the machine. Methods raise TraceaError for what the user must fix."""
 
     def environment(self, *, suite: str, command: str, created: str) -> Environment: ...
+
+    def load(self) -> HostLoad | None:
+        """The host's load now (`start` and `end` both the current 1-minute average); None where unknown."""
+        ...
 
     def dtypes(self) -> tuple[str, ...]:
         """Dtypes the chosen backend runs here."""
@@ -101,6 +106,7 @@ def run_bench(request: BenchRequest, engine: Engine, *, progress: ProgressFn | N
     progress = progress or (lambda done, total, message: None)
     created = created or now_iso()
     environment = engine.environment(suite=request.suite.name, command=request.command, created=created)
+    load_at_start = engine.load()
     supported = engine.dtypes()
     if request.tune_budget is None:
         request = _replace(request, tune_budget=DEFAULT_TUNE_BUDGET.get(environment.backend, 12))
@@ -119,6 +125,9 @@ def run_bench(request: BenchRequest, engine: Engine, *, progress: ProgressFn | N
         problems.append(info)
         rows.extend(problem_rows)
     progress(total, total, "done")
+    load_at_end = engine.load()
+    if load_at_start is not None and load_at_end is not None:
+        environment = _replace(environment, load=HostLoad(start=load_at_start.start, end=load_at_end.end, cpu_threads=load_at_end.cpu_threads))
     return BenchResults(environment=environment, problems=tuple(problems), results=tuple(rows))
 
 

@@ -72,18 +72,25 @@ def _summary(results: BenchResults) -> str:
     tuning_failures = sum(len(p.tuning.failures) for p in results.problems if p.tuning is not None)
     cards.append(_card("failures", str(ov.failures), f"failed or skipped rows; {tuning_failures} configurations failed in tuning",
                        "bad" if ov.failures else "good"))
+    env = results.environment
+    if env.load is not None:
+        cards.append(_card("host load", f"{max(env.load.start, env.load.end):.1f}",
+                           f"load average on {env.load.cpu_threads} CPU threads" + (": busy, times less reliable" if env.busy else ""),
+                           "warn" if env.busy else ""))
     if ov.throttled_rows:
         cards.append(_card("throttled", str(ov.throttled_rows), "rows overlapping clock throttling", "warn"))
     if results.comparison is not None:
         cards.append(_card("regressions", str(ov.regressions), f"against {results.comparison.against}", "bad" if ov.regressions else "good"))
-    return '<section id="summary"><div class="cards">' + "".join(cards) + "</div></section>"
+    busy = units.busy_warning(results.environment)
+    warning = f'<p class="note"><span class="badge warn">warning</span> {escape(busy)}</p>' if busy else ""
+    return '<section id="summary"><div class="cards">' + "".join(cards) + f"</div>{warning}</section>"
 
 
 def _environment(results: BenchResults) -> str:
     env = results.environment
     rows = [("device", env.device), ("backend", env.backend + (f" ({env.arch})" if env.arch else "")), ("device class", env.device_class),
             ("suite", env.suite), ("command", env.command or "tracea bench"), ("measured", env.created), ("tracea", env.tracea_version),
-            ("machine id", env.machine_id or "-"),
+            ("machine id", env.machine_id or "-"), ("host load", units.load_text(env)),
             ("capability profile", f"schema {env.profile_schema_version}, made {env.profile_created}" if env.profile_created else "-")]
     for k, v in env.host.items():
         if isinstance(v, dict):

@@ -30,11 +30,14 @@ def render_markdown(results: BenchResults) -> str:
     if ov.best_pct_of_ceiling is not None:
         out.append(f"- Best: {ov.best_pct_of_ceiling:.1f}% of the measured ceiling ({ov.best_pct_problem}).")
     out.append(f"- {ov.measured_rows} measurements, {ov.failures} failed or skipped, {ov.throttled_rows} overlapped throttling.")
+    busy = units.busy_warning(env)
+    if busy:
+        out.append(f"- **Warning:** {busy}")
     if results.comparison is not None:
         out.append(f"- Compared with `{results.comparison.against}`: **{ov.regressions} regression(s)**.")
     out += ["", "## Environment", ""]
     env_rows = [["device", env.device], ["backend", env.backend + (f" ({env.arch})" if env.arch else "")], ["device class", env.device_class],
-                ["machine id", env.machine_id or "-"], ["profile", f"schema {env.profile_schema_version}, made {env.profile_created}" if env.profile_created else "-"]]
+                ["machine id", env.machine_id or "-"], ["host load", units.load_text(env)], ["profile", f"schema {env.profile_schema_version}, made {env.profile_created}" if env.profile_created else "-"]]
     env_rows += [[str(k), str(v)] for k, v in env.host.items() if not isinstance(v, (dict, list))]
     packages = env.host.get("packages")
     if isinstance(packages, dict):

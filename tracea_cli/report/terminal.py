@@ -56,6 +56,9 @@ def render_terminal(results: BenchResults, console) -> None:
             table.add_row(provider, median, units.cv(r.cv), str(r.n), units.scaled(r.flops_per_s, rate_div), pct, speed)
         console.print(table)
 
+    busy = units.busy_warning(env)
+    if busy:
+        console.print(f"[yellow]warning: {busy}[/]")
     if ov.speedup_geomean is not None:
         console.print(f"speed-up over {ov.baseline}: geometric mean {ov.speedup_geomean:.2f}× (range {ov.speedup_min:.2f}–{ov.speedup_max:.2f}); "
                       f"significantly faster on {ov.faster}, slower on {ov.slower} of {ov.problems} problems")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracea_cli.bench.results import BenchResults, ResultRow
+from tracea_cli.bench.results import BenchResults, Environment, ResultRow
 from tracea_cli.stats import Interval
 
 
@@ -87,3 +87,17 @@ ABOVE_CEILING_NOTE = ("¹ Above 100% of the measured ceiling: the capability pro
 def above_ceiling(row: ResultRow) -> bool:
     """A rate over 100% of the ceiling says the ceiling was measured badly (a busy machine), not that physics gave way."""
     return row.pct_of_ceiling is not None and row.pct_of_ceiling > 100.0
+
+
+def load_text(env: Environment) -> str:
+    if env.load is None:
+        return "-"
+    return f"1-minute load average {env.load.start:.1f} at the start, {env.load.end:.1f} at the end, on {env.load.cpu_threads} CPU threads"
+
+
+def busy_warning(env: Environment) -> str | None:
+    """A sentence for reports when other processes competed for the CPU during the run."""
+    if not env.busy:
+        return None
+    return (f"The machine was busy while this ran ({load_text(env)}): other processes competed for the CPU, so the times "
+            "are less reliable and comparisons with other runs may mislead.")
