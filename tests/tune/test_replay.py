@@ -73,6 +73,61 @@ def test_keys_are_used_when_records_do_not_repeat_the_parameters(tmp_path):
     assert [p.kind for p in loaded.params] == ["ordinal", "categorical"]
 
 
+def tracea_export(entries: list[dict], version: int = 1) -> dict:
+    return {"format": "tracea-cache-export", "format_version": version, "tracea_version": "0.1.0",
+            "exported": "2026-11-29T18:50:00.000000Z", "entries": entries}
+
+
+def trial(config: dict, median_ms: float | None, status: str = "ok") -> dict:
+    return {"config": config, "status": status, "reason": "" if status == "ok" else "it broke",
+            "samples_ms": [] if median_ms is None else [median_ms], "median_ms": median_ms, "cv": None,
+            "rel_error": None, "compile_s": 0.1, "timestamp": "2026-11-29T18:41:02.125000Z"}
+
+
+def test_a_tracea_cache_export_loads_its_largest_entry(tmp_path):
+    small = {"key": {"id": "aaaaaaaaaaaa", "op": "gemm", "device_class": "CPU"}, "trials": [trial({"bm": 32}, 1.0)]}
+    large = {
+        "key": {"id": "7b9d95751ffd", "op": "gemm", "device_class": "NVIDIA H200 | cc 9.0"},
+        "trials": [
+            trial({"bm": 64, "family": "mma"}, 2.0),
+            trial({"bm": 128, "family": "mma"}, None, status="compile_error"),
+            trial({"bm": 64, "family": "simt"}, 3.0),
+            trial({"bm": 64, "family": "mma"}, 1.5),  # the same configuration again: the better time counts
+            trial({"bm": 32, "family": "simt"}, None, status="wrong_result"),
+        ],
+    }
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(tracea_export([small, large])))
+    loaded = load_landscape(path)
+    assert "7b9d95751ffd" in loaded.source and loaded.kernel == "gemm" and loaded.device.startswith("NVIDIA H200")
+    assert len(loaded) == 4 and loaded.failed == 2 and loaded.optimum == 1.5
+    assert [p.name for p in loaded.params] == ["bm", "family"]
+    assert loaded.params[0].values == (32, 64, 128) and loaded.params[1].kind == "categorical"
+    failures = {tuple(c.values()): f for c, f in zip(loaded.configs, loaded.failures)}
+    assert failures[(128, "mma")] == "compile_error" and failures[(64, "mma")] is None
+    result = run_replay(path, strategy="bayes", budget=4, repeats=2, seed=0)
+    assert result.as_dict()["configurations"] == 4 and result.score("bayes").mean_fraction == 1.0
+
+
+@pytest.mark.parametrize(
+    "document, says",
+    [
+        (tracea_export([], version=2), "format version 2, newer"),
+        (tracea_export([{"trials": [trial({"a": 1}, None, status="")]}]), "no `status`"),
+        (tracea_export([{"trials": [trial({"a": 1}, -1.0)]}]), "positive `median_ms`"),
+        (tracea_export([{"trials": [trial({"a": 1}, 1.0), trial({"b": 1}, 1.0)]}]), "same parameters"),
+        (tracea_export([{"trials": [trial({"a": [1]}, 1.0)]}]), "not a number or a text"),
+        (tracea_export([{"trials": []}]), "no entry holds any trials"),
+    ],
+)
+def test_bad_tracea_exports_are_usage_errors(tmp_path, document, says):
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(UsageError) as caught:
+        load_landscape(path)
+    assert str(path) in caught.value.message and says in caught.value.message
+
+
 @pytest.mark.parametrize(
     "content, says",
     [
@@ -83,7 +138,7 @@ def test_keys_are_used_when_records_do_not_repeat_the_parameters(tmp_path):
         ('{"tune_params_keys": ["a"], "tune_params": {}, "cache": {"1": {"time": 1}}}', "does not list values"),
         ('{"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "cache": {"7": {"time": 1}}}', "does not match"),
         ('{"tune_params_keys": ["a"], "tune_params": {"a": [1]}, "objective": "GFLOP/s", "cache": {"1": {"time": 1}}}', "objective"),
-        ('{"format": "tracea-cache-export", "entries": []}', "Tracea cache export"),
+        ('{"format": "tracea-cache-export", "format_version": 1, "entries": []}', "Tracea cache export"),
     ],
 )
 def test_bad_landscape_files_are_usage_errors_naming_the_path(tmp_path, content, says):

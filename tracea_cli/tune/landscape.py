@@ -141,15 +141,95 @@ def load_kernel_tuner(data: Mapping[str, Any], *, source: str) -> Landscape:
     )
 
 
-def load_tracea_export(data: Mapping[str, Any], *, source: str) -> Landscape:
-    """Build a landscape from a Tracea cache export.
+TRACEA_EXPORT_VERSION = 1  # the newest export format this reader knows (docs/cache-format.md)
 
-    The export format is being settled by the cache (docs/cache-format.md); until it is, such a file is refused
-    plainly rather than guessed at.
+
+def load_tracea_export(data: Mapping[str, Any], *, source: str) -> Landscape:
+    """Build a landscape from a Tracea cache export (docs/cache-format.md, "Reading it as a landscape").
+
+    One entry (cache key) is one landscape; a file with several is read at the entry with the most distinct
+    configurations, and the landscape's `source` names its key. Per distinct configuration: the best `median_ms`
+    of its `ok` trials, else a failure marked with the status of its last trial. The parameters and their values
+    are the union over the configurations (numbers ordinal, anything else categorical).
     """
-    raise UsageError(
-        f"the landscape file {source} is a Tracea cache export, which replay cannot read yet.",
-        "Replay a Kernel Tuner cache file for now.",
+
+    def bad(what: str) -> UsageError:
+        return UsageError(f"the landscape file {source} is not a usable Tracea cache export: {what}.",
+                          "Give a file written by `tracea cache export`.")
+
+    version = data.get("format_version")
+    if data.get("format") != "tracea-cache-export" or not isinstance(version, int) or isinstance(version, bool):
+        raise bad("`format` is not \"tracea-cache-export\" with an integer `format_version`")
+    if version > TRACEA_EXPORT_VERSION:
+        raise UsageError(
+            f"the landscape file {source} is a Tracea cache export of format version {version}, newer than this "
+            f"Tracea reads ({TRACEA_EXPORT_VERSION}).",
+            "Upgrade Tracea, or export the cache with the version that reads it.",
+        )
+    entries = data.get("entries")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise bad("`entries` is not a list of objects")
+
+    landscapes = [_entry_landscape(e, position, source, bad) for position, e in enumerate(entries)]
+    landscapes = [land for land in landscapes if len(land)]
+    if not landscapes:
+        raise bad("no entry holds any trials")
+    return max(landscapes, key=len)
+
+
+def _entry_landscape(entry: Mapping[str, Any], position: int, source: str, bad) -> Landscape:
+    key = entry.get("key") if isinstance(entry.get("key"), dict) else {}
+    name = f"entry {position + 1}" + (f" (key {key['id']})" if isinstance(key.get("id"), str) else "")
+    trials = entry.get("trials", [])
+    if not isinstance(trials, list):
+        raise bad(f"the trials of {name} are not a list")
+
+    best: dict[tuple, float] = {}  # identity -> best ok median
+    marker: dict[tuple, str] = {}  # identity -> status of the last failed trial
+    configs: dict[tuple, dict[str, Value]] = {}
+    names: tuple[str, ...] | None = None
+    for trial in trials:
+        config = trial.get("config") if isinstance(trial, dict) else None
+        if not isinstance(config, dict) or not config:
+            raise bad(f"a trial of {name} has no `config` object")
+        if names is None:
+            names = tuple(sorted(config))
+        if tuple(sorted(config)) != names:
+            raise bad(f"the trials of {name} do not all have the same parameters")
+        for k, v in config.items():
+            if not isinstance(v, (int, float, str, bool)) or (isinstance(v, float) and not math.isfinite(v)):
+                raise bad(f"a trial of {name} sets {k} to {v!r}, not a number or a text")
+        identity = tuple((k, type(config[k]).__name__, config[k]) for k in names)
+        configs.setdefault(identity, dict(config))
+        status = trial.get("status")
+        if status == "ok":
+            median = trial.get("median_ms")
+            if isinstance(median, bool) or not isinstance(median, (int, float)) or not math.isfinite(median) or median <= 0:
+                raise bad(f"an ok trial of {name} has no positive `median_ms`")
+            best[identity] = min(best.get(identity, math.inf), float(median))
+        elif isinstance(status, str) and status:
+            marker[identity] = status
+        else:
+            raise bad(f"a trial of {name} has no `status`")
+
+    values: dict[str, dict[tuple, Value]] = {n: {} for n in names or ()}
+    for config in configs.values():
+        for k, v in config.items():
+            values[k].setdefault((type(v).__name__, v), v)
+    try:
+        params = tuple(_param(k, list(vs.values())) for k, vs in values.items())
+    except ValueError as e:
+        raise bad(f"in {name}, {e}") from None
+    identities = list(configs)
+    return Landscape(
+        source=f"{source} ({name})" if key else source,
+        kernel=str(key.get("op", "")),
+        device=str(key.get("device_class", "")),
+        unit="ms",
+        params=params,
+        configs=tuple(configs[i] for i in identities),
+        times=tuple(best.get(i, math.inf) for i in identities),
+        failures=tuple(None if i in best else marker[i] for i in identities),
     )
 
 
