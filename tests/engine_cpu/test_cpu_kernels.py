@@ -108,9 +108,13 @@ def test_the_kernel_is_vectorised_with_packed_fma(dtype):
     from tracea_cli.backends.cpu_gemm_kernels import compiled_gemm, lanes_for
 
     spec, _ = spec_and_options(GemmProblem(64, 64, 64, dtype=dtype), _config(dtype, 0))
-    assembly = compiled_gemm(spec).assembly()
-    kinds = [m.group(2) for m in PACKED_FMA.finditer(assembly)]
+    kernel = compiled_gemm(spec)
     suffix = "s" if dtype == "fp32" else "d"
-    # one packed FMA per accumulator vector of the register tile, at least (LLVM may unroll the K loop further)
-    assert kinds.count(suffix) >= spec.mr * spec.nr // lanes_for(dtype), assembly[:2000]
-    assert not re.search(rf"\bvfmadd\d+s{suffix}\b", assembly), "a scalar FMA means the micro-kernel was not vectorised"
+    accumulators = spec.mr * spec.nr // lanes_for(dtype)
+    # one packed FMA per accumulator vector of the register tile, at least (LLVM may unroll the K loop further),
+    # in the whole kernel as it runs (the micro-kernel inlined) and in the micro-kernel on its own
+    for assembly in (kernel.assembly(), kernel.micro_assembly()):
+        kinds = [m.group(2) for m in PACKED_FMA.finditer(assembly)]
+        assert kinds.count(suffix) >= accumulators, assembly[:2000]
+    micro = kernel.micro_assembly()
+    assert not re.search(rf"\bvfmadd\d+s{suffix}\b", micro), "a scalar FMA: the micro-kernel was not vectorised"

@@ -309,9 +309,8 @@ def _apply_epilogue(kind, c, ldc, i0, rows, j0, cols, bias, residual):
 # --- packing and the tiles of one block ------------------------------------------------------------------------
 
 
-def _make_block_routines(spec: KernelSpec) -> tuple[Callable, Callable, Callable]:
+def _make_block_routines(spec: KernelSpec, micro: Callable) -> tuple[Callable, Callable, Callable]:
     MR, NR = spec.mr, spec.nr
-    micro = _compile_micro(MR, NR, spec.lanes)
 
     @njit(fastmath=_FASTMATH)
     def pack_a_strips(a, lda, i_start, i_end, pc, kcb, first_strip, last_strip, dst):
@@ -385,11 +384,11 @@ def _make_block_routines(spec: KernelSpec) -> tuple[Callable, Callable, Callable
     return pack_a_strips, pack_b_strip, tiles
 
 
-def _make_driver(spec: KernelSpec) -> Callable:
+def _make_driver(spec: KernelSpec, micro: Callable) -> Callable:
     """The whole GEMM for one spec: gemm(a, b, c, bias, residual, mc, kc, nc, pack_a, nt, epilogue), arrays
     C-contiguous (b is N×K when nt)."""
     MR, NR = spec.mr, spec.nr
-    pack_a_strips, pack_b_strip, tiles = _make_block_routines(spec)
+    pack_a_strips, pack_b_strip, tiles = _make_block_routines(spec, micro)
 
     @njit(parallel=_PARALLEL, fastmath=_FASTMATH)
     def gemm_parallel_m(a2, b2, c2, bias, residual2, mc, kc, nc, pack_a, nt, epilogue):
@@ -469,6 +468,7 @@ class CompiledGemm:
 
     spec: KernelSpec
     dispatcher: Callable
+    micro: Callable  # the micro-kernel's own dispatcher (inlined into `dispatcher`; kept for inspection)
     compile_s: float  # seconds numba took in this process, the first time
 
     def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, options: RunOptions, *,
@@ -489,6 +489,10 @@ class CompiledGemm:
         """The host assembly of the compiled kernel (numba's inspect_asm), inlined routines included."""
         return "\n".join(self.dispatcher.inspect_asm().values())
 
+    def micro_assembly(self) -> str:
+        """The host assembly of the micro-kernel compiled on its own."""
+        return "\n".join(self.micro.inspect_asm().values())
+
 
 _compiled: dict[KernelSpec, CompiledGemm] = {}
 _lock = threading.Lock()
@@ -500,10 +504,11 @@ def compiled_gemm(spec: KernelSpec) -> CompiledGemm:
         kernel = _compiled.get(spec)
         if kernel is None:
             t0 = time.perf_counter()
-            dispatcher = _make_driver(spec)
+            micro = _compile_micro(spec.mr, spec.nr, spec.lanes)
+            dispatcher = _make_driver(spec, micro)
             dispatcher.compile(_signature(spec))
             dispatcher.disable_compile()  # other argument types fail loudly instead of compiling a slow variant
-            kernel = CompiledGemm(spec, dispatcher, time.perf_counter() - t0)
+            kernel = CompiledGemm(spec, dispatcher, micro, time.perf_counter() - t0)
             _compiled[spec] = kernel
         return kernel
 
