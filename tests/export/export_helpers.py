@@ -58,12 +58,30 @@ def read_manifest(folder: Path) -> dict:
 
 def run_with_fake(program: Path, args: list[str], fake_library: Path, **fake: str) -> tuple[list[str], list[str]]:
     """(stdout lines, the fake driver's log lines) of a run against the fake driver configured by FAKE_CUDA_*."""
+    out, log, _ = run_probe(program, args, fake_library, **fake)
+    return out, log
+
+
+def run_probe(program: Path, args: list[str], fake_library: Path, **fake: str) -> tuple[list[str], list[str], dict[str, str]]:
+    """As run_with_fake, plus the buffers probe.cpp reports ({"a": ..., "b": ..., "c": ..., ...}; {} if none)."""
     env = {**os.environ, "LD_LIBRARY_PATH": str(fake_library), **{f"FAKE_CUDA_{k.upper()}": v for k, v in fake.items()}}
     done = subprocess.run([str(program), *args], capture_output=True, text=True, env=env, timeout=60)
-    log = [line[4:] for line in done.stderr.splitlines() if line.startswith("cu: ")]
-    return done.stdout.splitlines(), log
+    lines = done.stderr.splitlines()
+    log = [line[4:] for line in lines if line.startswith("cu: ")]
+    buffers = next((fields(line) for line in lines if line.startswith("probe: ")), {})
+    return done.stdout.splitlines(), log, buffers
 
 
 def fields(line: str) -> dict[str, str]:
     """'launch module=1 name=x grid=1,2,3' -> {'module': '1', 'name': 'x', 'grid': '1,2,3'}."""
     return dict(part.split("=", 1) for part in line.split()[1:] if "=" in part)
+
+
+def build_probe(folder: Path, toolchain, *, elem_bytes: int, dtype_code: int, epilogue_code: int = 0) -> Path:
+    """probe.cpp built against the export in `folder` (tracea::DType / tracea::Epilogue codes as in tracea.hpp)."""
+    doc = read_manifest(folder)
+    p = doc["prefix"]
+    return build(toolchain["cxx"], [str(HERE / "probe.cpp")], folder / "probe", [str(folder), toolchain["include"]],
+                 "-std=c++17", "-Wall", "-Wextra", "-Werror", f'-DEXPORT_HEADER="{doc["files"]["c_header"]}"',
+                 f"-DPROBE_LOAD={p}_load", f"-DPROBE_UNLOAD={p}_unload", f"-DPROBE_ELEM_BYTES={elem_bytes}",
+                 f"-DPROBE_DTYPE={dtype_code}", f"-DPROBE_EPILOGUE={epilogue_code}", "-ldl", "-lpthread")

@@ -4,7 +4,14 @@
  * kernels do not run: every driver call that matters is logged on stderr as one line ("cu: ..."), which the tests
  * read. The device it pretends to be comes from the environment:
  *   FAKE_CUDA_CC=9.0  FAKE_CUDA_DRIVER=13000  FAKE_CUDA_DEVICES=1  FAKE_CUDA_SMEM_OPTIN=232448
- *   FAKE_CUDA_MAX_THREADS=1024  FAKE_CUDA_FUNC_MAX_THREADS=1024
+ *   FAKE_CUDA_MAX_THREADS=1024  FAKE_CUDA_FUNC_MAX_THREADS=1024  FAKE_CUDA_SMS=132
+ *   FAKE_CUDA_BLOCKS_PER_SM=1  FAKE_CUDA_ACTIVE_CLUSTERS=<SMs / cluster size>   (occupancy answers)
+ *   FAKE_CUDA_HIDE=cuTensorMapEncodeTiled,...   (symbols cuGetProcAddress reports missing, as an old driver would)
+ *   FAKE_CUDA_ENCODE_FAIL=1                     (cuTensorMapEncodeTiled refuses every map)
+ *
+ * cuTensorMapEncodeTiled checks what the real one requires of a 2-D tiled map (16-byte aligned base and row stride,
+ * boxes of 1..256 elements whose inner extent is a multiple of 16 bytes and fits the swizzle span) and writes a
+ * recognisable map (magic, serial id, base) that launches of gemm_wgmma decode and log.
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -51,6 +58,7 @@ static CUresult f_device_get_attribute(int* v, CUdevice_attribute a, CUdevice d)
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = cc_part(1); break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = env_int("FAKE_CUDA_SMEM_OPTIN", 232448); break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = env_int("FAKE_CUDA_MAX_THREADS", 1024); break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = env_int("FAKE_CUDA_SMS", 132); break;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
@@ -116,26 +124,138 @@ static CUresult f_func_set_attribute(CUfunction f, CUfunction_attribute a, int v
   LOG("set_attribute module=%d name=%s attribute=%d value=%d", fn->module, fn->name, (int)a, v);
   return CUDA_SUCCESS;
 }
-static void log_launch(struct fake_function* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                       unsigned bz, unsigned smem, unsigned cx, void** params) {
-  LOG("launch module=%d name=%s grid=%u,%u,%u block=%u,%u,%u smem=%u cluster=%u a=%llu b=%llu c=%llu bias=%llu "
+static void log_launch(struct fake_function* fn, const char* api, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, unsigned smem, const char* cluster, void** params) {
+  LOG("launch module=%d name=%s api=%s grid=%u,%u,%u block=%u,%u,%u smem=%u cluster=%s a=%llu b=%llu c=%llu bias=%llu "
       "residual=%llu workspace=%llu m=%d n=%d k=%d lda=%d ldb=%d ldc=%d",
-      fn->module, fn->name, gx, gy, gz, bx, by, bz, smem, cx, *(unsigned long long*)params[0],
+      fn->module, fn->name, api, gx, gy, gz, bx, by, bz, smem, cluster, *(unsigned long long*)params[0],
       *(unsigned long long*)params[1], *(unsigned long long*)params[2], *(unsigned long long*)params[3],
       *(unsigned long long*)params[4], *(unsigned long long*)params[5], *(int*)params[6], *(int*)params[7],
       *(int*)params[8], *(int*)params[9], *(int*)params[10], *(int*)params[11]);
 }
+
+/* ---- tensor maps ---- */
+#define FAKE_MAP_MAGIC 0x70614d6165636172ull /* "raceaMap" */
+static int next_map = 0;
+
+static unsigned elem_bytes_of(CUtensorMapDataType t) {
+  switch (t) {
+    case CU_TENSOR_MAP_DATA_TYPE_UINT8: return 1;
+    case CU_TENSOR_MAP_DATA_TYPE_UINT16: case CU_TENSOR_MAP_DATA_TYPE_FLOAT16: case CU_TENSOR_MAP_DATA_TYPE_BFLOAT16:
+      return 2;
+    case CU_TENSOR_MAP_DATA_TYPE_FLOAT64: case CU_TENSOR_MAP_DATA_TYPE_INT64: case CU_TENSOR_MAP_DATA_TYPE_UINT64:
+      return 8;
+    default: return 4;
+  }
+}
+
+static CUresult f_tensor_map_encode_tiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* base,
+                                          const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                                          const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+                                          CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+                                          CUtensorMapFloatOOBfill oob) {
+  const unsigned elem = elem_bytes_of(type);
+  const unsigned span = swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? 128u : swizzle == CU_TENSOR_MAP_SWIZZLE_64B ? 64u
+                        : swizzle == CU_TENSOR_MAP_SWIZZLE_32B ? 32u : 0u;
+  int id;
+  if (env_int("FAKE_CUDA_ENCODE_FAIL", 0) || rank != 2 || map == NULL || ((uintptr_t)base % 16u) != 0 ||
+      strides[0] % 16u != 0 || strides[0] < dims[0] * elem || dims[0] == 0 || dims[1] == 0 ||
+      dims[0] > (1ull << 32) || dims[1] > (1ull << 32) || box[0] == 0 || box[1] == 0 || box[0] > 256 || box[1] > 256 ||
+      (box[0] * elem) % 16u != 0 || (span != 0 && box[0] * elem > span) || element_strides[0] != 1 ||
+      element_strides[1] != 1) {
+    LOG("tensor_map error base=%llu stride=%llu box=%u,%u", (unsigned long long)(uintptr_t)base,
+        (unsigned long long)strides[0], box[0], box[1]);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  pthread_mutex_lock(&log_mutex);
+  id = ++next_map;
+  pthread_mutex_unlock(&log_mutex);
+  memset(map, 0, sizeof(*map));
+  map->opaque[0] = FAKE_MAP_MAGIC;
+  map->opaque[1] = (cuuint64_t)id;
+  map->opaque[2] = (cuuint64_t)(uintptr_t)base;
+  LOG("tensor_map id=%d type=%d base=%llu dims=%llu,%llu stride=%llu box=%u,%u interleave=%d swizzle=%d l2=%d oob=%d",
+      id, (int)type, (unsigned long long)(uintptr_t)base, (unsigned long long)dims[0], (unsigned long long)dims[1],
+      (unsigned long long)strides[0], box[0], box[1], (int)interleave, (int)swizzle, (int)l2, (int)oob);
+  return CUDA_SUCCESS;
+}
+
+static long long map_id(void* param) {
+  const CUtensorMap* map = (const CUtensorMap*)param;
+  return map->opaque[0] == FAKE_MAP_MAGIC ? (long long)map->opaque[1] : -1;
+}
+
+/* The Hopper family's parameters: (map_a, map_b, map_c, C, bias, residual, M, N, K, ldc), docs/kernel-abi.md. */
+static void log_launch_tma(struct fake_function* fn, const CUlaunchConfig* c, const char* cluster, void** params) {
+  LOG("launch module=%d name=%s api=ex grid=%u,%u,%u block=%u,%u,%u smem=%u cluster=%s map_a=%lld map_b=%lld "
+      "map_c=%lld c=%llu bias=%llu residual=%llu m=%d n=%d k=%d ldc=%d",
+      fn->module, fn->name, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+      c->sharedMemBytes, cluster, map_id(params[0]), map_id(params[1]), map_id(params[2]),
+      *(unsigned long long*)params[3], *(unsigned long long*)params[4], *(unsigned long long*)params[5],
+      *(int*)params[6], *(int*)params[7], *(int*)params[8], *(int*)params[9]);
+}
+
 static CUresult f_launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned smem, CUstream s, void** params, void** extra) {
   (void)s; (void)extra;
   if (!current) return CUDA_ERROR_INVALID_CONTEXT;
-  log_launch((struct fake_function*)f, gx, gy, gz, bx, by, bz, smem, 0, params);
+  log_launch((struct fake_function*)f, "plain", gx, gy, gz, bx, by, bz, smem, "0", params);
   return CUDA_SUCCESS;
 }
+
+/* The cluster dimensions of a launch configuration: "x,y,z", or "none" without the attribute. */
+static int cluster_of(const CUlaunchConfig* c, unsigned dims[3], char* text, size_t size) {
+  unsigned i;
+  dims[0] = dims[1] = dims[2] = 1;
+  snprintf(text, size, "none");
+  for (i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      dims[0] = c->attrs[i].value.clusterDim.x;
+      dims[1] = c->attrs[i].value.clusterDim.y;
+      dims[2] = c->attrs[i].value.clusterDim.z;
+      snprintf(text, size, "%u,%u,%u", dims[0], dims[1], dims[2]);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static CUresult f_launch_kernel_ex(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
+  struct fake_function* fn = (struct fake_function*)f;
+  unsigned dims[3];
+  char cluster[48];
   (void)extra;
-  log_launch((struct fake_function*)f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
-             c->sharedMemBytes, c->attrs[0].value.clusterDim.x, params);
+  if (!current) return CUDA_ERROR_INVALID_CONTEXT;
+  cluster_of(c, dims, cluster, sizeof(cluster));
+  if (c->gridDimX % dims[0] || c->gridDimY % dims[1] || c->gridDimZ % dims[2]) {
+    LOG("launch error name=%s grid=%u,%u,%u is no whole number of clusters %s", fn->name, c->gridDimX, c->gridDimY,
+        c->gridDimZ, cluster);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (strcmp(fn->name, "gemm_wgmma") == 0) {
+    log_launch_tma(fn, c, cluster, params);
+  } else {
+    log_launch(fn, "ex", c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+               c->sharedMemBytes, cluster, params);
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult f_occupancy_blocks(int* n, CUfunction f, int block, size_t smem) {
+  struct fake_function* fn = (struct fake_function*)f;
+  *n = env_int("FAKE_CUDA_BLOCKS_PER_SM", 1);
+  LOG("occupancy_blocks name=%s block=%d smem=%zu blocks=%d", fn->name, block, smem, *n);
+  return CUDA_SUCCESS;
+}
+
+static CUresult f_occupancy_clusters(int* n, CUfunction f, const CUlaunchConfig* c) {
+  struct fake_function* fn = (struct fake_function*)f;
+  unsigned dims[3];
+  char cluster[48];
+  if (!cluster_of(c, dims, cluster, sizeof(cluster))) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+  *n = env_int("FAKE_CUDA_ACTIVE_CLUSTERS", env_int("FAKE_CUDA_SMS", 132) / (int)(dims[0] * dims[1] * dims[2]));
+  LOG("occupancy_clusters name=%s cluster=%s block=%u smem=%u clusters=%d", fn->name, cluster, c->blockDimX,
+      c->sharedMemBytes, *n);
   return CUDA_SUCCESS;
 }
 static CUresult f_memset_d8_async(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
@@ -166,14 +286,28 @@ static const struct { const char* name; void* fn; } table[] = {
   {"cuMemsetD8Async", (void*)f_memset_d8_async}, {"cuMemAlloc", (void*)f_mem_alloc}, {"cuMemFree", (void*)f_mem_free},
   {"cuMemcpyHtoDAsync", (void*)f_memcpy_htod_async}, {"cuMemcpyDtoHAsync", (void*)f_memcpy_dtoh_async},
   {"cuStreamCreate", (void*)f_stream_create}, {"cuStreamDestroy", (void*)f_stream_destroy},
-  {"cuStreamSynchronize", (void*)f_stream_synchronize},
+  {"cuStreamSynchronize", (void*)f_stream_synchronize}, {"cuTensorMapEncodeTiled", (void*)f_tensor_map_encode_tiled},
+  {"cuOccupancyMaxActiveBlocksPerMultiprocessor", (void*)f_occupancy_blocks},
+  {"cuOccupancyMaxActiveClusters", (void*)f_occupancy_clusters},
 };
+
+static int hidden(const char* symbol) {
+  const char* list = getenv("FAKE_CUDA_HIDE");
+  size_t n = strlen(symbol);
+  while (list && *list) {
+    const char* end = strchr(list, ',');
+    size_t len = end ? (size_t)(end - list) : strlen(list);
+    if (len == n && strncmp(list, symbol, n) == 0) return 1;
+    list = end ? end + 1 : NULL;
+  }
+  return 0;
+}
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
                              CUdriverProcAddressQueryResult* status) {
   size_t i;
   (void)version; (void)flags;
-  for (i = 0; i < sizeof(table) / sizeof(table[0]); ++i) {
+  for (i = 0; i < sizeof(table) / sizeof(table[0]) && !hidden(symbol); ++i) {
     if (strcmp(table[i].name, symbol) == 0) {
       *pfn = table[i].fn;
       if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;

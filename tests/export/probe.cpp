@@ -1,6 +1,7 @@
 // Calls an export through tracea.hpp the way a program would, for tests with the fake driver (fake_libcuda.c).
 //   probe M N K [misalign] [no-workspace] [nt] [threads=T] [load=DEVICE] [stream]
-// Prints "status=<code> <text>" per call on stdout; the fake driver logs the driver calls on stderr.
+// Prints "status=<code> <text>" per call on stdout (with " call=<driver call>" for driver errors); the fake driver
+// logs the driver calls on stderr ("cu: ..."), and the probe its buffers there ("probe: a=... b=... c=...").
 #include EXPORT_HEADER
 #include "tracea.hpp"
 
@@ -51,6 +52,11 @@ int main(int argc, char** argv) {
   params.epilogue = static_cast<tracea::Epilogue>(PROBE_EPILOGUE);
   params.bias = reinterpret_cast<void*>(bias);
   params.residual = reinterpret_cast<void*>(residual);
+  std::fprintf(stderr, "probe: a=%llu b=%llu c=%llu bias=%llu residual=%llu\n",
+               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(A.data)),
+               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(B.data)),
+               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(C.data)),
+               static_cast<unsigned long long>(bias), static_cast<unsigned long long>(residual));
   CUstream stream = nullptr;
   if (stream_given) cu->stream_create(&stream, 0);
   params.stream = stream;
@@ -61,12 +67,22 @@ int main(int argc, char** argv) {
     params.workspace = reinterpret_cast<void*>(ws);
   }
   std::vector<tracea::Status> statuses(threads);
+  std::vector<const char*> calls(threads, "");
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] { statuses[t] = tracea::gemm(A, B, C, params); });
+    pool.emplace_back([&, t] {
+      statuses[t] = tracea::gemm(A, B, C, params);
+      tracea_last_driver_error(&calls[t]);  // per thread: the call behind this thread's driver error
+    });
   }
   for (auto& th : pool) th.join();
-  for (tracea::Status st : statuses) std::printf("status=%d %s\n", int(st), tracea::status_string(st));
+  for (int t = 0; t < threads; ++t) {
+    if (statuses[t] == tracea::Status::driver_error) {
+      std::printf("status=%d %s call=%s\n", int(statuses[t]), tracea::status_string(statuses[t]), calls[t]);
+    } else {
+      std::printf("status=%d %s\n", int(statuses[t]), tracea::status_string(statuses[t]));
+    }
+  }
   PROBE_UNLOAD();
   return 0;
 }

@@ -38,9 +38,19 @@ def test_the_guides_first_command_and_its_cpp_program_work(tmp_path, toolchain, 
     assert stdout == ["ok"] and any(line.startswith("launch ") and "m=2048" in line for line in log)
 
 
-def test_the_schema_documents_example_is_valid_and_its_table_covers_every_field():
-    (example,) = blocks("manifest-schema.md", "json")
-    assert validate(json.loads(example)) == []
+def test_the_schema_documents_examples_are_valid_and_its_table_covers_every_field():
+    documents = [json.loads(block) for block in blocks("manifest-schema.md", "json")]
+    (example,) = [d for d in documents if "schema_version" in d]
+    assert validate(example) == []
+    (hopper,) = [d for d in documents if "schema_version" not in d]  # the Hopper family's kernels and launch entries
+    for name in ("kernels", "launch"):
+        for entry in hopper[name]:
+            assert validate(entry, SCHEMA["properties"][name]["items"]) == []
+    whole = {**example, "shape": [hopper["launch"][0]["shape"]], "dtype": "fp16", "layout": "nt",
+             "kernels": hopper["kernels"], "launch": hopper["launch"], "ptx": {"files": [], "note": "none"},
+             "config": [{**example["config"][0], "shape": hopper["launch"][0]["shape"], "arch": "sm_90a"}],
+             "verification": [{**example["verification"][0], "shape": hopper["launch"][0]["shape"], "arch": "sm_90a"}]}
+    assert validate(whole) == []  # and its cross-references hold
     text = (DOCS / "manifest-schema.md").read_text()
     missing = [name for name in SCHEMA["properties"] if f"| `{name}` |" not in text]
     assert missing == []

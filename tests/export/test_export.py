@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from export_helpers import build, cli, fields, needs_nvrtc, read_manifest, run_with_fake
+from export_helpers import build, build_probe, cli, fields, needs_nvrtc, read_manifest, run_with_fake
 
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import CompileFailed
@@ -52,12 +52,7 @@ def splitk(tmp_path_factory):
 
 
 def probe(folder: Path, toolchain, *, elem_bytes: int, dtype_code: int) -> Path:
-    doc = read_manifest(folder)
-    p = doc["prefix"]
-    return build(toolchain["cxx"], [str(Path(__file__).parent / "probe.cpp")], folder / "probe",
-                 [str(folder), toolchain["include"]], "-std=c++17", "-Wall", "-Wextra", "-Werror",
-                 f'-DEXPORT_HEADER="{doc["files"]["c_header"]}"', f"-DPROBE_LOAD={p}_load", f"-DPROBE_UNLOAD={p}_unload",
-                 f"-DPROBE_ELEM_BYTES={elem_bytes}", f"-DPROBE_DTYPE={dtype_code}", "-DPROBE_EPILOGUE=0", "-ldl", "-lpthread")
+    return build_probe(folder, toolchain, elem_bytes=elem_bytes, dtype_code=dtype_code)
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,12 @@ binaries into the device's primary context lazily, under a mutex, checks the dev
 loads, raises the dynamic shared memory limit where a kernel needs more than 48 KiB, and follows the launch
 description of docs/kernel-abi.md (memsets of the workspace, kernels with grid rules) generically from tables this
 module writes. Every function returns a `tracea_status`.
+
+Kernels of the Hopper family (docs/kernel-abi.md, "Hopper family") take TMA tensor maps: their launch description
+names the kernel's parameters (`params`) and describes each map (`tensor_maps`); the tables carry both, and the
+runtime encodes the maps over each call's memory with `cuTensorMapEncodeTiled` and passes them by value in the
+kernel's parameter order. Their grids (`work_clusters`, `persistent_clusters`) and clusters go through
+`cuLaunchKernelEx`.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from tracea_cli.export.manifest import Manifest, PtxImage, Variant, shape_label
 
 RUNTIME_HEADER = "tracea_runtime.h"
 MAX_KERNELS = 4  # kernels per variant the runtime's tables hold (TRACEA_MAX_KERNELS)
+MAX_TENSOR_MAPS = 4  # TRACEA_MAX_TENSOR_MAPS
+MAX_PARAMS = 16  # TRACEA_MAX_PARAMS
 DEFAULT_SMEM_LIMIT = 48 * 1024  # above this a kernel's dynamic shared memory limit must be raised
 
 DTYPE_ENUM = {"fp32": "TRACEA_DTYPE_FP32", "tf32": "TRACEA_DTYPE_TF32", "fp16": "TRACEA_DTYPE_FP16",
@@ -36,12 +44,117 @@ class UnsupportedLaunch(TraceaError):
     """The backend's launch description uses something the exported runtime cannot follow (a bug between the two)."""
 
 
+def _unsupported(what: str) -> UnsupportedLaunch:
+    return UnsupportedLaunch(f"the launch description has {what}, which the exported runtime cannot follow.",
+                             "Update tracea (export and the CUDA backend disagree on docs/kernel-abi.md).")
+
+
+# ---- kernel parameters and tensor maps (docs/kernel-abi.md) ----------------------------------------------------------
+
+# The engine's ABI, used when a launch description names no `params`.
+STANDARD_PARAMS = ("A", "B", "C", "bias", "residual", "workspace", "M", "N", "K", "lda", "ldb", "ldc")
+_PARAM_ENUM = {"A": "TRACEA_PARAM_A", "B": "TRACEA_PARAM_B", "C": "TRACEA_PARAM_C", "bias": "TRACEA_PARAM_BIAS",
+               "residual": "TRACEA_PARAM_RESIDUAL", "workspace": "TRACEA_PARAM_WORKSPACE", "M": "TRACEA_PARAM_M",
+               "N": "TRACEA_PARAM_N", "K": "TRACEA_PARAM_K", "lda": "TRACEA_PARAM_LDA", "ldb": "TRACEA_PARAM_LDB",
+               "ldc": "TRACEA_PARAM_LDC"}
+# Tensor map fields as cuda.h names them. The mapping of dtypes follows backends/cuda_hopper.py (_MAP_DTYPE), the
+# source of truth for how the family's maps are encoded: tf32 operands as TFLOAT32, a tf32 problem's C as FLOAT32.
+MAP_DATA_TYPE = {"fp16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+                 "tf32": "CU_TENSOR_MAP_DATA_TYPE_TFLOAT32", "fp32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"}
+MAP_INTERLEAVE = {"none": "CU_TENSOR_MAP_INTERLEAVE_NONE"}
+MAP_SWIZZLE = {"none": "CU_TENSOR_MAP_SWIZZLE_NONE", "32B": "CU_TENSOR_MAP_SWIZZLE_32B",
+               "64B": "CU_TENSOR_MAP_SWIZZLE_64B", "128B": "CU_TENSOR_MAP_SWIZZLE_128B"}
+MAP_L2_PROMOTION = {"none": "CU_TENSOR_MAP_L2_PROMOTION_NONE", "64B": "CU_TENSOR_MAP_L2_PROMOTION_L2_64B",
+                    "128B": "CU_TENSOR_MAP_L2_PROMOTION_L2_128B", "256B": "CU_TENSOR_MAP_L2_PROMOTION_L2_256B"}
+# "zero": elements outside the tensor read as zeros, which the driver calls OOB_FILL_NONE (its other mode fills NaN).
+MAP_OOB_FILL = {"zero": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE"}
+MAP_ELEM_BYTES = {"fp16": 2, "bf16": 2, "tf32": 4, "fp32": 4}
+_MAP_TENSORS = ("A", "B", "C")
+_MAP_SIZES = ("M", "N", "K")
+_MAP_STRIDES = ("lda", "ldb", "ldc")
+SWIZZLE_BYTES = {"none": None, "32B": 32, "64B": 64, "128B": 128}
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """One map of a launch description as the C table row `tracea_tensor_map`."""
+
+    name: str
+    tensor: str  # TRACEA_PARAM_A | _B | _C
+    dims: tuple[str, str]  # TRACEA_PARAM_M | _N | _K, innermost first
+    row_stride: str  # TRACEA_PARAM_LDA | _LDB | _LDC
+    box: tuple[int, int]
+    elem_bytes: int
+    data_type: str
+    interleave: str
+    swizzle: str
+    l2_promotion: str
+    oob_fill: str
+
+
+def _lookup(table: Mapping[str, str], value: Any, what: str) -> str:
+    if not isinstance(value, str) or value not in table:
+        raise _unsupported(f"a tensor map with {what} {value!r}")
+    return table[value]
+
+
+def tensor_map(name: str, spec: Mapping[str, Any]) -> TensorMap:
+    """A `tensor_maps` entry of a launch description, checked against what cuTensorMapEncodeTiled accepts."""
+    dims, box = spec.get("dims"), spec.get("box")
+    if spec.get("tensor") not in _MAP_TENSORS or not isinstance(dims, (list, tuple)) or len(dims) != 2 or any(
+            d not in _MAP_SIZES for d in dims) or spec.get("row_stride") not in _MAP_STRIDES:
+        raise _unsupported(f"a tensor map {name!r} over {spec.get('tensor')!r} {dims!r} / {spec.get('row_stride')!r}")
+    if not isinstance(box, (list, tuple)) or len(box) != 2 or any(
+            not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= 256 for b in box):
+        raise _unsupported(f"a tensor map {name!r} with the box {box!r} (two sizes of 1 to 256)")
+    data_type = _lookup(MAP_DATA_TYPE, spec.get("dtype"), "the element type")
+    elem = int(spec.get("elem_bytes", 0))
+    if elem != MAP_ELEM_BYTES[spec["dtype"]]:
+        raise _unsupported(f"a tensor map {name!r} of {spec['dtype']} with {elem}-byte elements")
+    swizzle = spec.get("swizzle", "none")
+    span = SWIZZLE_BYTES.get(swizzle) if isinstance(swizzle, str) else None
+    if (box[0] * elem) % 16 or (span is not None and box[0] * elem > span):
+        raise _unsupported(f"a tensor map {name!r} whose inner box ({box[0] * elem} bytes) does not suit swizzle {swizzle}")
+    return TensorMap(
+        name=name, tensor=_PARAM_ENUM[spec["tensor"]], dims=(_PARAM_ENUM[dims[0]], _PARAM_ENUM[dims[1]]),
+        row_stride=_PARAM_ENUM[spec["row_stride"]], box=(int(box[0]), int(box[1])), elem_bytes=elem, data_type=data_type,
+        interleave=_lookup(MAP_INTERLEAVE, spec.get("interleave", "none"), "the interleave"),
+        swizzle=_lookup(MAP_SWIZZLE, swizzle, "the swizzle"),
+        l2_promotion=_lookup(MAP_L2_PROMOTION, spec.get("l2_promotion", "none"), "the L2 promotion"),
+        oob_fill=_lookup(MAP_OOB_FILL, spec.get("oob_fill", "zero"), "the out-of-bounds fill"))
+
+
+def kernel_params(launch: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[TensorMap, ...]]:
+    """(the kernels' parameters as TRACEA_PARAM_* names, in signature order; the tensor maps they pass)."""
+    specs = launch.get("tensor_maps") or {}
+    if not isinstance(specs, Mapping):
+        raise _unsupported("tensor_maps that are not an object")
+    names = launch.get("params")
+    names = list(STANDARD_PARAMS) if names is None else list(names)
+    maps = [tensor_map(n, specs[n]) for n in names if n in specs]
+    unused = sorted(set(specs) - set(names))
+    if unused:
+        raise _unsupported(f"tensor maps {unused} that no kernel parameter takes")
+    if len(maps) > MAX_TENSOR_MAPS or len(names) > MAX_PARAMS:
+        raise _unsupported(f"{len(names)} kernel parameters with {len(maps)} tensor maps")
+    order = [m.name for m in maps]
+    enums = []
+    for n in names:
+        if n in specs:
+            enums.append(f"TRACEA_PARAM_MAP_0 + {order.index(n)}")
+        elif n in _PARAM_ENUM:
+            enums.append(_PARAM_ENUM[n])
+        else:
+            raise _unsupported(f"a kernel parameter {n!r}")
+    return tuple(enums), tuple(maps)
+
+
 # ---- launch descriptions -> C tables --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class GridRule:
-    kind: str  # TRACEA_GRID_CONST | _TILES | _TILES_M | _TILES_N | _SPLIT_K | _MN_DIV
-    value: int = 0
+    kind: str  # TRACEA_GRID_CONST | _TILES | _TILES_M | _TILES_N | _SPLIT_K | _MN_DIV | _WORK_CLUSTERS | _PERSISTENT_CLUSTERS
+    value: int = 0  # the constant, Q of mn/Q, or cluster_m of the cluster rules
 
 
 @dataclass(frozen=True)
@@ -57,15 +170,22 @@ class Step:
 
 _NAMED_RULES = {"tiles": "TRACEA_GRID_TILES", "tiles_m": "TRACEA_GRID_TILES_M", "tiles_n": "TRACEA_GRID_TILES_N",
                 "split_k": "TRACEA_GRID_SPLIT_K"}
+_CLUSTER_RULES = {"work_clusters": "TRACEA_GRID_WORK_CLUSTERS", "persistent_clusters": "TRACEA_GRID_PERSISTENT_CLUSTERS"}
 
 
-def grid_rule(rule: Any) -> GridRule:
-    """A grid rule of docs/kernel-abi.md ("tiles", "tiles_m", "tiles_n", "split_k", "mn/Q", an integer) as a C rule."""
+def grid_rule(rule: Any, cluster_m: int | None = None) -> GridRule:
+    """A grid rule of docs/kernel-abi.md ("tiles", "tiles_m", "tiles_n", "split_k", "mn/Q", "work_clusters",
+    "persistent_clusters", an integer) as a C rule. The cluster rules need the description's `cluster_m`."""
     if isinstance(rule, int) and not isinstance(rule, bool) and rule >= 1:
         return GridRule("TRACEA_GRID_CONST", rule)
     if isinstance(rule, str):
         if rule in _NAMED_RULES:
             return GridRule(_NAMED_RULES[rule])
+        if rule in _CLUSTER_RULES:
+            if not isinstance(cluster_m, int) or isinstance(cluster_m, bool) or cluster_m < 1:
+                raise UnsupportedLaunch(f"the grid rule {rule!r} needs the launch description's cluster_m, which it lacks.",
+                                        "Report this as a bug in the CUDA backend.")
+            return GridRule(_CLUSTER_RULES[rule], cluster_m)
         m = re.fullmatch(r"mn/([1-9][0-9]*)", rule)
         if m:
             return GridRule("TRACEA_GRID_MN_DIV", int(m.group(1)))
@@ -91,10 +211,15 @@ def launch_steps(launch: Mapping[str, Any], kernel_names: Sequence[str]) -> tupl
             grid = raw["grid"]
             block = tuple(int(b) for b in raw["block"]) + (1, 1)
             cluster = tuple(int(c) for c in raw.get("cluster", (0, 0, 0))) + (1, 1)
+            cluster_m = launch.get("cluster_m")
+            if raw.get("cluster") and cluster_m is not None and cluster[0] != cluster_m:
+                raise _unsupported(f"a kernel step with cluster {list(raw['cluster'])} but cluster_m={cluster_m}")
+            if raw.get("cluster") and min(cluster[:3]) < 1:
+                raise _unsupported(f"a kernel step with cluster {list(raw['cluster'])}")
             steps.append(Step(
                 "kernel",
                 kernel=list(kernel_names).index(raw["name"]),
-                grid=(grid_rule(grid["x"]), grid_rule(grid["y"]), grid_rule(grid["z"])),
+                grid=(grid_rule(grid["x"], cluster_m), grid_rule(grid["y"], cluster_m), grid_rule(grid["z"], cluster_m)),
                 block=block[:3],  # type: ignore[arg-type]
                 cluster=cluster[:3] if raw.get("cluster") else (0, 0, 0),  # type: ignore[arg-type]
                 dynamic_smem_bytes=int(raw.get("dynamic_smem_bytes", 0)),
@@ -139,6 +264,11 @@ def _step_row(step: Step) -> str:
             f"{step.dynamic_smem_bytes}u, {step.memset_bytes_per_mn}u}},")
 
 
+def _map_row(m: TensorMap) -> str:
+    return (f"  {{/* {m.name} */ {m.tensor}, {{{m.dims[0]}, {m.dims[1]}}}, {m.row_stride}, {{{m.box[0]}u, {m.box[1]}u}}, "
+            f"{m.elem_bytes}u,\n   {m.data_type}, {m.interleave}, {m.swizzle}, {m.l2_promotion}, {m.oob_fill}}},")
+
+
 def _arch_numbers(arch: str) -> tuple[int, int, bool]:
     m = re.fullmatch(r"(?:sm|compute)_(\d+)(\d)(a?)", arch)
     if not m:
@@ -151,20 +281,29 @@ def _variant_block(prefix: str, tag: str, variant: Variant, image_symbol: str, i
     names = kernel_names(variant)
     steps = launch_steps(variant.launch, names)
     launch = variant.launch
+    params, maps = kernel_params(launch)
     rules = {g.kind for st in steps for g in st.grid}
-    needs = {"tile_m": rules & {"TRACEA_GRID_TILES", "TRACEA_GRID_TILES_M"},
-             "tile_n": rules & {"TRACEA_GRID_TILES", "TRACEA_GRID_TILES_N"}, "split_k": rules & {"TRACEA_GRID_SPLIT_K"}}
+    clusters = set(_CLUSTER_RULES.values())
+    needs = {"tile_m": rules & ({"TRACEA_GRID_TILES", "TRACEA_GRID_TILES_M"} | clusters),
+             "tile_n": rules & ({"TRACEA_GRID_TILES", "TRACEA_GRID_TILES_N"} | clusters),
+             "split_k": rules & {"TRACEA_GRID_SPLIT_K"}}
     missing = [name for name, used in needs.items() if used and name not in launch]
     if missing:
         raise UnsupportedLaunch(f"the launch description uses grid rules that need {missing}, which it does not give.",
                                 "Report this as a bug in the CUDA backend.")
     threads = max(s.block[0] * s.block[1] * s.block[2] for s in steps if s.kind == "kernel")
-    defs = "\n".join([
+    lines = [
         f"static const char* const {prefix}__kernels_{tag}[] = {{{', '.join(_c_string(n) for n in names)}}};",
         f"static const tracea_step {prefix}__steps_{tag}[] = {{",
         *(_step_row(s) for s in steps),
         "};",
-    ])
+        f"static const int {prefix}__params_{tag}[] = {{{', '.join(params)}}};",
+    ]
+    maps_symbol = "NULL"
+    if maps:
+        maps_symbol = f"{prefix}__maps_{tag}"
+        lines += [f"static const tracea_tensor_map {maps_symbol}[] = {{", *(_map_row(m) for m in maps), "};"]
+    defs = "\n".join(lines)
     s = variant.shape
     vf = variant.valid_for
     row = (
@@ -173,7 +312,8 @@ def _variant_block(prefix: str, tag: str, variant: Variant, image_symbol: str, i
         + f"   {variant.alignment_bytes}u,\n"
         f"   {int(launch.get('tile_m', 1))}u, {int(launch.get('tile_n', 1))}u, {int(launch.get('split_k', 1))}u, "
         f"{int(launch.get('workspace_bytes_per_mn', 0))}u, {variant.shared_bytes}u, {threads}u,\n"
-        f"   {image_symbol}, {image_size}u, {prefix}__kernels_{tag}, {len(names)}, {prefix}__steps_{tag}, {len(steps)}}},"
+        f"   {image_symbol}, {image_size}u, {prefix}__kernels_{tag}, {len(names)}, {prefix}__steps_{tag}, {len(steps)},\n"
+        f"   {prefix}__params_{tag}, {len(params)}, {maps_symbol}, {len(maps)}}},"
     )
     return defs, row
 
@@ -278,11 +418,12 @@ static pthread_mutex_t {p}__mutex = PTHREAD_MUTEX_INITIALIZER;
 static tracea_device_state {p}__devices[TRACEA_MAX_DEVICES];
 static CUmodule {p}__modules[TRACEA_MAX_DEVICES * {max_variants}];
 static CUfunction {p}__functions[TRACEA_MAX_DEVICES * {max_variants} * TRACEA_MAX_KERNELS];
+static unsigned int {p}__resident[TRACEA_MAX_DEVICES * {max_variants} * TRACEA_MAX_KERNELS];
 
 static const tracea_export {p}__export = {{
   "{label}", {DTYPE_ENUM[manifest.dtype]}, {LAYOUT_ENUM[manifest.layout]}, {EPILOGUE_ENUM[manifest.epilogue]},
   {ELEM_BYTES[manifest.dtype]}u, {min_driver}, {p}__sets, {len(set_rows)}, {max_variants}, {n_shapes},
-  &{p}__mutex, {p}__devices, {p}__modules, {p}__functions}};
+  &{p}__mutex, {p}__devices, {p}__modules, {p}__functions, {p}__resident}};
 
 /* C = epilogue(A.B) on `stream`: the device is the stream's (for the default stream, the calling thread's current
  * context's, else device 0). Loads the binaries on first use. Returns TRACEA_OK or the reason it did not launch. */
@@ -323,4 +464,5 @@ def template(name: str) -> str:
 
 def render_runtime() -> str:
     """tracea_runtime.h: the same text in every export of this tracea version."""
-    return template(RUNTIME_HEADER).replace("@VERSION@", __version__).replace("@MAX_KERNELS@", str(MAX_KERNELS))
+    return (template(RUNTIME_HEADER).replace("@VERSION@", __version__).replace("@MAX_KERNELS@", str(MAX_KERNELS))
+            .replace("@MAX_TENSOR_MAPS@", str(MAX_TENSOR_MAPS)).replace("@MAX_PARAMS@", str(MAX_PARAMS)))

@@ -64,6 +64,7 @@ class Kernel:
     static_smem_bytes: int
     registers: int
     spill_bytes: int
+    cluster: tuple[int, int, int] = (1, 1, 1)  # thread-block cluster dimensions (1, 1, 1: none)
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ class Manifest:
                        for v in self.variants],
             "kernels": [
                 {**where(v), "file": v.file, "name": k.name, "grid": dict(k.grid), "block": list(k.block),
-                 "dynamic_smem_bytes": k.dynamic_smem_bytes, "static_smem_bytes": k.static_smem_bytes,
+                 "cluster": list(k.cluster), "dynamic_smem_bytes": k.dynamic_smem_bytes, "static_smem_bytes": k.static_smem_bytes,
                  "registers": k.registers, "spill_bytes": k.spill_bytes, "alignment_bytes": v.alignment_bytes}
                 for v in self.variants for k in v.kernels
             ],
@@ -207,7 +208,45 @@ _TEXT = {"type": "string"}
 _ARCH = {"type": "string", "pattern": r"^sm_[0-9]+a?$"}
 _SHAPE = {"type": "object", "required": ["m", "n", "k"], "additionalProperties": False,
           "properties": {"m": _POS, "n": _POS, "k": _POS}}
-_GRID_RULE = {"anyOf": [_POS, {"type": "string", "pattern": r"^(tiles|tiles_m|tiles_n|split_k|mn/[1-9][0-9]*)$"}]}
+_GRID_RULE = {"anyOf": [_POS, {"type": "string", "pattern":
+                                r"^(tiles|tiles_m|tiles_n|split_k|mn/[1-9][0-9]*|work_clusters|persistent_clusters)$"}]}
+_DIM3 = {"type": "array", "minItems": 3, "maxItems": 3, "items": _POS}
+_GRID = {"type": "object", "required": ["x", "y", "z"], "additionalProperties": False,
+         "properties": {"x": _GRID_RULE, "y": _GRID_RULE, "z": _GRID_RULE}}
+_KERNEL_NAME = {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"}
+# One TMA tensor map of a launch description (docs/kernel-abi.md, "Tensor maps"): sizes innermost first.
+_TENSOR_MAP = {
+    "type": "object", "additionalProperties": False,
+    "required": ["tensor", "dims", "row_stride", "box", "dtype", "elem_bytes", "swizzle", "interleave", "l2_promotion",
+                 "oob_fill"],
+    "properties": {
+        "tensor": {"enum": ["A", "B", "C"]},
+        "dims": {"type": "array", "minItems": 2, "maxItems": 2, "items": {"enum": ["M", "N", "K"]}},
+        "row_stride": {"enum": ["lda", "ldb", "ldc"]},
+        "box": {"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "integer", "minimum": 1, "maximum": 256}},
+        "dtype": {"enum": ["fp16", "bf16", "tf32", "fp32"]},
+        "elem_bytes": {"enum": [2, 4]},
+        "swizzle": {"enum": ["none", "32B", "64B", "128B"]},
+        "interleave": {"enum": ["none"]},
+        "l2_promotion": {"enum": ["none", "64B", "128B", "256B"]},
+        "oob_fill": {"enum": ["zero"]},
+    },
+}
+# The backend's launch description, verbatim: the fields docs/kernel-abi.md defines are typed, others pass.
+_DESCRIPTION = {"type": "object", "required": ["steps"], "properties": {
+    "steps": {"type": "array", "minItems": 1, "items": {
+        "type": "object", "required": ["kind"],
+        "properties": {"kind": {"enum": ["memset", "kernel"]}, "name": _KERNEL_NAME, "block": _DIM3, "grid": _GRID,
+                       "cluster": _DIM3, "dynamic_smem_bytes": _INT0}}},
+    "family": _TEXT,
+    "arch": _ARCH,
+    "params": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"}},
+    "tensor_maps": {"type": "object", "additionalProperties": _TENSOR_MAP},
+    "tile_m": _POS, "tile_n": _POS, "tile_k": _POS, "split_k": _POS, "cluster_m": _POS,
+    "persistent": {"enum": [0, 1]},
+    "workspace_bytes_per_mn": _INT0,
+    "alignment_bytes": _POS,
+}}
 
 
 def _entry(properties: dict[str, Any], extra_required: list[str] | None = None) -> dict[str, Any]:
@@ -242,10 +281,10 @@ SCHEMA: dict[str, Any] = {
         })},
         "kernels": {"type": "array", "minItems": 1, "items": _entry({
             "file": _TEXT,
-            "name": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
-            "grid": {"type": "object", "required": ["x", "y", "z"], "additionalProperties": False,
-                     "properties": {"x": _GRID_RULE, "y": _GRID_RULE, "z": _GRID_RULE}},
-            "block": {"type": "array", "minItems": 3, "maxItems": 3, "items": _POS},
+            "name": _KERNEL_NAME,
+            "grid": _GRID,
+            "block": _DIM3,
+            "cluster": _DIM3,
             "dynamic_smem_bytes": _INT0,
             "static_smem_bytes": _INT0,
             "registers": _INT0,
@@ -259,11 +298,7 @@ SCHEMA: dict[str, Any] = {
             "valid_for": {"type": "object", "additionalProperties": False,
                           "required": [f"{d}_{b}" for d in "mnk" for b in ("min", "max", "multiple")],
                           "properties": {f"{d}_{b}": _POS for d in "mnk" for b in ("min", "max", "multiple")}},
-            "description": {"type": "object", "required": ["steps"], "properties": {
-                "steps": {"type": "array", "minItems": 1, "items": {
-                    "type": "object", "required": ["kind"],
-                    "properties": {"kind": {"enum": ["memset", "kernel"]}}}},
-            }},
+            "description": _DESCRIPTION,
         })},
         "ptx": {"type": "object", "additionalProperties": False, "required": ["files", "note"], "properties": {
             "files": {"type": "array", "items": {
@@ -313,8 +348,8 @@ _TYPES: dict[str, Any] = {
 }
 # Keywords that only annotate; every other keyword must be one `_check` implements, so that nothing is silently ignored.
 _ANNOTATIONS = {"$schema", "$id", "title", "description", "format"}
-_KNOWN = _ANNOTATIONS | {"type", "enum", "const", "minimum", "pattern", "required", "properties", "additionalProperties",
-                         "items", "minItems", "maxItems", "anyOf"}
+_KNOWN = _ANNOTATIONS | {"type", "enum", "const", "minimum", "maximum", "pattern", "required", "properties",
+                         "additionalProperties", "items", "minItems", "maxItems", "anyOf"}
 
 
 def _check(value: Any, schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
@@ -332,6 +367,8 @@ def _check(value: Any, schema: Mapping[str, Any], path: str, errors: list[str]) 
         errors.append(f"{path}: {value!r} is not one of {schema['enum']}")
     if "minimum" in schema and _TYPES["number"](value) and value < schema["minimum"]:
         errors.append(f"{path}: {value} is below the minimum {schema['minimum']}")
+    if "maximum" in schema and _TYPES["number"](value) and value > schema["maximum"]:
+        errors.append(f"{path}: {value} is above the maximum {schema['maximum']}")
     if "pattern" in schema and isinstance(value, str) and not re.search(schema["pattern"], value):
         errors.append(f"{path}: {value!r} does not match {schema['pattern']}")
     if "anyOf" in schema:
@@ -389,18 +426,67 @@ def _cross_references(doc: Mapping[str, Any]) -> list[str]:
             errors.append(f"$.{name}: covers {sorted(per_field[name])}, but $.config covers {sorted(variants)}")
     if {s for s, _ in variants} != shapes:
         errors.append(f"$.shape lists {sorted(shapes)}, but the variants cover {sorted({s for s, _ in variants})}")
-    kernels: dict[tuple[str, str], set[str]] = {}
+    kernels: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
     for k in doc["kernels"]:
-        kernels.setdefault(_where(k), set()).add(k["name"])
+        kernels.setdefault(_where(k), {})[k["name"]] = k
     for entry in doc["launch"]:
         where = _where(entry)
-        listed = kernels.get(where, set())
-        for step in entry["description"]["steps"]:
-            if step["kind"] == "kernel" and step.get("name") not in listed:
+        listed = kernels.get(where, {})
+        description = entry["description"]
+        seen: set[str] = set()
+        for step in description["steps"]:
+            if step["kind"] != "kernel":
+                continue
+            if step.get("name") not in listed:
                 errors.append(f"$.launch {where}: step names kernel {step.get('name')!r}, which $.kernels does not list")
+                continue
+            if step["name"] not in seen:  # a kernel's entry describes the first step that launches it
+                errors += _kernel_matches_step(where, listed[step["name"]], step)
+                seen.add(step["name"])
+            rules = {str(step.get("grid", {}).get(d)) for d in "xyz"}
+            if rules & {"work_clusters", "persistent_clusters"}:
+                lacking = [f for f in ("tile_m", "tile_n", "cluster_m") if f not in description]
+                if lacking:
+                    errors.append(f"$.launch {where}: cluster grid rules need {lacking} in the description")
+                elif list(step.get("cluster", [1, 1, 1]))[0] != description["cluster_m"]:
+                    errors.append(f"$.launch {where}: step cluster {step.get('cluster')} disagrees with cluster_m "
+                                  f"{description['cluster_m']}")
+        errors += _launch_consistency(where, entry)
+    for p in doc["ptx"]["files"]:
+        if p["from_arch"].endswith("a"):
+            errors.append(f"$.ptx: PTX from {p['from_arch']}, an arch-specific architecture whose code no other GPU runs")
     for m in doc["measurement"] or []:
         if _where(m) not in variants:
             errors.append(f"$.measurement: {_where(m)} is not an exported variant")
+    return errors
+
+
+def _kernel_matches_step(where: tuple[str, str], kernel: Mapping[str, Any], step: Mapping[str, Any]) -> list[str]:
+    """A $.kernels entry says what its launch step says: grid, block, cluster, dynamic shared memory."""
+    step_view = {"grid": step.get("grid"), "block": step.get("block"), "cluster": list(step.get("cluster") or [1, 1, 1]),
+                 "dynamic_smem_bytes": step.get("dynamic_smem_bytes", 0)}
+    return [f"$.kernels {where} {kernel['name']}: {name} is {kernel.get(name)!r}, but its launch step says {value!r}"
+            for name, value in step_view.items() if kernel.get(name) != value]
+
+
+def _launch_consistency(where: tuple[str, str], entry: Mapping[str, Any]) -> list[str]:
+    """An entry's architecture agrees with its description, and the kernels' parameters name its tensor maps."""
+    errors = []
+    arch, description = entry["arch"], entry["description"]
+    if entry["arch_specific"] != arch.endswith("a"):
+        errors.append(f"$.launch {where}: arch_specific is {entry['arch_specific']} for {arch}")
+    if "arch" in description and description["arch"] != arch:
+        errors.append(f"$.launch {where}: the description was built for {description['arch']}, not {arch}")
+    if description.get("family") == "wgmma" and arch != "sm_90a":
+        errors.append(f"$.launch {where}: a wgmma kernel exported for {arch} (wgmma exists on sm_90a only)")
+    maps = description.get("tensor_maps") or {}
+    params = description.get("params")
+    if maps and params is None:
+        errors.append(f"$.launch {where}: tensor maps without the kernel parameters that take them")
+    elif maps:
+        unused = sorted(set(maps) - set(params))
+        if unused:
+            errors.append(f"$.launch {where}: tensor maps {unused} are no kernel parameter")
     return errors
 
 

@@ -75,7 +75,10 @@ def read_config_file(path: Path) -> dict[str, Value]:
 
 
 def from_file(path: Path, problems: Sequence[GemmProblem], archs: Sequence[str], space_of: SpaceOf) -> list[Choice]:
+    from tracea_cli.export.families import check_file_config
+
     config = read_config_file(path)
+    check_file_config(config, archs, path)
     choices = []
     for problem in problems:
         for arch in archs:

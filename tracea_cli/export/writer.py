@@ -4,6 +4,9 @@ write the folder.
 Everything is checked before anything is compiled (architectures NVRTC knows, a writable --out, configurations
 inside their search space), and the folder is written into a temporary folder beside --out and moved into place
 only when every file is there and the manifest is valid: a failure at any point leaves nothing half-written.
+
+Configurations of the Hopper wgmma family are built for sm_90a only (families.place_wgmma): a requested sm_90 that
+gets one is built as sm_90a, and no PTX is made from them (their instructions exist on compute capability 9.0 only).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from tracea_cli.backends.base import Artifact, CompileFailed, Target
 from tracea_cli.errors import TraceaError, UsageError
 from tracea_cli.export import c_header, cpp_header, example, resolve
 from tracea_cli.export.dispatch import valid_for
+from tracea_cli.export.families import is_wgmma, place_wgmma
 from tracea_cli.export.elf import function_symbols
 from tracea_cli.export.manifest import COMPILED_ONLY, Kernel, Manifest, PtxImage, Variant, shape_label, validate
 from tracea_cli.ops.gemm.problem import GemmProblem
@@ -75,6 +79,10 @@ def prefix_of(problem: GemmProblem) -> str:
 
 # ---- checks before any work ---------------------------------------------------------------------------------------
 
+def arch_order(arch: str) -> tuple[int, str]:
+    return (int(base_arch(arch)[3:]), arch)
+
+
 def check_archs(archs: Sequence[str]) -> tuple[str, ...]:
     """The requested architectures, deduplicated and ordered; each one NVRTC can build for and whose limits we know."""
     if not archs:
@@ -92,7 +100,7 @@ def check_archs(archs: Sequence[str]) -> tuple[str, ...]:
                              f"Use one of {', '.join(a for a in ARCH_LIMITS if base_arch(a) in known)}.")
         if arch not in out:
             out.append(arch)
-    return tuple(sorted(out, key=lambda a: (int(base_arch(a)[3:]), a)))
+    return tuple(sorted(out, key=arch_order))
 
 
 def check_problems(problems: Sequence[GemmProblem]) -> tuple[GemmProblem, ...]:
@@ -160,8 +168,10 @@ def _kernels(artifact: Artifact) -> tuple[Kernel, ...]:
             continue
         res = _resources(artifact, step["name"])
         block = tuple(int(b) for b in step["block"]) + (1, 1)
+        cluster = tuple(int(c) for c in step.get("cluster") or (1, 1, 1)) + (1, 1)
         kernels[step["name"]] = Kernel(
             name=step["name"], grid=dict(step["grid"]), block=block[:3],  # type: ignore[arg-type]
+            cluster=cluster[:3],  # type: ignore[arg-type]
             dynamic_smem_bytes=int(step.get("dynamic_smem_bytes", 0)),
             static_smem_bytes=int(res.get("shared_bytes", 0)), registers=int(res.get("registers", 0)),
             spill_bytes=int(res.get("spill_store_bytes", 0)) + int(res.get("spill_load_bytes", 0)))
@@ -179,6 +189,10 @@ def _build(builder: Builder, choice: resolve.Choice, prefix: str) -> Built:
     binary = artifact.binary or b""
     if binary[:4] != b"\x7fELF" or nvrtc.cubin_arch(binary) != base_arch(arch):
         raise TraceaError(f"the CUDA backend returned no {arch} cubin for {problem.label}.", "Report this as a bug.")
+    # The ELF header does not tell sm_90 from sm_90a; the PTX's .target line, where the backend reports it, does.
+    ptx_target = (artifact.resources or {}).get("ptx_target")
+    if ptx_target and ptx_target != arch:
+        raise TraceaError(f"the CUDA backend built {problem.label} for {ptx_target}, not {arch}.", "Report this as a bug.")
     kernels = _kernels(artifact)
     missing = {k.name for k in kernels} - function_symbols(binary)
     if missing:
@@ -205,9 +219,9 @@ def export(request: ExportRequest, *, settings: Any, builder: Builder | None = N
     archs = check_archs(request.archs)
     out = check_out(request.out)
     if builder is None:
-        from tracea_cli.backends.cuda import CudaBackend
+        from tracea_cli.export.families import ExportBuilder
 
-        builder = CudaBackend()
+        builder = ExportBuilder()
     spaces: dict[tuple[GemmProblem, str], SearchSpace] = {}
 
     def space_of(problem: GemmProblem, arch: str) -> SearchSpace:
@@ -222,6 +236,8 @@ def export(request: ExportRequest, *, settings: Any, builder: Builder | None = N
         choices = resolve.from_defaults(problems, archs, space_of)
     else:
         choices = resolve.from_file(Path(request.config), problems, archs, space_of)
+    choices = place_wgmma(choices, warnings)
+    archs = tuple(sorted({c.arch for c in choices}, key=arch_order))
 
     prefix = prefix_of(problems[0])
     built = [_build(builder, c, prefix) for c in choices]
@@ -245,6 +261,8 @@ def export(request: ExportRequest, *, settings: Any, builder: Builder | None = N
 
     # PTX for forward compatibility: the lowest requested architecture that has no arch-specific instructions.
     portable = [a for a in archs if not a.endswith("a")]
+    wgmma_archs = sorted({b.choice.arch for b in built if is_wgmma(b.choice.config)})
+    wgmma_list = ", ".join(wgmma_archs)
     ptx_images: list[PtxImage] = []
     ptx_isa = ""
     if portable:
@@ -259,6 +277,14 @@ def export(request: ExportRequest, *, settings: Any, builder: Builder | None = N
             ptx_images.append(PtxImage(shape=b.choice.problem.shape, arch=virtual, file=name, from_arch=portable[0]))
         ptx_note = (f"PTX of the {portable[0]} configurations (ISA {ptx_isa}): the driver compiles it for newer GPUs "
                     f"that no cubin here matches.")
+        if wgmma_archs:
+            ptx_note += (f" No PTX of the {wgmma_list} configurations: their wgmma/TMA code is arch-specific and runs "
+                         "on compute capability 9.0 only.")
+    elif wgmma_archs:
+        ptx_note = (f"no PTX: the {wgmma_list} configurations use wgmma/TMA, arch-specific code that runs on compute "
+                    "capability 9.0 only; add a portable architecture such as sm_80 (with a configuration of another "
+                    "family) to get PTX.")
+        warnings.append(ptx_note)
     else:
         ptx_note = ("no PTX: every requested architecture is arch-specific (" + ", ".join(archs) +
                     "), whose instructions no other GPU runs; add a portable architecture such as sm_80 to get PTX.")

@@ -8,6 +8,10 @@
  * first launch and under a mutex, so launches from several threads are safe. Streams must belong to that context
  * (streams of the runtime API and of PyTorch do). Every call returns a tracea_status; when it is
  * TRACEA_ERROR_DRIVER, tracea_last_driver_error() gives the CUresult and the driver call that failed.
+ *
+ * Kernels that read their operands through TMA (the Hopper wgmma family, sm_90a) get their tensor maps encoded here
+ * at each launch (cuTensorMapEncodeTiled, a host-only call) and passed by value as kernel parameters; thread-block
+ * clusters and persistent grids are launched with cuLaunchKernelEx, the grid sized by the device's occupancy.
  */
 #ifndef TRACEA_RUNTIME_H_V1
 #define TRACEA_RUNTIME_H_V1
@@ -94,6 +98,12 @@ typedef struct tracea_driver {
   CUresult (*launch_kernel)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
                             unsigned int, unsigned int, CUstream, void**, void**);
   CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**);
+  /* Used by TMA / cluster / persistent kernels only; NULL when the driver lacks them. */
+  CUresult (*tensor_map_encode_tiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                      const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                      CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  CUresult (*occupancy_max_active_blocks)(int*, CUfunction, int, size_t);
+  CUresult (*occupancy_max_active_clusters)(int*, CUfunction, const CUlaunchConfig*);
   CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*mem_alloc)(CUdeviceptr*, size_t);
   CUresult (*mem_free)(CUdeviceptr);
@@ -108,19 +118,46 @@ typedef struct tracea_driver {
 #define TRACEA_MAX_DEVICES 64
 #define TRACEA_MAX_KERNELS @MAX_KERNELS@
 #define TRACEA_DEFAULT_SMEM_LIMIT 49152u
+#define TRACEA_MAX_TENSOR_MAPS @MAX_TENSOR_MAPS@
+#define TRACEA_MAX_PARAMS @MAX_PARAMS@
 
+/* Grid rules of docs/kernel-abi.md. The cluster rules' value is cluster_m; with
+ * work = ceil(ceil(M/tile_m)/cluster_m) * ceil(N/tile_n): WORK_CLUSTERS = work * cluster_m,
+ * PERSISTENT_CLUSTERS = min(work, resident clusters on the device) * cluster_m. */
 enum { TRACEA_GRID_CONST = 0, TRACEA_GRID_TILES = 1, TRACEA_GRID_TILES_M = 2, TRACEA_GRID_TILES_N = 3,
-       TRACEA_GRID_SPLIT_K = 4, TRACEA_GRID_MN_DIV = 5 };
+       TRACEA_GRID_SPLIT_K = 4, TRACEA_GRID_MN_DIV = 5, TRACEA_GRID_WORK_CLUSTERS = 6,
+       TRACEA_GRID_PERSISTENT_CLUSTERS = 7 };
 enum { TRACEA_STEP_MEMSET = 0, TRACEA_STEP_KERNEL = 1 };
 
+/* Kernel parameters, in the order of the kernel's signature: the pointers and sizes of tracea_gemm_args, or a
+ * tensor map (TRACEA_PARAM_MAP_0 + i: the variant's i-th map, passed by value). */
+enum { TRACEA_PARAM_A = 0, TRACEA_PARAM_B = 1, TRACEA_PARAM_C = 2, TRACEA_PARAM_BIAS = 3, TRACEA_PARAM_RESIDUAL = 4,
+       TRACEA_PARAM_WORKSPACE = 5, TRACEA_PARAM_M = 6, TRACEA_PARAM_N = 7, TRACEA_PARAM_K = 8, TRACEA_PARAM_LDA = 9,
+       TRACEA_PARAM_LDB = 10, TRACEA_PARAM_LDC = 11, TRACEA_PARAM_MAP_0 = 12 };
+
 typedef struct tracea_grid_rule { int kind; unsigned int value; } tracea_grid_rule;
+
+/* A 2-D tiled TMA tensor map, encoded at launch over the call's memory (docs/kernel-abi.md, "Tensor maps"). */
+typedef struct tracea_tensor_map {
+  int tensor;                       /* TRACEA_PARAM_A, _B or _C: whose memory it maps */
+  int dims[2];                      /* TRACEA_PARAM_M, _N or _K: its sizes, innermost first */
+  int row_stride;                   /* TRACEA_PARAM_LDA, _LDB or _LDC: elements from one row to the next */
+  unsigned int box[2];              /* elements one copy moves, innermost first */
+  unsigned int elem_bytes;
+  int data_type;                    /* CUtensorMapDataType */
+  int interleave;                   /* CUtensorMapInterleave */
+  int swizzle;                      /* CUtensorMapSwizzle */
+  int l2_promotion;                 /* CUtensorMapL2promotion */
+  int oob_fill;                     /* CUtensorMapFloatOOBfill */
+} tracea_tensor_map;
 
 typedef struct tracea_step {
   int kind;                         /* TRACEA_STEP_MEMSET (zero the workspace) or TRACEA_STEP_KERNEL */
   int kernel;                       /* kernel steps: index into the variant's kernel names */
   tracea_grid_rule grid[3];
   unsigned int block[3];
-  unsigned int cluster[3];          /* thread-block cluster dimensions; {0, 0, 0}: no cluster */
+  unsigned int cluster[3];          /* {0, 0, 0}: cuLaunchKernel; else cuLaunchKernelEx, with the cluster attribute
+                                       when it has more than one block */
   unsigned int dynamic_smem_bytes;
   unsigned int memset_bytes_per_mn; /* memset steps: bytes per element of C */
 } tracea_step;
@@ -141,6 +178,10 @@ typedef struct tracea_variant {
   int n_kernels;
   const tracea_step* steps;
   int n_steps;
+  const int* params;                /* TRACEA_PARAM_* in the kernels' parameter order */
+  int n_params;
+  const tracea_tensor_map* maps;    /* encoded at each launch; none for kernels that take plain pointers */
+  int n_maps;
 } tracea_variant;
 
 typedef struct tracea_image_set {
@@ -177,6 +218,7 @@ typedef struct tracea_export {
   tracea_device_state* devices;     /* [TRACEA_MAX_DEVICES] */
   CUmodule* modules;                /* [TRACEA_MAX_DEVICES][max_variants] */
   CUfunction* functions;            /* [TRACEA_MAX_DEVICES][max_variants][TRACEA_MAX_KERNELS] */
+  unsigned int* resident;           /* same shape: clusters (or blocks) of a persistent kernel the device holds at once */
 } tracea_export;
 
 /* ---- the driver ---- */
@@ -217,6 +259,9 @@ static void tracea__drv_load(void) {
     {"cuFuncSetAttribute", offsetof(tracea_driver, func_set_attribute), 1},
     {"cuLaunchKernel", offsetof(tracea_driver, launch_kernel), 1},
     {"cuLaunchKernelEx", offsetof(tracea_driver, launch_kernel_ex), 0},
+    {"cuTensorMapEncodeTiled", offsetof(tracea_driver, tensor_map_encode_tiled), 0},
+    {"cuOccupancyMaxActiveBlocksPerMultiprocessor", offsetof(tracea_driver, occupancy_max_active_blocks), 0},
+    {"cuOccupancyMaxActiveClusters", offsetof(tracea_driver, occupancy_max_active_clusters), 0},
     {"cuMemsetD8Async", offsetof(tracea_driver, memset_d8_async), 1},
     {"cuMemAlloc", offsetof(tracea_driver, mem_alloc), 1},
     {"cuMemFree", offsetof(tracea_driver, mem_free), 1},
@@ -335,6 +380,7 @@ static inline int tracea__pick_set(const tracea_export* e, int major, int minor)
 static inline void tracea__unload_device(const tracea_export* e, const tracea_driver* d, int ordinal) {
   tracea_device_state* st = &e->devices[ordinal];
   CUmodule* modules = e->modules + (size_t)ordinal * e->max_variants;
+  const size_t per_device = (size_t)e->max_variants * TRACEA_MAX_KERNELS;
   CUcontext popped;
   int v;
   if (st->ctx != NULL) {
@@ -349,16 +395,84 @@ static inline void tracea__unload_device(const tracea_export* e, const tracea_dr
     d->primary_ctx_release(st->device);
   }
   memset(modules, 0, sizeof(CUmodule) * (size_t)e->max_variants);
-  memset(e->functions + (size_t)ordinal * e->max_variants * TRACEA_MAX_KERNELS, 0,
-         sizeof(CUfunction) * (size_t)e->max_variants * TRACEA_MAX_KERNELS);
+  memset(e->functions + (size_t)ordinal * per_device, 0, sizeof(CUfunction) * per_device);
+  memset(e->resident + (size_t)ordinal * per_device, 0, sizeof(unsigned int) * per_device);
   memset(st, 0, sizeof(*st));
 }
 
+/* The launch configuration of a kernel step (cuLaunchKernelEx); the cluster attribute only for clusters of more
+ * than one block. `attribute` must outlive `config`. */
+static inline void tracea__launch_config(const tracea_step* s, unsigned int gx, unsigned int gy, unsigned int gz,
+                                         CUstream stream, CUlaunchConfig* config, CUlaunchAttribute* attribute) {
+  memset(config, 0, sizeof(*config));
+  memset(attribute, 0, sizeof(*attribute));
+  config->gridDimX = gx; config->gridDimY = gy; config->gridDimZ = gz;
+  config->blockDimX = s->block[0]; config->blockDimY = s->block[1]; config->blockDimZ = s->block[2];
+  config->sharedMemBytes = s->dynamic_smem_bytes;
+  config->hStream = stream;
+  if (s->cluster[0] * s->cluster[1] * s->cluster[2] > 1) {
+    attribute->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute->value.clusterDim.x = s->cluster[0];
+    attribute->value.clusterDim.y = s->cluster[1];
+    attribute->value.clusterDim.z = s->cluster[2];
+    config->attrs = attribute;
+    config->numAttrs = 1;
+  }
+}
+
+static inline int tracea__is_persistent(const tracea_step* s) {
+  return s->grid[0].kind == TRACEA_GRID_PERSISTENT_CLUSTERS || s->grid[1].kind == TRACEA_GRID_PERSISTENT_CLUSTERS ||
+         s->grid[2].kind == TRACEA_GRID_PERSISTENT_CLUSTERS;
+}
+
+/* Clusters (blocks, for clusters of one) of a persistent kernel's step that are resident on the device at once:
+ * cuOccupancyMaxActiveClusters, or blocks per SM times the SM count (docs/kernel-abi.md). */
+static inline tracea_status tracea__resident(const tracea_driver* d, CUfunction f, const tracea_step* s, int sm_count,
+                                             unsigned int* resident) {
+  const unsigned int cluster = s->cluster[0] == 0 ? 1u : s->cluster[0] * s->cluster[1] * s->cluster[2];
+  int n = 0;
+  CUresult r;
+  if (cluster > 1) {
+    CUlaunchConfig config;
+    CUlaunchAttribute attribute;
+    if (d->occupancy_max_active_clusters == NULL) {
+      return TRACEA_ERROR_DRIVER_TOO_OLD;
+    }
+    tracea__launch_config(s, (unsigned int)sm_count * cluster, 1u, 1u, NULL, &config, &attribute);
+    if ((r = d->occupancy_max_active_clusters(&n, f, &config)) != CUDA_SUCCESS) {
+      return tracea__fail(r, "cuOccupancyMaxActiveClusters");
+    }
+  } else {
+    if (d->occupancy_max_active_blocks == NULL) {
+      return TRACEA_ERROR_DRIVER_TOO_OLD;
+    }
+    r = d->occupancy_max_active_blocks(&n, f, (int)(s->block[0] * s->block[1] * s->block[2]), s->dynamic_smem_bytes);
+    if (r != CUDA_SUCCESS) {
+      return tracea__fail(r, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    }
+    n *= sm_count;
+  }
+  if (n < 1) {
+    return TRACEA_ERROR_DEVICE_LIMITS; /* not one cluster of this kernel fits on the device */
+  }
+  *resident = (unsigned int)n;
+  return TRACEA_OK;
+}
+
 /* Load one variant's module and functions into the current context; check what the device allows per kernel. */
-static inline tracea_status tracea__load_variant(const tracea_driver* d, const tracea_variant* v, CUmodule* module,
-                                                 CUfunction* functions) {
-  CUresult r = d->module_load_data(module, v->image);
+static inline tracea_status tracea__load_variant(const tracea_driver* d, const tracea_variant* v, int sm_count,
+                                                 CUmodule* module, CUfunction* functions, unsigned int* resident) {
+  CUresult r;
   int i, j;
+  for (j = 0; j < v->n_steps; ++j) {
+    if (v->steps[j].kind == TRACEA_STEP_KERNEL && v->steps[j].cluster[0] != 0 && d->launch_kernel_ex == NULL) {
+      return TRACEA_ERROR_DRIVER_TOO_OLD;
+    }
+  }
+  if (v->n_maps > 0 && d->tensor_map_encode_tiled == NULL) {
+    return TRACEA_ERROR_DRIVER_TOO_OLD;
+  }
+  r = d->module_load_data(module, v->image);
   if (r != CUDA_SUCCESS) {
     return tracea__fail(r, "cuModuleLoadData");
   }
@@ -391,6 +505,17 @@ static inline tracea_status tracea__load_variant(const tracea_driver* d, const t
         return tracea__fail(r, "cuFuncSetAttribute");
       }
     }
+    /* A persistent kernel's grid is what the device holds at once (asked after the shared memory limit is raised). */
+    for (j = 0; j < v->n_steps; ++j) {
+      const tracea_step* s = &v->steps[j];
+      if (s->kind == TRACEA_STEP_KERNEL && s->kernel == i && tracea__is_persistent(s)) {
+        tracea_status status = tracea__resident(d, functions[i], s, sm_count, &resident[i]);
+        if (status != TRACEA_OK) {
+          return status;
+        }
+        break;
+      }
+    }
   }
   return TRACEA_OK;
 }
@@ -399,7 +524,7 @@ static inline tracea_status tracea__load_variant(const tracea_driver* d, const t
 static inline tracea_status tracea__load_device(const tracea_export* e, const tracea_driver* d, CUdevice device,
                                                 int ordinal) {
   tracea_device_state* st = &e->devices[ordinal];
-  int major = 0, minor = 0, smem_optin = 0, max_threads = 0, v;
+  int major = 0, minor = 0, smem_optin = 0, max_threads = 0, sm_count = 0, v;
   CUcontext popped;
   CUresult r;
   tracea_status status = TRACEA_OK;
@@ -412,7 +537,8 @@ static inline tracea_status tracea__load_device(const tracea_export* e, const tr
       (r = d->device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)) != CUDA_SUCCESS ||
       (r = d->device_get_attribute(&smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device)) !=
           CUDA_SUCCESS ||
-      (r = d->device_get_attribute(&max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device)) != CUDA_SUCCESS) {
+      (r = d->device_get_attribute(&max_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device)) != CUDA_SUCCESS ||
+      (r = d->device_get_attribute(&sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device)) != CUDA_SUCCESS) {
     return tracea__fail(r, "cuDeviceGetAttribute");
   }
   st->set = tracea__pick_set(e, major, minor);
@@ -435,8 +561,9 @@ static inline tracea_status tracea__load_device(const tracea_export* e, const tr
     return tracea__fail(r, "cuCtxPushCurrent");
   }
   for (v = 0; v < set->n_variants && status == TRACEA_OK; ++v) {
-    status = tracea__load_variant(d, &set->variants[v], &e->modules[(size_t)ordinal * e->max_variants + v],
-                                  &e->functions[((size_t)ordinal * e->max_variants + v) * TRACEA_MAX_KERNELS]);
+    const size_t slot = (size_t)ordinal * e->max_variants + v;
+    status = tracea__load_variant(d, &set->variants[v], sm_count, &e->modules[slot],
+                                  &e->functions[slot * TRACEA_MAX_KERNELS], &e->resident[slot * TRACEA_MAX_KERNELS]);
   }
   d->ctx_pop_current(&popped);
   return status;
@@ -581,43 +708,93 @@ static inline tracea_status tracea__select(const tracea_image_set* set, const tr
 }
 
 static inline unsigned long long tracea__grid(const tracea_grid_rule* g, const tracea_variant* v,
-                                              const tracea_gemm_args* a) {
+                                              const tracea_gemm_args* a, unsigned int resident) {
   unsigned long long tiles_m = ((unsigned long long)a->m + v->tile_m - 1) / v->tile_m;
   unsigned long long tiles_n = ((unsigned long long)a->n + v->tile_n - 1) / v->tile_n;
+  unsigned long long work = g->value == 0 ? 0 : (tiles_m + g->value - 1) / g->value * tiles_n;
   switch (g->kind) {
     case TRACEA_GRID_TILES: return tiles_m * tiles_n;
     case TRACEA_GRID_TILES_M: return tiles_m;
     case TRACEA_GRID_TILES_N: return tiles_n;
     case TRACEA_GRID_SPLIT_K: return v->split_k;
     case TRACEA_GRID_MN_DIV: return ((unsigned long long)a->m * (unsigned long long)a->n + g->value - 1) / g->value;
+    case TRACEA_GRID_WORK_CLUSTERS: return work * g->value;
+    case TRACEA_GRID_PERSISTENT_CLUSTERS: return (work < resident ? work : resident) * g->value;
     default: return g->value;
   }
 }
 
+/* Encode one tensor map over the call's memory. TMA needs a 16-byte aligned base and row stride. */
+static inline tracea_status tracea__encode_map(const tracea_driver* d, const tracea_tensor_map* t,
+                                               const CUdeviceptr* pointers, const int* sizes, CUtensorMap* map) {
+  void* base = (void*)(uintptr_t)pointers[t->tensor];
+  const cuuint64_t dims[2] = {(cuuint64_t)sizes[t->dims[0] - TRACEA_PARAM_M],
+                              (cuuint64_t)sizes[t->dims[1] - TRACEA_PARAM_M]};
+  const cuuint64_t stride = (cuuint64_t)sizes[t->row_stride - TRACEA_PARAM_M] * t->elem_bytes;
+  const cuuint32_t box[2] = {t->box[0], t->box[1]};
+  const cuuint32_t element_strides[2] = {1u, 1u};
+  CUresult r;
+  if ((uintptr_t)base % 16u != 0 || stride % 16u != 0) {
+    return TRACEA_ERROR_MISALIGNED;
+  }
+  if (d->tensor_map_encode_tiled == NULL) {
+    return TRACEA_ERROR_DRIVER_TOO_OLD;
+  }
+  r = d->tensor_map_encode_tiled(map, (CUtensorMapDataType)t->data_type, 2u, base, dims, &stride, box, element_strides,
+                                 (CUtensorMapInterleave)t->interleave, (CUtensorMapSwizzle)t->swizzle,
+                                 (CUtensorMapL2promotion)t->l2_promotion, (CUtensorMapFloatOOBfill)t->oob_fill);
+  return r == CUDA_SUCCESS ? TRACEA_OK : tracea__fail(r, "cuTensorMapEncodeTiled");
+}
+
 static inline tracea_status tracea__run_steps(const tracea_driver* d, const tracea_variant* v, const CUfunction* fns,
-                                              const tracea_gemm_args* a, CUstream stream) {
-  CUdeviceptr pa = (CUdeviceptr)(uintptr_t)a->a, pb = (CUdeviceptr)(uintptr_t)a->b, pc = (CUdeviceptr)(uintptr_t)a->c;
-  CUdeviceptr pbias = (CUdeviceptr)(uintptr_t)a->bias, pres = (CUdeviceptr)(uintptr_t)a->residual;
-  CUdeviceptr pws = (CUdeviceptr)(uintptr_t)a->workspace;
-  int m = a->m, n = a->n, k = a->k, lda = a->lda, ldb = a->ldb, ldc = a->ldc;
-  /* The kernel ABI of docs/kernel-abi.md: (A, B, C, bias, residual, workspace, M, N, K, lda, ldb, ldc). */
-  void* params[12];
+                                              const unsigned int* resident, const tracea_gemm_args* a,
+                                              CUstream stream) {
+  /* Indexed by TRACEA_PARAM_A..WORKSPACE and TRACEA_PARAM_M..LDC - TRACEA_PARAM_M. */
+  CUdeviceptr pointers[6];
+  int sizes[6];
+  CUtensorMap maps[TRACEA_MAX_TENSOR_MAPS];
+  void* params[TRACEA_MAX_PARAMS];
   int i;
-  params[0] = &pa; params[1] = &pb; params[2] = &pc; params[3] = &pbias; params[4] = &pres; params[5] = &pws;
-  params[6] = &m; params[7] = &n; params[8] = &k; params[9] = &lda; params[10] = &ldb; params[11] = &ldc;
+  pointers[TRACEA_PARAM_A] = (CUdeviceptr)(uintptr_t)a->a;
+  pointers[TRACEA_PARAM_B] = (CUdeviceptr)(uintptr_t)a->b;
+  pointers[TRACEA_PARAM_C] = (CUdeviceptr)(uintptr_t)a->c;
+  pointers[TRACEA_PARAM_BIAS] = (CUdeviceptr)(uintptr_t)a->bias;
+  pointers[TRACEA_PARAM_RESIDUAL] = (CUdeviceptr)(uintptr_t)a->residual;
+  pointers[TRACEA_PARAM_WORKSPACE] = (CUdeviceptr)(uintptr_t)a->workspace;
+  sizes[0] = a->m; sizes[1] = a->n; sizes[2] = a->k; sizes[3] = a->lda; sizes[4] = a->ldb; sizes[5] = a->ldc;
+  if (v->n_maps > TRACEA_MAX_TENSOR_MAPS || v->n_params > TRACEA_MAX_PARAMS) {
+    return TRACEA_ERROR_INVALID_ARGUMENT; /* tables written by another tracea version */
+  }
+  /* Tensor maps are encoded at every launch: a host-only call, cheap next to a kernel, and always over this call's
+   * pointers and sizes. */
+  for (i = 0; i < v->n_maps; ++i) {
+    tracea_status status = tracea__encode_map(d, &v->maps[i], pointers, sizes, &maps[i]);
+    if (status != TRACEA_OK) {
+      return status;
+    }
+  }
+  /* The kernel's parameters in its signature's order (docs/kernel-abi.md). */
+  for (i = 0; i < v->n_params; ++i) {
+    const int p = v->params[i];
+    params[i] = p >= TRACEA_PARAM_MAP_0 ? (void*)&maps[p - TRACEA_PARAM_MAP_0]
+                : p >= TRACEA_PARAM_M   ? (void*)&sizes[p - TRACEA_PARAM_M]
+                                        : (void*)&pointers[p];
+  }
   for (i = 0; i < v->n_steps; ++i) {
     const tracea_step* s = &v->steps[i];
     CUresult r;
     if (s->kind == TRACEA_STEP_MEMSET) {
-      r = d->memset_d8_async(pws, 0, (size_t)s->memset_bytes_per_mn * (size_t)m * (size_t)n, stream);
+      r = d->memset_d8_async(pointers[TRACEA_PARAM_WORKSPACE], 0,
+                             (size_t)s->memset_bytes_per_mn * (size_t)a->m * (size_t)a->n, stream);
       if (r != CUDA_SUCCESS) {
         return tracea__fail(r, "cuMemsetD8Async");
       }
       continue;
     }
     {
-      unsigned long long gx = tracea__grid(&s->grid[0], v, a), gy = tracea__grid(&s->grid[1], v, a);
-      unsigned long long gz = tracea__grid(&s->grid[2], v, a);
+      const unsigned int held = resident[s->kernel];
+      unsigned long long gx = tracea__grid(&s->grid[0], v, a, held), gy = tracea__grid(&s->grid[1], v, a, held);
+      unsigned long long gz = tracea__grid(&s->grid[2], v, a, held);
       if (gx == 0 || gy == 0 || gz == 0 || gx > 2147483647ull || gy > 65535ull || gz > 65535ull) {
         return TRACEA_ERROR_UNSUPPORTED_SHAPE;
       }
@@ -627,25 +804,17 @@ static inline tracea_status tracea__run_steps(const tracea_driver* d, const trac
         if (d->launch_kernel_ex == NULL) {
           return TRACEA_ERROR_DRIVER_TOO_OLD;
         }
-        memset(&config, 0, sizeof(config));
-        memset(&attribute, 0, sizeof(attribute));
-        attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attribute.value.clusterDim.x = s->cluster[0];
-        attribute.value.clusterDim.y = s->cluster[1];
-        attribute.value.clusterDim.z = s->cluster[2];
-        config.gridDimX = (unsigned int)gx; config.gridDimY = (unsigned int)gy; config.gridDimZ = (unsigned int)gz;
-        config.blockDimX = s->block[0]; config.blockDimY = s->block[1]; config.blockDimZ = s->block[2];
-        config.sharedMemBytes = s->dynamic_smem_bytes;
-        config.hStream = stream;
-        config.attrs = &attribute;
-        config.numAttrs = 1;
+        tracea__launch_config(s, (unsigned int)gx, (unsigned int)gy, (unsigned int)gz, stream, &config, &attribute);
         r = d->launch_kernel_ex(&config, fns[s->kernel], params, NULL);
+        if (r != CUDA_SUCCESS) {
+          return tracea__fail(r, "cuLaunchKernelEx");
+        }
       } else {
         r = d->launch_kernel(fns[s->kernel], (unsigned int)gx, (unsigned int)gy, (unsigned int)gz, s->block[0],
                              s->block[1], s->block[2], s->dynamic_smem_bytes, stream, params, NULL);
-      }
-      if (r != CUDA_SUCCESS) {
-        return tracea__fail(r, "cuLaunchKernel");
+        if (r != CUDA_SUCCESS) {
+          return tracea__fail(r, "cuLaunchKernel");
+        }
       }
     }
   }
@@ -685,8 +854,10 @@ static inline tracea_status tracea__gemm(const tracea_export* e, const tracea_ge
   if ((r = d->ctx_push_current(st->ctx)) != CUDA_SUCCESS) {
     return tracea__fail(r, "cuCtxPushCurrent");
   }
-  status = tracea__run_steps(d, v, &e->functions[((size_t)device * e->max_variants + index) * TRACEA_MAX_KERNELS], a,
-                             stream);
+  {
+    const size_t slot = ((size_t)device * e->max_variants + index) * TRACEA_MAX_KERNELS;
+    status = tracea__run_steps(d, v, &e->functions[slot], &e->resident[slot], a, stream);
+  }
   d->ctx_pop_current(&popped);
   return status;
 }
