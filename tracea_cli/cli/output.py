@@ -52,6 +52,9 @@ def write_atomic(path: Path, data: str | bytes, what: str = "output") -> Path:
     mode = "wb" if isinstance(data, bytes) else "w"
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is an ordinary file
         with os.fdopen(fd, mode) as f:
             f.write(data)
         os.replace(tmp, path)
