@@ -132,3 +132,55 @@ def test_the_whole_space_compiles(dtype, sm90):
         for (p, config, target), artifact, error in pool.map(_compile, jobs):
             assert error is None, f"{config}: {error}"
             assert artifact.resources["registers"] * tiling(p, config).threads <= target.limits.registers_per_block
+
+
+def test_a_program_is_compiled_once_even_when_threads_ask_together(monkeypatch, sm90):
+    """Threads asking for the same program wait for one compile (NVRTC's own cache would hide the ptxas report)."""
+    import threading
+    import time
+
+    import tracea_cli.backends.cuda as cuda
+
+    problem = GemmProblem(96, 80, 72, dtype="fp64", layout="nt", epilogue="bias")
+    config = gemm_space(problem, sm90).valid_configs()[3]
+    calls = []
+    real = nvrtc.compile_source
+
+    def slow(source, options, **kw):
+        calls.append(threading.get_ident())
+        time.sleep(0.2)  # long enough for every thread to ask while the first compile runs
+        return real(source, options, **kw)
+
+    monkeypatch.setattr(cuda.nvrtc, "compile_source", slow)
+    monkeypatch.setattr(cuda, "_compiled", {})  # nothing compiled earlier in this process counts
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        artifacts = list(pool.map(lambda _: compile_config(problem, config, "sm_90"), range(8)))
+    assert len(calls) == 1
+    assert len({a.binary for a in artifacts}) == 1 and artifacts[0].resources["registers"] > 0
+
+
+def test_a_compile_that_lost_its_ptxas_report_is_repeated_once(monkeypatch, sm90):
+    import dataclasses
+
+    import tracea_cli.backends.cuda as cuda
+
+    problem = GemmProblem(40, 40, 40, dtype="fp32", epilogue="bias_silu")
+    config = gemm_space(problem, sm90).valid_configs()[5]
+    real = nvrtc.compile_source
+    calls = []
+
+    def forgetful(source, options, **kw):  # the first compile comes back without resources, as on a cache hit
+        calls.append(1)
+        program = real(source, options, **kw)
+        return dataclasses.replace(program, resources={}) if len(calls) == 1 else program
+
+    monkeypatch.setattr(cuda.nvrtc, "compile_source", forgetful)
+    monkeypatch.setattr(cuda, "_compiled", {})
+    artifact = compile_config(problem, config, "sm_80")
+    assert len(calls) == 2 and artifact.resources["registers"] > 0
+
+
+def test_the_example_in_docs_engine_runs():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "engine.md").read_text()
+    example = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(example, "docs/engine.md", "exec"), {})

@@ -14,7 +14,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -134,9 +136,38 @@ def source_digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@functools.lru_cache(maxsize=256)
-def _compile_cached(source: str, arch: str) -> nvrtc.CompiledProgram:
-    return nvrtc.compile_source(source, nvrtc.CompileOptions(arch=arch), name="tracea_gemm.cu", want_ptx=True)
+_COMPILED_KEEP = 256  # programs kept per process
+_compiled: dict[tuple[str, str], Future] = {}  # (source digest, arch) -> the one compile of that program
+_compiled_lock = threading.Lock()
+_retry_lock = threading.Lock()
+
+
+def _compile_program(source: str, arch: str) -> nvrtc.CompiledProgram:
+    program = nvrtc.compile_source(source, nvrtc.CompileOptions(arch=arch), name="tracea_gemm.cu", want_ptx=True)
+    if MAIN_KERNEL not in program.resources:  # no ptxas report: once more, alone (see docs/engine.md)
+        with _retry_lock:
+            program = nvrtc.compile_source(source, nvrtc.CompileOptions(arch=arch), name="tracea_gemm.cu", want_ptx=True)
+    return program
+
+
+def _compile_once(source: str, arch: str) -> nvrtc.CompiledProgram:
+    """Compile a program once per process: threads asking for the same one wait for the first compile."""
+    key = (hashlib.sha256(source.encode()).hexdigest(), arch)
+    with _compiled_lock:
+        pending = _compiled.get(key)
+        owner = pending is None
+        if owner:
+            pending = _compiled[key] = Future()
+            while len(_compiled) > _COMPILED_KEEP:
+                del _compiled[next(iter(_compiled))]
+    if owner:
+        try:
+            pending.set_result(_compile_program(source, arch))
+        except BaseException as e:  # not kept: a later call compiles afresh
+            with _compiled_lock:
+                _compiled.pop(key, None)
+            pending.set_exception(e)
+    return pending.result()
 
 
 def compile_config(problem: GemmProblem, config: Mapping[str, Value], arch: str) -> Artifact:
@@ -144,7 +175,7 @@ def compile_config(problem: GemmProblem, config: Mapping[str, Value], arch: str)
     source = gemm_source(problem, config)
     t0 = time.perf_counter()
     try:
-        program = _compile_cached(source, arch)
+        program = _compile_once(source, arch)
     except nvrtc.NvrtcError as e:
         log = e.log.strip().splitlines()
         raise CompileFailed(f"{e}: " + "\n".join(log[-20:])) from None

@@ -196,11 +196,18 @@ def _read(prog: ctypes.c_void_p, size_fn: str, get_fn: str) -> bytes:
     return buf.raw[: n.value]
 
 
+@functools.lru_cache(maxsize=1)
+def _caches_programs() -> bool:
+    """NVRTC 12.9+ keeps a cache of compiled programs; a hit skips ptxas, and with it the resource report."""
+    major, minor = (int(x) for x in version().split("."))
+    return (major, minor) >= (12, 9)
+
+
 def compile_source(source: str, options: CompileOptions, *, name: str = "kernel.cu", want_ptx: bool = True) -> CompiledProgram:
     """Compile `source` to a cubin for `options.arch` (and PTX when asked). Raises NvrtcError with the log on failure."""
     lib = _lib()
     opts = CompileOptions(**{**options.__dict__, "include_dirs": options.include_dirs + (cuda_include_dir(),)})
-    args = [a.encode() for a in opts.to_args()]
+    args = [a.encode() for a in opts.to_args() + (["--no-cache"] if _caches_programs() else [])]
     prog = ctypes.c_void_p()
     _check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None), "nvrtcCreateProgram")
     try:
