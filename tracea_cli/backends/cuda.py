@@ -25,7 +25,7 @@ import numpy as np
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import Artifact, CompileFailed, DeviceLimits, Evaluation, Status, Target
 from tracea_cli.errors import ToolchainMissing, UsageError
-from tracea_cli.ops.dtypes import from_storage, get_dtype, to_storage
+from tracea_cli.ops.dtypes import from_storage, to_storage
 from tracea_cli.ops.gemm.cuda_space import SPLITK_REDUCE_THREADS, gemm_space, tiling
 from tracea_cli.ops.gemm.problem import GemmInputs, GemmProblem, make_inputs, reference
 from tracea_cli.ops.verify import check
