@@ -193,8 +193,8 @@ def roofline_chart(results: BenchResults) -> Chart | None:
         color = DTYPE_COLORS.get(dts[0], INK) if len(dts) == 1 else INK
         x_start = peak / bw if bw else x_lo
         ax.plot([x_start, x_hi], [peak / div] * 2, color=color, lw=1.6)
-        ax.text(x_hi / 1.1, peak * 1.08 / div, f"{', '.join(dts)} peak {units.scaled(peak, div)} {rate}", ha="right",
-                va="bottom", color=color, fontsize=8.5)
+        ax.text(max(x_start, x_lo) * 1.12, peak * 1.08 / div, f"{', '.join(dts)} peak {units.scaled(peak, div)} {rate}", ha="left",
+                va="bottom", color=color, fontsize=8.5)  # by the ridge: kernels of high intensity sit at the right end
     labelled: list[tuple[float, float]] = []
     for i, m in enumerate(marks):
         gid = f"point-{i}"

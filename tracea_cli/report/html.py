@@ -21,7 +21,7 @@ header .meta { color: var(--muted); margin: 0; }
 header code, td code { font: 12.5px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; background: var(--soft); padding: 1px 5px; border-radius: 4px; }
 h2 { font-size: 17px; margin: 34px 0 10px; padding-bottom: 6px; border-bottom: 1px solid var(--line); }
 p.note { color: var(--muted); margin: 6px 0 10px; max-width: 980px; }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: 12px; margin-top: 22px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(160px, 1fr)); gap: 12px; margin-top: 22px; }
 .card { border: 1px solid var(--line); border-radius: 10px; padding: 12px 14px; background: var(--soft); }
 .card .label { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: 0.04em; }
 .card .value { font-size: 22px; font-weight: 650; margin-top: 2px; font-variant-numeric: tabular-nums; }
