@@ -73,7 +73,7 @@ def _covering(values: tuple[int, ...], extent: int, step: int) -> int:
 
 def _rules(problem: GemmProblem) -> tuple[Rule, ...]:
     m, n, k = problem.m, problem.n, problem.k
-    _params_nr = tuple(v * lanes(problem.dtype) for v in NR_VECTORS)
+    nr_values = tuple(v * lanes(problem.dtype) for v in NR_VECTORS)
 
     def register_file(c) -> str | None:
         needed = registers_needed(int(c["mr"]), int(c["nr"]), problem.dtype)
@@ -90,7 +90,7 @@ def _rules(problem: GemmProblem) -> tuple[Rule, ...]:
         return None
 
     def tile_fits_problem(c) -> str | None:
-        for name, size, dim, values in (("mr", m, "M", MR), ("nr", n, "N", _params_nr)):
+        for name, size, dim, values in (("mr", m, "M", MR), ("nr", n, "N", nr_values)):
             cover = _covering(values, size, 1)
             if c[name] > cover:
                 return f"{name}={c[name]} is larger than {dim}={size} needs; {name}={cover} already covers it"
@@ -161,7 +161,7 @@ def hand_picked(problem: GemmProblem, target: Target) -> list[Config]:
 
 
 def describe(config: Mapping[str, Value]) -> str:
-    """A short human label: "6x32 mc96 kc512 nc6144 packA par-m t2"."""
+    """A short human label: "6x64 mc96 kc256 nc4096 packA par-m t2"."""
     pack = "packA" if config["pack_a"] else "inplaceA"
     return (f"{config['mr']}x{config['nr']} mc{config['mc']} kc{config['kc']} nc{config['nc']} {pack} "
             f"par-{config['parallel']} t{config['threads']}")
