@@ -16,6 +16,7 @@ from tracea_cli.tune.workers import EvalJob, WorkerPool
 
 CPU_DTYPES = ("fp32", "fp64")
 BACKENDS = ("auto", "cuda", "cpu", "rocm")
+BASELINE_SEED = 7  # fixed and non-negative: numpy generators refuse negative seeds
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,7 @@ def _compile_all(plan: Plan, configs) -> list[Any]:
 
 
 def baseline_job(plan: Plan, policy: TimingPolicy) -> EvalJob:
-    return EvalJob(-1, plan.problem, {}, plan.target, policy, seed=-1, kind="baseline")
+    return EvalJob(-1, plan.problem, {}, plan.target, policy, seed=BASELINE_SEED, kind="baseline")
 
 
 def retarget(job: EvalJob, device: int | None) -> EvalJob:
