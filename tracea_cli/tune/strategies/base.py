@@ -5,7 +5,8 @@ A strategy chooses among a fixed, enumerated list of valid candidates (`Candidat
     strategy = make_strategy("bayes", candidates, seed=0)
     for index in strategy.ask(4):           # up to 4 indices never proposed before; [] when the space is spent
         strategy.tell(index, cost)          # cost: time, lower is better; math.inf for a failed configuration
-    strategy.observe(index, cost)           # a result known beforehand (cache, warm start); never proposed again
+    strategy.observe(index, cost)           # a result known beforehand (cache, warm start); never proposed again;
+                                            # observing one index again keeps the better cost
 
 Strategies are pure search: they never print, touch the cache, read the environment or the clock. All their
 randomness comes from `seed`, so the same seed and the same results give the same proposals.
@@ -71,21 +72,25 @@ class Bookkeeping:
         return index, cost
 
     def tell(self, index: int, cost: float) -> None:
-        self._record(index, cost)
-
-    def observe(self, index: int, cost: float) -> None:
-        self._record(index, cost)
-
-    def _record(self, index: int, cost: float) -> None:
-        if not 0 <= index < self.size:
-            raise IndexError(f"candidate index {index} is outside 0..{self.size - 1}")
+        cost = self._check(index, cost)
         if index in self.costs:
             raise ValueError(f"candidate {index} already has a cost")
+        self.proposed.add(index)
+        self.costs[index] = cost
+
+    def observe(self, index: int, cost: float) -> None:
+        # A cache may hold a configuration more than once (runs on identical devices, imports): keep the best.
+        cost = self._check(index, cost)
+        self.proposed.add(index)
+        self.costs[index] = min(cost, self.costs.get(index, math.inf))
+
+    def _check(self, index: int, cost: float) -> float:
+        if not 0 <= index < self.size:
+            raise IndexError(f"candidate index {index} is outside 0..{self.size - 1}")
         cost = float(cost)
         if math.isnan(cost) or cost < 0:
             raise ValueError(f"cost must be >= 0 or inf, got {cost}")
-        self.proposed.add(index)
-        self.costs[index] = cost
+        return cost
 
     @staticmethod
     def _check_n(n: int) -> int:

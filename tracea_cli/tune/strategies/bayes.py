@@ -42,6 +42,7 @@ class BayesSettings:
     design_tries: int = 64  # Latin hypercubes drawn for the start; the most spread out one is used
     min_length: float = 0.5  # the shortest length scale, in level steps
     refit_growth: float = 0.1  # refit the kernel's hyperparameters after this much more data
+    refit_steps: int = 15  # L-BFGS steps of a warm-started refit
 
 
 def level_steps(params: tuple[Param, ...]) -> np.ndarray:
@@ -57,19 +58,26 @@ def level_steps(params: tuple[Param, ...]) -> np.ndarray:
     return np.array(steps or [1.0])
 
 
+def levels(params: tuple[Param, ...], configs) -> np.ndarray:
+    """Candidates as rows of value positions, one column per parameter."""
+    columns = []
+    for p in params:
+        position = {v: k for k, v in enumerate(p.values)}
+        columns.append(np.fromiter((position[c[p.name]] for c in configs), dtype=np.int64, count=len(configs)))
+    return np.column_stack(columns) if columns else np.zeros((len(configs), 1), dtype=np.int64)
+
+
 def encode(params: tuple[Param, ...], configs) -> np.ndarray:
     """Candidates as rows in [0, 1]^d: ordinal ranks scaled to [0, 1], categorical one-hot, constants dropped."""
+    positions = levels(params, configs)
     columns: list[np.ndarray] = []
-    for p in params:
+    for j, p in enumerate(params):
         if len(p.values) < 2:
             continue
-        position = {v: k for k, v in enumerate(p.values)}
-        ranks = np.fromiter((position[c.get(p.name)] for c in configs), dtype=np.float64, count=len(configs))
         if p.kind == "ordinal" or len(p.values) == 2:
-            columns.append(ranks / (len(p.values) - 1))
+            columns.append(positions[:, j] / (len(p.values) - 1))
         else:
-            for k in range(len(p.values)):
-                columns.append((ranks == k).astype(np.float64))
+            columns.extend((positions[:, j] == k).astype(np.float64) for k in range(len(p.values)))
     if not columns:
         return np.zeros((len(configs), 1))
     return np.column_stack(columns)
@@ -118,6 +126,7 @@ class BayesSearch(Bookkeeping):
         self.settings = settings or BayesSettings()
         self._rng = np.random.default_rng(seed)
         self._X = encode(candidates.params, candidates.configs)
+        self._levels = levels(candidates.params, candidates.configs)
         d = self._X.shape[1]
         self._initial = self.settings.initial if self.settings.initial is not None else min(20, max(8, 2 * (d + 1)))
         self._design: np.ndarray | None = None  # the space-filling start, in encoded coordinates
@@ -205,8 +214,8 @@ class BayesSearch(Bookkeeping):
         finite = sorted((c, i) for i, c in self.costs.items() if math.isfinite(c))
         near: list[np.ndarray] = [np.empty(0, dtype=np.int64)]
         for _, i in finite[: self.settings.incumbents]:
-            differs = (self._X[free] != self._X[i]).sum(axis=1)
-            near.append(free[differs <= 2])  # one ordinal column, or the two columns of one one-hot swap
+            differs = (self._levels[free] != self._levels[i]).sum(axis=1)
+            near.append(free[differs == 1])
         return np.unique(np.concatenate(near))
 
     # -- the model ------------------------------------------------------------------------------------------------
@@ -252,9 +261,12 @@ class BayesSearch(Bookkeeping):
         kernel = ConstantKernel(1.0, (1e-2, 1e2)) * Matern(
             length_scale=np.maximum(0.5, lower), length_scale_bounds=bounds, nu=2.5
         ) + WhiteKernel(1e-2, (1e-6, 1e0))
+        # Warm-started from the last fit, a few L-BFGS steps suffice (each costs ~20 ms at 200 results).
+        steps = 200
         if self._gp is not None:
             kernel.theta = self._gp.kernel.theta
-        gp = GaussianProcessRegressor(kernel=kernel, normalize_y=False, n_restarts_optimizer=0, random_state=self.seed)
+            steps = self.settings.refit_steps
+        gp = GaussianProcessRegressor(kernel=kernel, optimizer=_lbfgs(steps), normalize_y=False, random_state=self.seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # convergence chatter from L-BFGS at the bounds
             gp.fit(X, y)
@@ -282,20 +294,28 @@ class _IncrementalGP:
         self._explained = np.zeros(n_rows)  # colsum(V^2): the variance the data explain at each row
 
     def add(self, indices) -> None:
-        for index in indices:
-            n = len(self.train)
-            if n == len(self._L):  # grow by doubling
-                self._L = np.pad(self._L, ((0, n), (0, n)))
-                self._V = np.pad(self._V, ((0, n), (0, 0)))
-            x = self._X[index : index + 1]
-            k_train = self.kernel.k1(self._X[self.train], x)[:, 0] if n else np.empty(0)
-            k_rows = self.kernel.k1(self._X if self._rows is None else self._X[self._rows], x)[:, 0]
-            l = _forward(self._L[:n, :n], k_train)
-            d = math.sqrt(max(self._signal + self._noise + 1e-8 - float(l @ l), 1e-10))
-            self._L[n, :n], self._L[n, n] = l, d
-            self._V[n] = (k_rows - l @ self._V[:n]) / d
-            self._explained += self._V[n] ** 2
-            self.train.append(int(index))
+        """Condition on more data: a block update of L and V (one row each for a single point)."""
+        from scipy.linalg import cholesky
+
+        new = [int(i) for i in indices]
+        if not new:
+            return
+        n, m = len(self.train), len(new)
+        if n + m > len(self._L):  # grow by doubling
+            grow = max(n + m, 2 * len(self._L)) - len(self._L)
+            self._L = np.pad(self._L, ((0, grow), (0, grow)))
+            self._V = np.pad(self._V, ((0, grow), (0, 0)))
+        X_new = self._X[new]
+        rows = self._X if self._rows is None else self._X[self._rows]
+        L21 = _forward(self._L[:n, :n], self.kernel.k1(self._X[self.train], X_new)).T if n else np.zeros((m, 0))
+        K22 = self.kernel.k1(X_new) - L21 @ L21.T
+        K22[np.diag_indices(m)] += self._noise + 1e-8
+        L22 = cholesky(K22, lower=True, check_finite=False)
+        self._L[n : n + m, :n], self._L[n : n + m, n : n + m] = L21, L22
+        V_new = _forward(L22, self.kernel.k1(X_new, rows) - L21 @ self._V[:n])
+        self._V[n : n + m] = V_new
+        self._explained += np.einsum("ij,ij->j", V_new, V_new)
+        self.train.extend(new)
 
     def mark(self) -> tuple[int, np.ndarray]:
         return len(self.train), self._explained.copy()
@@ -316,6 +336,18 @@ class _IncrementalGP:
 
     def _positions(self, indices: np.ndarray) -> np.ndarray:
         return indices if self._rows is None else np.searchsorted(self._rows, indices)
+
+
+def _lbfgs(max_steps: int):
+    """The likelihood maximiser scikit-learn's GP uses by default, with a bounded number of steps."""
+
+    def optimizer(objective, theta, bounds):
+        from scipy.optimize import minimize
+
+        result = minimize(objective, theta, method="L-BFGS-B", jac=True, bounds=bounds, options={"maxiter": max_steps})
+        return result.x, result.fun
+
+    return optimizer
 
 
 def _forward(L: np.ndarray, b: np.ndarray) -> np.ndarray:
