@@ -189,12 +189,15 @@ def roofline_chart(results: BenchResults) -> Chart | None:
     for dt, c in ceilings.items():
         if c["flops_per_s"]:
             peaks_by_value.setdefault(c["flops_per_s"], []).append(dt)
-    for peak, dts in peaks_by_value.items():  # dtypes with the same measured peak share one line and one label
+    for rank, (peak, dts) in enumerate(sorted(peaks_by_value.items(), reverse=True)):  # one line per distinct peak
         color = DTYPE_COLORS.get(dts[0], INK) if len(dts) == 1 else INK
         x_start = peak / bw if bw else x_lo
         ax.plot([x_start, x_hi], [peak / div] * 2, color=color, lw=1.6)
-        ax.text(max(x_start, x_lo) * 1.12, peak * 1.08 / div, f"{', '.join(dts)} peak {units.scaled(peak, div)} {rate}", ha="left",
-                va="bottom", color=color, fontsize=8.5)  # by the ridge: kernels of high intensity sit at the right end
+        # Labels by the ridge (kernels of high intensity sit at the right end): the top one above its line, the
+        # others below theirs, so that close peaks do not stack their labels.
+        above = rank == 0
+        ax.text(max(x_start, x_lo) * 1.12, peak * (1.08 if above else 1 / 1.08) / div, f"{', '.join(dts)} peak {units.scaled(peak, div)} {rate}",
+                ha="left", va="bottom" if above else "top", color=color, fontsize=8.5)
     labelled: list[tuple[float, float]] = []
     for i, m in enumerate(marks):
         gid = f"point-{i}"
