@@ -104,3 +104,21 @@ def test_union_space_keeps_each_family_its_own_parameters():
 
     x = encode(cands.params, cands.configs)
     assert x.shape[0] == 5 and np.all((x >= 0) & (x <= 1))
+
+
+def test_every_strategy_searches_a_union_of_families():
+    from tracea_cli.space import UnionSpace
+    from tracea_cli.tune.strategies import make_strategy
+
+    a = SearchSpace(params=(Param("family", ("simt",), "categorical"), Param("tile", tuple(range(1, 30)))))
+    b = SearchSpace(params=(Param("family", ("wgmma",), "categorical"), Param("tile", (64, 128)), Param("cluster", (1, 2))))
+    cands = Candidates.from_space(UnionSpace((a, b)))
+    for name in ("bayes", "random", "grid"):
+        s = make_strategy(name, cands, seed=1)
+        seen = set()
+        while picks := s.ask(4):
+            for i in picks:
+                c = cands.configs[i]
+                s.tell(i, 1.0 / c["tile"] if c["family"] == "wgmma" else float(c["tile"]))
+                seen.add(i)
+        assert seen == set(range(len(cands)))

@@ -5,17 +5,19 @@ How it works (docs/search.md has the reasoning and the measured results):
 1. Encoding. Each candidate becomes a point in [0, 1]^d: an ordinal parameter (a tile size) by its rank among
    its values scaled to [0, 1]; a categorical one by one-hot columns (one column for two values); parameters with a
    single value are dropped.
-2. Start. The first points are spread over the space: the candidates nearest a Latin hypercube design, until
-   there are `initial` results with two successes (random candidates after the design if failures ate it).
-3. Model. scikit-optimize's GaussianProcessRegressor, Matern 5/2 kernel with one length scale per column, a
-   constant scale and a white-noise term, fitted by maximum likelihood (warm-started from the previous fit). The
-   target is log(time), standardised: times span orders of magnitude and matter in ratios.
-4. Failures. A failed configuration enters the model at the worst log(time) seen so far: its region looks
-   unattractive, but no worse than the slowest success, so one failure does not flatten the model.
-5. Proposal. skopt's `gaussian_ei` over every unproposed candidate (or, in spaces larger than `max_pool`, a
-   random subset plus every neighbour of the best few), xi = 0.01 in log units (1% improvement).
-6. Batches. `ask(n)` picks n points one after another with the kriging believer: each pick (and every point still
-   in flight) joins the training data at its predicted value, so the next pick goes elsewhere.
+2. Start. The candidates nearest a maximin Latin hypercube of 2 (d + 1) points (8 to 20), which covers every
+   level of every parameter; the model takes over once those are proposed and two have succeeded.
+3. Model. scikit-optimize's GaussianProcessRegressor fits a Matern 5/2 kernel (one length scale per column, each
+   at least half a level step, so that the model never becomes a lookup table) times a constant, plus white
+   noise, to standardised log(time): times span orders of magnitude and matter in ratios.
+4. Failures enter the model at the worst log(time) seen so far: their region looks unattractive, but no worse than
+   the slowest success, so a failure does not flatten the model.
+5. Proposal. skopt's `gaussian_ei` (xi = 0.01 in log(time): a 1% improvement) over every unproposed candidate, or
+   in spaces larger than `max_pool` a random subset plus every neighbour of the best few; ties broken at random.
+6. Batches. `ask(n)` picks n points one after another with the kriging believer: each pick, and every point still
+   in flight, joins the model at its predicted value, so the next pick goes elsewhere.
+7. Cost. Hyperparameters are refitted after every 10% more results; between refits the posterior over all
+   candidates is updated in O(n N) per result (`_IncrementalGP`), with one BLAS thread.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def levels(params: tuple[Param, ...], configs) -> np.ndarray:
     columns = []
     for p in params:
         position = {v: k for k, v in enumerate(p.values)}
-        columns.append(np.fromiter((position[c[p.name]] for c in configs), dtype=np.int64, count=len(configs)))
+        columns.append(np.fromiter((position[c.get(p.name)] for c in configs), dtype=np.int64, count=len(configs)))
     return np.column_stack(columns) if columns else np.zeros((len(configs), 1), dtype=np.int64)
 
 
@@ -159,7 +161,7 @@ class BayesSearch(Bookkeeping):
 
     def _ready_for_model(self) -> bool:
         # The start is spent once `initial` candidates are known or in flight; the model needs two successes.
-        successes = sum(1 for c in self.costs.values() if math.isfinite(c))
+        successes = sum(1 for c in self.costs.values() if math.isfinite(c) and c > 0)
         return len(self.proposed) >= min(self._initial, self.size) and successes >= 2
 
     def _unproposed(self) -> np.ndarray:
