@@ -4,6 +4,7 @@ A kernel spec (dtype, register tile, parallel dimension) compiles once per proce
 three specs and vary everything chosen at run time (layout, epilogue, blocks, packing, threads) from shape to shape.
 """
 
+import dataclasses
 import itertools
 import platform
 import re
@@ -79,6 +80,27 @@ def test_another_tile_and_parallel_dimension(layout):
         problem = GemmProblem(*shape, layout=layout, epilogue=EPILOGUES[i + 1])
         verdict = _check(problem, config, seed=200 + i)
         assert verdict.ok, f"{problem.label}: {verdict.reason}"
+
+
+@pytest.mark.parametrize("dtype,group", list(itertools.product(KERNELS, (1, 3))))
+def test_shared_operand_packed_in_groups_of_k_blocks(dtype, group):
+    """A small packing bound: the shared operand is packed `group` K blocks at a time (8 K blocks: ragged groups)."""
+    from tracea_cli.backends.cpu import host_arrays, spec_and_options
+    from tracea_cli.backends.cpu_gemm_kernels import compiled_gemm
+
+    problem = GemmProblem(130, 200, 1000, dtype=dtype, epilogue="bias_residual")
+    config = {**KERNELS[dtype], "mc": 48, "kc": 128, "nc": 192, "pack_a": True, "threads": THREADS}
+    spec, options = spec_and_options(problem, config)
+    # one K block of the shared operand: the B panel (parallel m) or the A block (parallel n), in whole strips
+    rows = -(-192 // spec.nr) * spec.nr if spec.parallel == "m" else -(-48 // spec.mr) * spec.mr
+    itemsize = np.dtype(np.float32 if dtype == "fp32" else np.float64).itemsize
+    options = dataclasses.replace(options, shared_pack_bytes=group * rows * 128 * itemsize)
+    inputs = make_inputs(problem, np.random.default_rng(11))
+    arrays = host_arrays(problem, inputs)
+    out = np.full((problem.m, problem.n), np.nan, dtype=arrays["a"].dtype)
+    compiled_gemm(spec)(arrays["a"], arrays["b"], out, options, bias=arrays["bias"], residual=arrays["residual"])
+    verdict = check(out.astype(np.float64), reference(problem, inputs), dtype)
+    assert verdict.ok, verdict.reason
 
 
 def test_the_output_is_written_not_accumulated_into():

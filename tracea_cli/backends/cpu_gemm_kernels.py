@@ -49,6 +49,7 @@ _NUMPY_DTYPES = {"fp32": np.float32, "fp64": np.float64}
 _FASTMATH = {"contract"}
 # Packing B and computing with it are two parallel loops in a row: they must never be fused into one.
 _PARALLEL = {"fusion": False}
+SHARED_PACK_BYTES = 32 << 20  # default bound on the operand packed for all threads (RunOptions.shared_pack_bytes)
 
 
 # --- SIMD vocabulary -------------------------------------------------------------------------------------------
@@ -204,7 +205,8 @@ class RunOptions:
     """The run-time part of a configuration, and the problem's layout and epilogue. Block sizes are in elements:
     rows of A per block (`mc`), the K extent of a block (`kc`), columns of B per block (`nc`). `pack_a=False` reads
     A in place (only a ragged last strip is packed). `layout` is "nn" (B is K×N) or "nt" (B is N×K); `epilogue` a
-    name from ops.gemm.problem.EPILOGUES."""
+    name from ops.gemm.problem.EPILOGUES. `shared_pack_bytes` bounds the operand packed for all threads: as many K
+    blocks of it as fit are packed at once (at least one)."""
 
     mc: int
     kc: int
@@ -213,9 +215,10 @@ class RunOptions:
     threads: int = 1
     layout: str = "nn"
     epilogue: str = "none"
+    shared_pack_bytes: int = SHARED_PACK_BYTES
 
     def __post_init__(self) -> None:
-        if min(self.mc, self.kc, self.nc, self.threads) < 1:
+        if min(self.mc, self.kc, self.nc, self.threads, self.shared_pack_bytes) < 1:
             raise ValueError("block sizes and threads must be positive")
         if self.layout not in ("nn", "nt"):
             raise ValueError(f"unknown layout {self.layout!r}")
@@ -385,69 +388,92 @@ def _make_block_routines(spec: KernelSpec, micro: Callable) -> tuple[Callable, C
 
 
 def _make_driver(spec: KernelSpec, micro: Callable) -> Callable:
-    """The whole GEMM for one spec: gemm(a, b, c, bias, residual, mc, kc, nc, pack_a, nt, epilogue), arrays
-    C-contiguous (b is N×K when nt)."""
+    """The whole GEMM for one spec: gemm(a, b, c, bias, residual, mc, kc, nc, pack_a, nt, epilogue, budget), arrays
+    C-contiguous (b is N×K when nt).
+
+    The shared operand is packed for several K blocks at once (as many as fit in `budget` elements), so that the
+    threads meet at a barrier twice per group of K blocks rather than twice per K block: on a busy machine every
+    barrier waits for the most delayed thread."""
     MR, NR = spec.mr, spec.nr
     pack_a_strips, pack_b_strip, tiles = _make_block_routines(spec, micro)
 
     @njit(parallel=_PARALLEL, fastmath=_FASTMATH)
-    def gemm_parallel_m(a2, b2, c2, bias, residual2, mc, kc, nc, pack_a, nt, epilogue):
+    def gemm_parallel_m(a2, b2, c2, bias, residual2, mc, kc, nc, pack_a, nt, epilogue, budget):
         m, k = a2.shape
         n = c2.shape[1]
         a, b, c, residual = a2.reshape(-1), b2.reshape(-1), c2.reshape(-1), residual2.reshape(-1)
         ldb = b2.shape[1]
         mc = (mc + MR - 1) // MR * MR
-        n_blocks = (m + mc - 1) // mc
         depth = min(kc, k)
-        bpack = np.empty((min(nc, n) + NR - 1) // NR * NR * depth, dtype=a.dtype)  # shared by all threads
+        panel = (min(nc, n) + NR - 1) // NR * NR * depth  # one K block of the packed B panel
+        k_blocks = (k + kc - 1) // kc
+        group = max(1, min(k_blocks, budget // panel))  # K blocks packed at once
+        bpack = np.empty(group * panel, dtype=a.dtype)  # shared by all threads
         # one packed A block and one scratch tile per thread (row get_thread_id())
         apack = np.empty((numba.get_num_threads(), min(mc, (m + MR - 1) // MR * MR) * depth), dtype=a.dtype)
         scratch = np.empty((numba.get_num_threads(), MR * NR), dtype=a.dtype)
+        m_blocks = (m + mc - 1) // mc
         for jc in range(0, n, nc):
             ncb = min(nc, n - jc)
-            for pc in range(0, k, kc):
-                kcb = min(kc, k - pc)
-                for sb in prange((ncb + NR - 1) // NR):
-                    pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack, sb * NR * kcb)
-                for ib in prange(n_blocks):
+            b_strips = (ncb + NR - 1) // NR
+            for kb0 in range(0, k_blocks, group):
+                kbs = min(group, k_blocks - kb0)
+                for t in prange(kbs * b_strips):
+                    g, sb = t // b_strips, t % b_strips
+                    pc = (kb0 + g) * kc
+                    kcb = min(kc, k - pc)
+                    pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack, g * panel + sb * NR * kcb)
+                for ib in prange(m_blocks):
                     mine = numba.get_thread_id()
                     ic = ib * mc
                     mcb = min(mc, m - ic)
                     strips = (mcb + MR - 1) // MR
                     first = 0 if pack_a else strips - (1 if mcb % MR else 0)
-                    pack_a_strips(a, k, ic, ic + mcb, pc, kcb, first, strips, apack[mine])
-                    tiles(a, k, apack[mine], pack_a, ic, mcb, pc, kcb, bpack, jc, ncb, c, n, pc == 0,
-                          epilogue if pc + kcb == k else 0, bias, residual, scratch[mine])
+                    for g in range(kbs):
+                        pc = (kb0 + g) * kc
+                        kcb = min(kc, k - pc)
+                        pack_a_strips(a, k, ic, ic + mcb, pc, kcb, first, strips, apack[mine])
+                        tiles(a, k, apack[mine], pack_a, ic, mcb, pc, kcb, bpack[g * panel:(g + 1) * panel], jc,
+                              ncb, c, n, pc == 0, epilogue if pc + kcb == k else 0, bias, residual, scratch[mine])
 
     @njit(parallel=_PARALLEL, fastmath=_FASTMATH)
-    def gemm_parallel_n(a2, b2, c2, bias, residual2, mc, kc, nc, pack_a, nt, epilogue):
+    def gemm_parallel_n(a2, b2, c2, bias, residual2, mc, kc, nc, pack_a, nt, epilogue, budget):
         m, k = a2.shape
         n = c2.shape[1]
         a, b, c, residual = a2.reshape(-1), b2.reshape(-1), c2.reshape(-1), residual2.reshape(-1)
         ldb = b2.shape[1]
         nc = (nc + NR - 1) // NR * NR
-        n_blocks = (n + nc - 1) // nc
         depth = min(kc, k)
-        apack = np.empty((min(mc, m) + MR - 1) // MR * MR * depth, dtype=a.dtype)  # shared by all threads
+        panel = (min(mc, m) + MR - 1) // MR * MR * depth  # one K block of the packed A block
+        k_blocks = (k + kc - 1) // kc
+        group = max(1, min(k_blocks, budget // panel))  # K blocks packed at once
+        apack = np.empty(group * panel, dtype=a.dtype)  # shared by all threads
         # one packed B block and one scratch tile per thread (row get_thread_id())
         bpack = np.empty((numba.get_num_threads(), min(nc, (n + NR - 1) // NR * NR) * depth), dtype=a.dtype)
         scratch = np.empty((numba.get_num_threads(), MR * NR), dtype=a.dtype)
+        n_blocks = (n + nc - 1) // nc
         for ic in range(0, m, mc):
             mcb = min(mc, m - ic)
             strips = (mcb + MR - 1) // MR
             first = 0 if pack_a else strips - (1 if mcb % MR else 0)
-            for pc in range(0, k, kc):
-                kcb = min(kc, k - pc)
-                for s in prange(first, strips):
-                    pack_a_strips(a, k, ic, ic + mcb, pc, kcb, s, s + 1, apack)
+            for kb0 in range(0, k_blocks, group):
+                kbs = min(group, k_blocks - kb0)
+                for t in prange(kbs * (strips - first)):
+                    g, s = t // (strips - first), first + t % (strips - first)
+                    pc = (kb0 + g) * kc
+                    kcb = min(kc, k - pc)
+                    pack_a_strips(a, k, ic, ic + mcb, pc, kcb, s, s + 1, apack[g * panel:(g + 1) * panel])
                 for jb in prange(n_blocks):
                     mine = numba.get_thread_id()
                     jc = jb * nc
                     ncb = min(nc, n - jc)
-                    for sb in range((ncb + NR - 1) // NR):
-                        pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack[mine], sb * NR * kcb)
-                    tiles(a, k, apack, pack_a, ic, mcb, pc, kcb, bpack[mine], jc, ncb, c, n, pc == 0,
-                          epilogue if pc + kcb == k else 0, bias, residual, scratch[mine])
+                    for g in range(kbs):
+                        pc = (kb0 + g) * kc
+                        kcb = min(kc, k - pc)
+                        for sb in range((ncb + NR - 1) // NR):
+                            pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack[mine], sb * NR * kcb)
+                        tiles(a, k, apack[g * panel:(g + 1) * panel], pack_a, ic, mcb, pc, kcb, bpack[mine], jc, ncb,
+                              c, n, pc == 0, epilogue if pc + kcb == k else 0, bias, residual, scratch[mine])
 
     return gemm_parallel_m if spec.parallel == "m" else gemm_parallel_n
 
@@ -456,7 +482,7 @@ def _signature(spec: KernelSpec):
     element = numba.from_dtype(np.dtype(_NUMPY_DTYPES[spec.dtype]))
     matrix, vector = types.Array(element, 2, "C"), types.Array(element, 1, "C")
     return types.void(matrix, matrix, matrix, vector, matrix, types.intp, types.intp, types.intp, types.boolean,
-                      types.boolean, types.intp)
+                      types.boolean, types.intp, types.intp)
 
 
 # --- compiled kernels, cached per process ----------------------------------------------------------------------
@@ -483,7 +509,7 @@ class CompiledGemm:
         self.dispatcher(a, b, c, np.empty(0, a.dtype) if bias is None else bias,
                         np.empty((0, 0), a.dtype) if residual is None else residual,
                         options.mc, options.kc, options.nc, options.pack_a, options.layout == "nt",
-                        EPILOGUE_CODES[options.epilogue])
+                        EPILOGUE_CODES[options.epilogue], options.shared_pack_bytes // a.itemsize)
 
     def assembly(self) -> str:
         """The host assembly of the compiled kernel (numba's inspect_asm), inlined routines included."""
