@@ -20,13 +20,14 @@ def samples(median_ms: float, n: int = 30, noise: float = 0.01, seed: int = 0, t
 class FakeEngine:
     """Times are made up from `time_ms(problem) * factor`; tracea is `speedup` times faster than the baseline."""
 
-    def __init__(self, *, speedup: float = 1.25, dtypes=("fp32", "fp64"), cached: bool = True, failing=(), wrong=(), throttled=0,
+    def __init__(self, *, speedup: float = 1.25, dtypes=("fp32", "fp64"), cached: bool = True, failing=(), wrong=(), no_winner=(), throttled=0,
                  ceiling=Ceiling(flops_per_s=2e11, bytes_per_s=2e10, flops_source="cpu gemm_fp32", bytes_source="cpu triad"), busy_load=0.5):
         self.speedup = speedup
         self._dtypes = tuple(dtypes)
         self.cached = cached
         self.failing = set(failing)  # problem labels whose tuning fails
         self.wrong = set(wrong)  # problem labels whose tuned kernel returns a wrong result
+        self.no_winner = set(no_winner)  # problem labels whose search finds no correct configuration
         self.throttled = throttled
         self._ceiling = ceiling
         self.busy_load = busy_load  # the host's load average at the end of the run
@@ -58,6 +59,9 @@ class FakeEngine:
             raise RunFailed(f"no configuration of {problem.label} ran correctly in 3 trials.")
         if budget is None and not self.cached:
             return None
+        if problem.label in self.no_winner:
+            failures = tuple({"config": {"block": b}, "status": "wrong_result", "reason": "relative error 0.2"} for b in (32, 64))
+            return TunedKernel(config=None, tuning=Tuning(key="key-none", cache_hit=False, evaluations=2, trials_total=2, failures=failures))
         tuning = Tuning(key=f"key-{problem.m}", cache_hit=budget is None, evaluations=0 if budget is None else budget, trials_total=6,
                         stopped_because="budget", failures=({"config": {"block": 128}, "status": "compile_error", "reason": "too big"},))
         return TunedKernel(config={"block": 64, "order": "ikj"}, tuning=tuning)

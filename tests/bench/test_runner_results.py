@@ -64,9 +64,13 @@ def test_no_tune_uses_the_cache_only_and_skips_a_miss():
 
 
 def test_failures_become_rows_and_the_rest_of_the_suite_runs():
-    bad_tune, wrong, fine, half = gemm(128), gemm(192), gemm(256), gemm(64, dtype="bf16")
-    engine = FakeEngine(failing={bad_tune.label}, wrong={wrong.label})
-    out = run_bench(BenchRequest(suite=_suite(bad_tune, wrong, fine, half)), engine, created=CREATED)
+    bad_tune, wrong, fine, half, none = gemm(128), gemm(192), gemm(256), gemm(64, dtype="bf16"), gemm(96)
+    engine = FakeEngine(failing={bad_tune.label}, wrong={wrong.label}, no_winner={none.label})
+    out = run_bench(BenchRequest(suite=_suite(bad_tune, wrong, fine, half, none)), engine, created=CREATED)
+    nothing = out.tuned(none.label)
+    assert nothing.status == "tune_failed" and "in 2 trials" in nothing.reason and out.rows_for(none.label)[1].ok
+    assert [f["config"] for f in out.failures if f["problem"] == none.label and f["stage"] == "tune"] == [{"block": 32}, {"block": 64}]
+    assert not any(call[0] == "measure" and call[1] == none.label for call in engine.calls)
     assert out.tuned(bad_tune.label).status == "tune_failed" and "ran correctly" in out.tuned(bad_tune.label).reason
     assert out.tuned(wrong.label).status == "wrong_result" and out.tuned(wrong.label).median_ms is None
     assert out.tuned(fine.label).ok and out.tuned(fine.label).speedup is not None

@@ -14,7 +14,6 @@ from tracea_cli.bench.baselines import check_baseline, torch_gemm
 from tracea_cli.bench.ceilings import ceiling_from_profile
 from tracea_cli.bench.results import Ceiling, Environment, HostLoad, TrialPoint, Tuning
 from tracea_cli.bench.runner import ProgressFn, TunedKernel
-from tracea_cli.errors import RunFailed
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import Value
 from tracea_cli.timing import TimingPolicy
@@ -137,13 +136,10 @@ class LiveEngine:
             return TunedKernel(config=dict(winner.config), tuning=tuning)
         request = TuneRequest(problem, backend=self.backend_name, devices=self.devices, budget=budget, seed=seed)
         result = tune(request, settings=self.settings, progress=progress)
-        if result.winner is None:
-            raise RunFailed(f"no configuration of {problem.label} ran correctly in {result.trials_total} trials.",
-                            f"See `tracea cache show {result.key}` for the failures.")
         failures = tuple({"config": dict(f.config), "status": f.status, "reason": f.reason} for f in result.failures)
         tuning = Tuning(key=result.key, cache_hit=result.cache_hit, evaluations=result.evaluations, trials_total=result.trials_total,
                         stopped_because=result.stopped_because, failures=failures)
-        return TunedKernel(config=dict(result.winner.config), tuning=tuning)
+        return TunedKernel(config=dict(result.winner.config) if result.winner else None, tuning=tuning)
 
     def trials(self, problem: GemmProblem) -> tuple[TrialPoint, ...]:
         from tracea_cli.cache import TuningCache

@@ -47,9 +47,10 @@ ProgressFn = Callable[[int, int, str], None]  # (problems done, problems in all,
 
 @dataclass(frozen=True)
 class TunedKernel:
-    """The configuration to benchmark as tracea's kernel, and how it was found."""
+    """The configuration to benchmark as tracea's kernel, and how it was found. `config` is None when the search
+    found no configuration that ran correctly (its failures are in `tuning`)."""
 
-    config: Mapping[str, Value]
+    config: Mapping[str, Value] | None
     tuning: Tuning
 
 
@@ -163,6 +164,9 @@ def _tuned_row(problem, info: ProblemInfo, request: BenchRequest, engine: Engine
         return failed_row(problem=info, provider=TRACEA, kind=TUNED, status=SKIPPED, reason=reason), info
     tuning = _replace(kernel.tuning, trials=engine.trials(problem))
     info = _replace(info, tuning=tuning)
+    if kernel.config is None:
+        reason = f"no configuration ran correctly in {tuning.trials_total} trials; the failures say why"
+        return failed_row(problem=info, provider=TRACEA, kind=TUNED, status="tune_failed", reason=reason), info
     say("measuring the tuned kernel")
     ev = engine.measure(problem, kernel.config, policy=request.policy, seed=request.seed)
     return _row_from(info, TRACEA, TUNED, ev, config=kernel.config), info

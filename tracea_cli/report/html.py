@@ -113,14 +113,14 @@ def _results_table(results: BenchResults) -> str:
         rows = results.rows_for(p.problem)
         for i, r in enumerate(rows):
             classes = " ".join(c for c in ("first" if i == 0 else "", "tuned" if r.kind == TUNED else "", "" if r.ok else "failed",
-                                           "has-config" if r.config else "") if c)
+                                           "has-config" if r.config or not r.ok else "") if c)
             speed = units.speedup(r.speedup)
             if r.speedup is not None:
                 tone = "good" if r.speedup.low > 1 else "bad" if r.speedup.high < 1 else "same"
                 speed_html = f'<td class="num"><span class="badge {tone}">{escape(speed)}</span></td>'
             else:
                 speed_html = _num_cell(speed)
-            notes = escape(units.notes(r))
+            notes = escape(r.status if not r.ok else units.notes(r))
             if r.throttled:
                 notes = f'<span class="badge warn">{notes}</span>'
             body.append(
@@ -133,6 +133,8 @@ def _results_table(results: BenchResults) -> str:
             if r.config:
                 body.append(f'<tr class="config-row"><td></td><td colspan="{len(head) - 1}" class="config">configuration: '
                             f"<code>{escape(units.config_text(r.config))}</code></td></tr>")
+            elif not r.ok:
+                body.append(f'<tr class="config-row failed"><td></td><td colspan="{len(head) - 1}">{escape(r.reason)}</td></tr>')
     note = ("Times are medians of raw samples (IQR: first to third quartile; cv: standard deviation over mean). "
             "Speed-up: the baseline's median time over the tuned kernel's, with a 95% bootstrap interval. "
             "% ceiling: achieved FLOP/s over the roofline of the measured ceilings at the problem's arithmetic intensity. "
@@ -195,13 +197,17 @@ def _comparison(results: BenchResults) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>{unmatched}</section>")
 
 
+def _code(text: str) -> str:
+    return f"<code>{escape(text)}</code>" if text else ""
+
+
 def _failures(results: BenchResults) -> str:
     failures = results.failures
     if not failures:
         return '<section id="failures"><h2>Failures</h2><p class="note">None: every measurement ran and passed its correctness check.</p></section>'
     rows = "".join(
         f"<tr><td>{escape(f['problem'])}</td><td>{escape(f['provider'])}</td><td>{escape(f['stage'])}</td><td><span class=\"badge bad\">{escape(str(f['status']))}</span></td>"
-        f"<td><code>{escape(units.config_text(f.get('config')))}</code></td><td>{escape(str(f['reason']))}</td></tr>"
+        f"<td>{_code(units.config_text(f.get('config')))}</td><td>{escape(str(f['reason']))}</td></tr>"
         for f in failures
     )
     return ('<section id="failures"><h2>Failures</h2><p class="note">Configurations that failed while tuning were never timed or ranked; '
