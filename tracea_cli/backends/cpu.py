@@ -21,6 +21,7 @@ import numpy as np
 
 from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status, Target
 from tracea_cli.ops.gemm.cpu_space import DTYPES, gemm_space
+from tracea_cli.space import Config
 from tracea_cli.ops.gemm.problem import GemmInputs, GemmProblem, make_inputs, reference
 from tracea_cli.ops.verify import check
 from tracea_cli.space import SearchSpace, Value
@@ -150,6 +151,12 @@ class CpuBackend:
             kernel(arrays["a"], arrays["b"], out, options, bias=arrays["bias"], residual=arrays["residual"])
 
         return _check_then_time(run, out, problem, inputs, policy, compile_s)
+
+    def suggested(self, problem: GemmProblem, target: Target) -> list[Config]:
+        """The tuner's first proposals: the two best hand-picked configurations (they share compiled kernels)."""
+        from tracea_cli.ops.gemm.cpu_space import hand_picked
+
+        return hand_picked(problem, target)[:2]
 
     def baseline(self, problem: GemmProblem, target: Target, *, policy: TimingPolicy,
                  seed: int) -> tuple[str, Evaluation]:
