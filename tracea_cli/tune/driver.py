@@ -160,7 +160,9 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) 
         patience = max(12, request.budget // 3)
         began = time.monotonic()
         stopped = "budget"
-        batch = len(plan.devices) * 2 if gpu else 1  # the CPU runs one at a time: nothing overlaps a timed run
+        # GPU: batches wide enough to keep NVRTC busy on every core while one worker per device measures; the CPU
+        # runs one candidate at a time, so that nothing (compiling, model updates) overlaps a timed run.
+        batch = max(8, 4 * len(plan.devices)) if gpu else 1
 
         with setup.pool(plan, settings) as pool:
             while remaining > 0:
