@@ -66,7 +66,9 @@ def levels(params: tuple[Param, ...], configs) -> np.ndarray:
     for p in params:
         position = {v: k for k, v in enumerate(p.values)}
         columns.append(np.fromiter((position[c.get(p.name)] for c in configs), dtype=np.int64, count=len(configs)))
-    return np.column_stack(columns) if columns else np.zeros((len(configs), 1), dtype=np.int64)
+    if not columns:
+        return np.zeros((len(configs), 1), dtype=np.int16)
+    return np.column_stack(columns).astype(np.int16 if max(len(p.values) for p in params) < 2**15 else np.int64)
 
 
 def encode(params: tuple[Param, ...], configs) -> np.ndarray:
@@ -129,6 +131,7 @@ class BayesSearch(Bookkeeping):
         self._rng = np.random.default_rng(seed)
         self._X = encode(candidates.params, candidates.configs)
         self._levels = levels(candidates.params, candidates.configs)
+        self._neighbours: dict[int, np.ndarray] = {}  # candidate -> those differing from it in one parameter
         d = self._X.shape[1]
         self._initial = self.settings.initial if self.settings.initial is not None else min(20, max(8, 2 * (d + 1)))
         self._design: np.ndarray | None = None  # the space-filling start, in encoded coordinates
@@ -209,16 +212,18 @@ class BayesSearch(Bookkeeping):
         if self.size <= self.settings.max_pool or len(free) <= self.settings.subsample:
             return free
         sample = self._rng.choice(free, self.settings.subsample, replace=False)
-        return np.union1d(sample, self._neighbours_of_best(free))
+        return np.union1d(sample, self._neighbours_of_best())
 
-    def _neighbours_of_best(self, free: np.ndarray) -> np.ndarray:
+    def _neighbours_of_best(self) -> np.ndarray:
         """Unproposed candidates that differ from one of the best few in a single parameter."""
         finite = sorted((c, i) for i, c in self.costs.items() if math.isfinite(c))
-        near: list[np.ndarray] = [np.empty(0, dtype=np.int64)]
+        near = np.zeros(self.size, dtype=bool)
         for _, i in finite[: self.settings.incumbents]:
-            differs = (self._levels[free] != self._levels[i]).sum(axis=1)
-            near.append(free[differs == 1])
-        return np.unique(np.concatenate(near))
+            if i not in self._neighbours:  # the best few change rarely: remember their neighbourhoods
+                self._neighbours[i] = np.flatnonzero((self._levels != self._levels[i]).sum(axis=1) == 1)
+            near[self._neighbours[i]] = True
+        near[list(self.proposed)] = False
+        return np.flatnonzero(near)
 
     # -- the model ------------------------------------------------------------------------------------------------
 
