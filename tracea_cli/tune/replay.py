@@ -158,10 +158,11 @@ def render_replay(result: ReplayResult, console) -> None:
     """The terminal view: what was replayed, then one row per strategy with its curve."""
     from rich.table import Table
 
+    seeds = f"seed {result.seed}" if result.repeats == 1 else f"seeds {result.seed}..{result.seed + result.repeats - 1}"
+    repeats = f"{result.repeats} repeat" + ("s" if result.repeats != 1 else "")
     console.print(
         f"Replayed {result.source}: {result.configurations} configurations ({result.failed} failed), "
-        f"optimum {result.optimum:.4g} {result.optimum_unit}; budget {result.budget}, {result.repeats} repeats, "
-        f"seeds {result.seed}..{result.seed + result.repeats - 1}."
+        f"optimum {result.optimum:.4g} {result.optimum_unit}; budget {result.budget}, {repeats}, {seeds}."
     )
     budgets = result.strategies[0].curve_budgets
     table = Table(title="Fraction of the optimum reached (mean over repeats)")
