@@ -191,6 +191,7 @@ class WorkerPool:
                 yield from self._fail(w, Status.CRASHED, f"the worker process died (exit code {w.proc.exitcode})")
                 continue
             if not w.proc.is_alive() or (w.conn not in ready and w.proc.sentinel in ready):
+                w.proc.join(2)  # reap it, so that its exit code is known
                 yield from self._fail(w, Status.CRASHED, f"the worker process died (exit code {w.proc.exitcode})")
             elif w.job is not None and time.monotonic() > w.deadline:
                 yield from self._fail(w, Status.TIMEOUT, f"no result within {self._timeout_s:g} s; the worker was killed")
