@@ -30,7 +30,7 @@ def tune_command(
     force: bool = typer.Option(False, "--force", help="Start afresh: ignore and replace stored trials for this key."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout, nothing else."),
     replay: Optional[Path] = typer.Option(None, "--replay", help="Search a recorded landscape (Kernel Tuner cache file or a tracea cache export) instead of hardware."),
-    repeats: int = typer.Option(10, "--repeats", help="With --replay: seeded repeats, scored against random search."),
+    repeats: int = typer.Option(30, "--repeats", help="With --replay: seeded repeats, scored against random search."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Cache folder (default: TRACEA_CACHE_DIR or the user cache)."),
 ) -> None:
     """Tune OP for one shape: `tracea tune gemm --m 2048` (N and K default to M)."""
