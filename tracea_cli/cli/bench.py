@@ -196,9 +196,13 @@ def _choose_suite(engine, problem, suite_file, suite):
 def _run_with_progress(request, engine, console):
     from tracea_cli.bench.runner import run_bench
 
-    if not console.is_terminal:  # a log file or a pipe: one line per step instead of a bar nobody sees
+    if not console.is_terminal:  # a log file or a pipe: one line per step, with the seconds since the start
+        import time
+
+        began = time.monotonic()
+
         def log(done: int, total: int, message: str) -> None:
-            console.print(f"bench [{min(done + 1, total)}/{total}] {message}", soft_wrap=True, markup=False)
+            console.print(f"bench [{min(done + 1, total)}/{total}] {time.monotonic() - began:6.1f}s {message}", soft_wrap=True, markup=False)
 
         return run_bench(request, engine, progress=log)
 
