@@ -32,6 +32,13 @@ class Param:
             raise ValueError(f"parameter {self.name} repeats a value")
 
 
+def _find(params: Sequence[Param], name: str) -> Param:
+    for p in params:
+        if p.name == name:
+            return p
+    raise KeyError(name)
+
+
 # A rule returns None when the configuration is fine, else the reason it is not.
 Rule = Callable[[Mapping[str, Value]], "str | None"]
 
@@ -48,10 +55,7 @@ class SearchSpace:
         return tuple(p.name for p in self.params)
 
     def param(self, name: str) -> Param:
-        for p in self.params:
-            if p.name == name:
-                return p
-        raise KeyError(name)
+        return _find(self.params, name)
 
     def why_invalid(self, config: Mapping[str, Value]) -> str | None:
         """None if `config` is in the space and passes every rule, else a sentence saying why not."""
@@ -148,10 +152,7 @@ class UnionSpace:
         return tuple(p.name for p in self.params)
 
     def param(self, name: str) -> Param:
-        for p in self.params:
-            if p.name == name:
-                return p
-        raise KeyError(name)
+        return _find(self.params, name)
 
     def part_for(self, config: Mapping[str, Value]) -> SearchSpace | None:
         for part in self.parts:
