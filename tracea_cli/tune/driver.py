@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
-from tracea_cli.backends.base import Evaluation, Status, Target
+from tracea_cli.backends.base import Evaluation, Status
 from tracea_cli.errors import UsageError
 from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.space import Candidates, Value, config_key
+from tracea_cli.space import Value, config_key
 from tracea_cli.stats import summarize
 from tracea_cli.timing import TimingPolicy
 
@@ -23,7 +23,6 @@ SEARCH_POLICY = TimingPolicy(warmup=2, min_samples=5, max_samples=30, target_cv=
 RETIME_POLICY = TimingPolicy(warmup=3, min_samples=15, max_samples=100, target_cv=0.01, max_seconds=3.0)
 RETIME_TOP = 3
 CONVERGED_IMPROVEMENT = 0.005  # a new best must beat the old by 0.5% to count as progress
-CPU_DTYPES = ("fp32", "fp64")
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) 
 
     progress = progress or (lambda done, total, msg: None)
     plan = setup.plan(request, settings)
-    problem, target, backend = plan.problem, plan.target, plan.backend
+    problem, target = plan.problem, plan.target
     gpu = target.backend == "cuda"
     with TuningCache.open(settings.cache_path) as cache:
         for w in cache.warnings:
