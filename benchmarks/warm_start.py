@@ -20,7 +20,6 @@ import platform
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 

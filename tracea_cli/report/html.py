@@ -175,7 +175,7 @@ def _convergence(results: BenchResults) -> str:
                      f"{'; stopped: ' + escape(t.stopped_because) if t.stopped_because else ''}</p></div>")
     note = "Each dot is one configuration's median time, in the order the search tried it; the line is the best found so far; crosses are failed trials."
     if not boxes:
-        return f'<section id="convergence"><h2>Tuning convergence</h2><p class="note">No tuning trials are recorded for these problems.</p></section>'
+        return '<section id="convergence"><h2>Tuning convergence</h2><p class="note">No tuning trials are recorded for these problems.</p></section>'
     return f'<section id="convergence"><h2>Tuning convergence</h2><p class="note">{escape(note)}</p><div class="grid">{"".join(boxes)}</div></section>'
 
 
