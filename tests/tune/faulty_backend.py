@@ -41,3 +41,10 @@ class FaultyBackend:
 
     def baseline(self, problem, target, *, policy, seed):
         return "reference", Evaluation(Status.OK, samples=Samples(times_ms=(2.5,) * 3, throttled=(False,) * 3, wall_s=0.0))
+
+
+class BrokenBaselineBackend(FaultyBackend):
+    """Candidates as above, but the vendor baseline fails."""
+
+    def baseline(self, problem, target, *, policy, seed):
+        return "reference", Evaluation(Status.LAUNCH_ERROR, reason="the vendor library is not installed")

@@ -48,3 +48,13 @@ def test_resume_counts_stored_trials_and_force_starts_afresh(settings):
     assert not more.cache_hit and more.evaluations == 2 and more.trials_total == 4  # resumed: 2 stored + 2 new
     forced = tune(replace(small, budget=2, force=True), settings=settings)
     assert forced.evaluations == 2 and forced.trials_total == 2
+
+
+@pytest.mark.timeout(300)
+def test_a_failed_baseline_is_reported_not_hidden(settings, monkeypatch):
+    from faulty_backend import BrokenBaselineBackend
+
+    monkeypatch.setattr(setup, "backend_class", lambda name: BrokenBaselineBackend)
+    result = tune(TuneRequest(GemmProblem(16, 16, 16), backend="cpu", strategy="grid", budget=1), settings=settings)
+    assert result.winner.config == {"x": 0} and result.baseline is None
+    assert result.as_dict()["baseline_error"] == "launch_error: the vendor library is not installed"

@@ -75,6 +75,7 @@ class TuneResult:
     stopped_because: str = ""  # budget | time limit | converged | space exhausted | cache hit
     space_size: int = 0
     problem: Mapping[str, Any] = field(default_factory=dict)
+    baseline_error: str = ""  # why the vendor baseline could not be measured in this run, if it failed
 
     @property
     def speedup(self) -> float | None:
@@ -106,6 +107,7 @@ class TuneResult:
             "target": dict(self.target),
             "space_size": self.space_size,
             "stopped_because": self.stopped_because,
+            "baseline_error": self.baseline_error,
         }
 
 
@@ -205,7 +207,9 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) 
         cache.record_search(key, strategy=request.strategy, budget=request.budget,
                             evaluations=len(cache.trials(key)), converged=stopped in ("converged", "space exhausted"))
         result = _from_cache(cache, key, plan, stopped=stopped)
+        baseline_error = "" if baseline_ev is None or baseline_ev.ok else f"{baseline_ev.status.value}: {baseline_ev.reason}"
         return replace(result, cache_hit=False, evaluations=evaluations, space_size=len(candidates),
+                       baseline_error=baseline_error,
                        ranking=tuple(_measured(c, ev, problem, gpu) for c, ev in ranking))
 
 

@@ -29,6 +29,8 @@ def render_tune(result: TuneResult, console) -> None:
             b = result.baseline
             table.add_row("", f"[dim]{result.baseline_name}[/]", f"{b.median_ms:.4f}", f"{b.cv:.1%}", f"{b.rate:.2f}", "1.00x")
         console.print(table)
+    if result.baseline_error:
+        console.print(f"[yellow]the baseline could not be measured[/]: {result.baseline_error[:200]}")
     if result.failures:
         console.print(f"{len(result.failures)} configurations failed:")
         for f in result.failures[:10]:
