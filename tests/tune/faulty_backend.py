@@ -48,3 +48,11 @@ class BrokenBaselineBackend(FaultyBackend):
 
     def baseline(self, problem, target, *, policy, seed):
         return "reference", Evaluation(Status.LAUNCH_ERROR, reason="the vendor library is not installed")
+
+
+class SlowBackend(FaultyBackend):
+    """Candidates as above, each good one taking half a second (so that several workers share the work)."""
+
+    def evaluate(self, artifact, problem, target, *, policy, seed):
+        time.sleep(0.5)
+        return super().evaluate(artifact, problem, target, policy=policy, seed=seed)

@@ -27,3 +27,16 @@ def test_pool_records_each_fault_and_goes_on():
     assert outcomes[6].status is Status.WRONG_RESULT
     assert outcomes[7].status is Status.COMPILE_ERROR and "x=7" in outcomes[7].reason
     assert outcomes[1].ok and outcomes[2].ok  # fresh workers took over after the hang and the crash
+
+
+@pytest.mark.timeout(240)
+def test_jobs_spread_over_every_device():
+    from faulty_backend import SlowBackend
+
+    from tracea_cli.tune.setup import retarget
+
+    jobs = [EvalJob(i, None, {"x": i % 4}, TARGET, TimingPolicy(), seed=i) for i in range(16)]
+    with WorkerPool(SlowBackend, [0, 1], timeout_s=30.0) as pool:
+        outcomes = list(pool.run(jobs, retarget=retarget))
+    assert sorted(o.job_id for o in outcomes) == list(range(16)) and all(o.evaluation.ok for o in outcomes)
+    assert {o.device_index for o in outcomes} == {0, 1}  # each job ran on the device its worker owns
