@@ -76,6 +76,11 @@ class TuneResult:
     space_size: int = 0
     problem: Mapping[str, Any] = field(default_factory=dict)
     baseline_error: str = ""  # why the vendor baseline could not be measured in this run, if it failed
+    peak_flops: float | None = None  # measured ceiling for this dtype on this device (tracea doctor); None if unmeasured
+
+    def pct_of_peak(self, m: Measured) -> float | None:
+        scale = 1e12 if m.rate_unit == "TFLOP/s" else 1e9
+        return 100.0 * m.rate * scale / self.peak_flops if self.peak_flops else None
 
     @property
     def speedup(self) -> float | None:
@@ -108,6 +113,8 @@ class TuneResult:
             "space_size": self.space_size,
             "stopped_because": self.stopped_because,
             "baseline_error": self.baseline_error,
+            "peak_flops": self.peak_flops,
+            "winner_pct_of_peak": self.pct_of_peak(self.winner) if self.winner else None,
         }
 
 
@@ -263,4 +270,5 @@ def _from_cache(cache, key, plan, *, stopped: str) -> TuneResult:
         target=setup.describe_target(plan.target),
         stopped_because=stopped,
         problem=problem.as_dict(),
+        peak_flops=plan.peak_flops,
     )

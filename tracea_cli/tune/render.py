@@ -14,21 +14,28 @@ def render_tune(result: TuneResult, console) -> None:
     head = f"gemm {p.get('m')}x{p.get('n')}x{p.get('k')} {p.get('dtype')} {p.get('layout')} on {where}"
     how = "cache hit: stored winner, no evaluations" if result.cache_hit else (
         f"{result.evaluations} evaluations this run, {result.trials_total} trials stored; stopped: {result.stopped_because}")
-    console.print(f"[bold]{head}[/]  key {result.key}\n{how}; space: {result.space_size} valid configurations")
+    space = f"; space: {result.space_size} valid configurations" if result.space_size else ""
+    console.print(f"[bold]{head}[/]  key {result.key}\n{how}{space}")
     rows = list(result.ranking) or ([result.winner] if result.winner else [])
     if not rows:
         console.print("[red]no configuration ran correctly[/]; see the failures below.")
     else:
         table = Table(show_edge=False)
-        for col in ("rank", "configuration", "time (ms)", "cv", rows[0].rate_unit, "speed-up vs " + (result.baseline_name or "baseline")):
-            table.add_column(col, justify="left" if col == "configuration" else "right")
+        for col in ("rank", "time (ms)", "cv", rows[0].rate_unit, "% of peak", "vs " + (result.baseline_name or "baseline")):
+            table.add_column(col, justify="right")
         for i, r in enumerate(rows, 1):
             speedup = f"{result.baseline.median_ms / r.median_ms:.2f}x" if result.baseline else "-"
-            table.add_row(str(i), config_key(r.config), f"{r.median_ms:.4f}", f"{r.cv:.1%}", f"{r.rate:.2f}", speedup)
+            table.add_row(str(i), f"{r.median_ms:.4f}", f"{r.cv:.1%}", f"{r.rate:.2f}", _pct(result, r), speedup)
         if result.baseline:
             b = result.baseline
-            table.add_row("", f"[dim]{result.baseline_name}[/]", f"{b.median_ms:.4f}", f"{b.cv:.1%}", f"{b.rate:.2f}", "1.00x")
+            table.add_row(f"[dim]{result.baseline_name}[/]", f"{b.median_ms:.4f}", f"{b.cv:.1%}", f"{b.rate:.2f}",
+                          _pct(result, b), "1.00x")
         console.print(table)
+        for i, r in enumerate(rows, 1):  # configurations are long: one line each, below the numbers
+            console.print(f"  {i}: {config_key(r.config)}", soft_wrap=True)
+        if result.peak_flops:
+            console.print(f"  % of peak: of the {result.peak_flops / (1e12 if rows[0].rate_unit == 'TFLOP/s' else 1e9):.1f} "
+                          f"{rows[0].rate_unit} measured by tracea doctor for this dtype and device")
     if result.baseline_error:
         console.print(f"[yellow]the baseline could not be measured[/]: {result.baseline_error[:200]}")
     if result.failures:
@@ -37,3 +44,8 @@ def render_tune(result: TuneResult, console) -> None:
             console.print(f"  [yellow]{f.status}[/] {config_key(f.config)}: {f.reason[:160]}")
         if len(result.failures) > 10:
             console.print(f"  ... and {len(result.failures) - 10} more (tracea cache show {result.key})")
+
+
+def _pct(result: TuneResult, m) -> str:
+    pct = result.pct_of_peak(m)
+    return "-" if pct is None else f"{pct:.0f}%"

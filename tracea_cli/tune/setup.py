@@ -27,6 +27,7 @@ class Plan:
     backend: Any  # a backends.base.Backend
     backend_factory: Any  # picklable: builds the backend inside a worker
     key: Any  # cache.CacheKey
+    peak_flops: float | None = None  # the measured GEMM FLOP/s of this dtype on this device (tracea doctor), if any
 
     def candidates(self) -> Candidates:
         """The valid configurations (enumerated on demand: large spaces take seconds, a cache hit needs none)."""
@@ -98,7 +99,10 @@ def plan(request, settings) -> Plan:
         device_class=target.device_class, source_hash=backend.source_hash(problem), toolchain=toolchain(backend_name),
         epilogue=problem.epilogue, arch=target.arch,
     )
-    return Plan(problem, target, devices, backend, factory, key)
+    from tracea_cli.bench.ceilings import ceiling_from_profile
+
+    peak = ceiling_from_profile(profile, backend=backend_name, dtype=problem.dtype, device_index=target.device_index)
+    return Plan(problem, target, devices, backend, factory, key, peak.flops_per_s)
 
 
 def toolchain(backend: str) -> dict[str, str]:
