@@ -76,6 +76,7 @@ def backend_class(name: str):
 
 
 def plan(request, settings) -> Plan:
+    from tracea_cli.bench.ceilings import ceiling_from_profile
     from tracea_cli.cache import CacheKey
     from tracea_cli.devices import parse_devices
     from tracea_cli.doctor.profile import cpu_target, cuda_target
@@ -99,8 +100,6 @@ def plan(request, settings) -> Plan:
         device_class=target.device_class, source_hash=backend.source_hash(problem), toolchain=toolchain(backend_name),
         epilogue=problem.epilogue, arch=target.arch,
     )
-    from tracea_cli.bench.ceilings import ceiling_from_profile
-
     peak = ceiling_from_profile(profile, backend=backend_name, dtype=problem.dtype, device_index=target.device_index)
     return Plan(problem, target, devices, backend, factory, key, peak.flops_per_s)
 
