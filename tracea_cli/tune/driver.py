@@ -159,6 +159,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) 
             if i is not None:
                 strategy.observe(i, t.median_ms if t.status == Status.OK.value else math.inf)
         seen = {config_key(t.config) for t in stored}
+        told: set[int] = set()  # indices evaluated in this run (a warm-start pick the strategy also chose runs once)
         queue = [c for c in setup.first_configs(cache, key, plan, candidates) if config_key(c) not in seen]
 
         remaining = request.budget - len(seen)
@@ -181,7 +182,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) 
                     stopped = "converged"
                     break
                 n = min(batch, remaining)
-                picks = [index[config_key(c)] for c in queue[:n]]
+                picks = [i for i in (index[config_key(c)] for c in queue[:n]) if i not in told]
                 queue = queue[n:]
                 if n > len(picks):
                     picks += strategy.ask(n - len(picks))
@@ -194,6 +195,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) 
                     ev = outcome.evaluation
                     cost = summarize(ev.samples.times_ms).median if ev.ok else math.inf
                     cache.record_trial(key, setup.trial(outcome.config, ev))
+                    told.add(index[config_key(outcome.config)])
                     strategy.tell(index[config_key(outcome.config)], cost)
                     evaluations += 1
                     remaining -= 1
