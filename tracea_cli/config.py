@@ -13,6 +13,7 @@ from typing import Mapping
 #: name -> meaning, shown in docs and `tracea --help`
 ENVIRONMENT = {
     "TRACEA_CACHE_DIR": "folder of the tuning cache (tuning.sqlite3); default: the user cache folder",
+    "TRACEA_KERNEL_CACHE_DIR": "folder of compiled CPU kernels (numba); default: TRACEA_CACHE_DIR/numba; off: none",
     "TRACEA_DATA_DIR": "folder of capability profiles and reports; default: the user data folder",
     "TRACEA_DEBUG": "1 shows tracebacks for errors (same as --debug)",
     "TRACEA_WORKER_TIMEOUT_S": "seconds one candidate may run in a tuning worker before it is killed (default 60)",

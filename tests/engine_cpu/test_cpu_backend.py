@@ -92,7 +92,7 @@ class _Kernel:
 @pytest.mark.parametrize("mode,status", [("nothing", Status.WRONG_RESULT), ("zeros", Status.WRONG_RESULT),
                                          ("raise", Status.LAUNCH_ERROR)])
 def test_kernel_faults_become_typed_outcomes_and_are_never_timed(backend, config, monkeypatch, mode, status):
-    monkeypatch.setattr(cpu_gemm_kernels, "compiled_gemm", lambda spec: _Kernel(mode))
+    monkeypatch.setattr(cpu_gemm_kernels, "compiled_gemm", lambda spec, cache_dir=None: _Kernel(mode))
     ev = backend.evaluate(backend.compile(PROBLEM, config, TARGET), PROBLEM, TARGET, policy=POLICY, seed=2)
     assert ev.status is status and ev.samples is None and ev.reason
     if mode == "nothing":
@@ -100,7 +100,7 @@ def test_kernel_faults_become_typed_outcomes_and_are_never_timed(backend, config
 
 
 def test_a_kernel_that_does_not_compile_is_a_compile_error(backend, config, monkeypatch):
-    def broken(spec):
+    def broken(spec, cache_dir=None):
         raise TypeError("simulated typing error")
 
     monkeypatch.setattr(cpu_gemm_kernels, "compiled_gemm", broken)

@@ -12,9 +12,11 @@ numba is imported inside functions only: importing this module is cheap.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
@@ -39,6 +41,19 @@ def kernel_source_hash() -> str:
     """sha256 of the kernel module's text (it generates every micro-kernel): part of every CPU cache key."""
     text = resources.files("tracea_cli.backends").joinpath(KERNEL_MODULE).read_bytes()
     return hashlib.sha256(text).hexdigest()
+
+
+def kernel_cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
+    """Where compiled CPU kernels are kept between processes: TRACEA_KERNEL_CACHE_DIR, else the tuning cache
+    folder's numba/ (Settings.cache_dir); None ("off") compiles in memory in every process. Read from the
+    environment, which tuning workers inherit from the command that spawned them."""
+    from tracea_cli.config import Settings
+
+    env = os.environ if env is None else env
+    value = env.get("TRACEA_KERNEL_CACHE_DIR", "").strip()
+    if value.lower() in ("off", "0", "none"):
+        return None
+    return Path(value).expanduser() if value else Settings.from_env(env).cache_dir / "numba"
 
 
 def spec_and_options(problem: GemmProblem, config: Mapping[str, Value]) -> tuple["KernelSpec", "RunOptions"]:
@@ -67,7 +82,7 @@ def run_gemm(problem: GemmProblem, config: Mapping[str, Value], inputs: GemmInpu
     spec, options = spec_and_options(problem, config)
     from tracea_cli.backends.cpu_gemm_kernels import compiled_gemm
 
-    kernel = compiled_gemm(spec)
+    kernel = compiled_gemm(spec, kernel_cache_dir())
     arrays = host_arrays(problem, inputs)
     out = np.full((problem.m, problem.n), np.nan, dtype=_NUMPY_DTYPES[problem.dtype])
     kernel(arrays["a"], arrays["b"], out, options, bias=arrays["bias"], residual=arrays["residual"])
@@ -134,7 +149,7 @@ class CpuBackend:
 
             fresh = spec not in cached_specs()
             t0 = time.perf_counter()
-            kernel = compiled_gemm(spec)
+            kernel = compiled_gemm(spec, kernel_cache_dir())
             compile_s = time.perf_counter() - t0 if fresh else 0.0
         except Exception as e:  # numba's typing and lowering errors, bad configuration values
             return Evaluation(Status.COMPILE_ERROR, reason=_brief(e))

@@ -30,16 +30,22 @@ packing of A, threads, layout and epilogue are run-time arguments (`RunOptions`)
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import math
+import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
@@ -270,12 +276,6 @@ def micro_kernel_source(mr: int, nr: int, lanes: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def _compile_micro(mr: int, nr: int, lanes: int) -> Callable:
-    namespace = {"_vzero": _vzero, "_vload": _vload, "_vsplat": _vsplat, "_vfma": _vfma, "_vadd": _vadd, "_vstore": _vstore}
-    exec(compile(micro_kernel_source(mr, nr, lanes), f"<micro {mr}x{nr}>", "exec"), namespace)
-    return njit(fastmath=_FASTMATH)(namespace["micro"])
-
-
 # --- the epilogue, chosen at run time per tile -----------------------------------------------------------------
 
 EPILOGUE_CODES = {"none": 0, "bias": 1, "bias_relu": 2, "bias_silu": 3, "bias_gelu": 4, "bias_residual": 5}
@@ -309,180 +309,173 @@ def _apply_epilogue(kind, c, ldc, i0, rows, j0, cols, bias, residual):
                 c[row + j] = c[row + j] + residual[row + j]
 
 
-# --- packing and the tiles of one block ------------------------------------------------------------------------
+# --- packing, the tiles of one block, and the drivers: module text specialised per spec ----------------------
+# MR and NR are globals of the generated module, so numba folds them as compile-time constants, as before.
 
+_ROUTINES_SOURCE = '''
+@njit(fastmath=_FASTMATH, cache=_CACHE)
+def pack_a_strips(a, lda, i_start, i_end, pc, kcb, first_strip, last_strip, dst):
+    """A[i, pc:pc+kcb] for strips first_strip..last_strip-1 (MR rows each from i_start, clipped at i_end) into
+    dst: strip s at s*MR*kcb, element (r, p) at p*MR + r; rows past i_end are zero."""
+    for s in range(first_strip, last_strip):
+        base = s * MR * kcb
+        for r in range(MR):
+            i = i_start + s * MR + r
+            if i < i_end:
+                row = i * lda + pc
+                for p in range(kcb):
+                    dst[base + p * MR + r] = a[row + p]
+            else:
+                for p in range(kcb):
+                    dst[base + p * MR + r] = 0
 
-def _make_block_routines(spec: KernelSpec, micro: Callable) -> tuple[Callable, Callable, Callable]:
-    MR, NR = spec.mr, spec.nr
-
-    @njit(fastmath=_FASTMATH)
-    def pack_a_strips(a, lda, i_start, i_end, pc, kcb, first_strip, last_strip, dst):
-        """A[i, pc:pc+kcb] for strips first_strip..last_strip-1 (MR rows each from i_start, clipped at i_end) into
-        dst: strip s at s*MR*kcb, element (r, p) at p*MR + r; rows past i_end are zero."""
-        for s in range(first_strip, last_strip):
-            base = s * MR * kcb
-            for r in range(MR):
-                i = i_start + s * MR + r
-                if i < i_end:
-                    row = i * lda + pc
-                    for p in range(kcb):
-                        dst[base + p * MR + r] = a[row + p]
-                else:
-                    for p in range(kcb):
-                        dst[base + p * MR + r] = 0
-
-    @njit(fastmath=_FASTMATH)
-    def pack_b_strip(b, ldb, nt, pc, kcb, j0, n, dst, base):
-        """B[pc:pc+kcb, j0:j0+NR] (columns past n zero) into dst at base, element (p, j) at p*NR + j."""
-        cols = min(NR, n - j0)
-        if not nt:
-            for p in range(kcb):
-                row = (pc + p) * ldb + j0
-                for j in range(cols):
-                    dst[base + p * NR + j] = b[row + j]
-                for j in range(cols, NR):
-                    dst[base + p * NR + j] = 0
-        else:  # nt: B is stored N×K, so row j of storage is column j of the operand
+@njit(fastmath=_FASTMATH, cache=_CACHE)
+def pack_b_strip(b, ldb, nt, pc, kcb, j0, n, dst, base):
+    """B[pc:pc+kcb, j0:j0+NR] (columns past n zero) into dst at base, element (p, j) at p*NR + j."""
+    cols = min(NR, n - j0)
+    if not nt:
+        for p in range(kcb):
+            row = (pc + p) * ldb + j0
             for j in range(cols):
-                row = (j0 + j) * ldb + pc
-                for p in range(kcb):
-                    dst[base + p * NR + j] = b[row + p]
+                dst[base + p * NR + j] = b[row + j]
             for j in range(cols, NR):
-                for p in range(kcb):
-                    dst[base + p * NR + j] = 0
+                dst[base + p * NR + j] = 0
+    else:  # nt: B is stored N×K, so row j of storage is column j of the operand
+        for j in range(cols):
+            row = (j0 + j) * ldb + pc
+            for p in range(kcb):
+                dst[base + p * NR + j] = b[row + p]
+        for j in range(cols, NR):
+            for p in range(kcb):
+                dst[base + p * NR + j] = 0
 
-    @njit(fastmath=_FASTMATH)
-    def tiles(a, lda, apack, pack_a, ic, mcb, pc, kcb, bpack, jc, ncb, c, ldc, first, epilogue, bias, residual,
-              scratch):
-        """Every MR×NR tile of C[ic:ic+mcb, jc:jc+ncb] for one K block. `apack` holds the block's packed A strips
-        (all of them, or only a ragged last one when A is read in place), `bpack` its packed B strips. The epilogue
-        code is applied after the tile is stored (callers pass 0 except on the last K block)."""
-        for sb in range((ncb + NR - 1) // NR):
-            j0 = jc + sb * NR
-            cols = min(NR, jc + ncb - j0)
-            b_off = sb * NR * kcb
-            for sa in range((mcb + MR - 1) // MR):
-                i0 = ic + sa * MR
-                rows = min(MR, ic + mcb - i0)
-                if pack_a or rows < MR:
-                    src, a_off, a_rs, a_ps = apack, sa * MR * kcb, 1, MR
-                else:
-                    src, a_off, a_rs, a_ps = a, i0 * lda + pc, lda, 1
-                whole = rows == MR and cols == NR
-                if whole:
-                    dst, d_off, ldd, accumulate = c, i0 * ldc + j0, ldc, not first
-                else:  # the tile overhangs C: compute it into scratch, copy back what fits
-                    dst, d_off, ldd, accumulate = scratch, 0, NR, False
-                micro(kcb, src, a_off, a_rs, a_ps, bpack, b_off, dst, d_off, ldd, accumulate)
-                if not whole:
-                    for r in range(rows):
-                        for j in range(cols):
-                            if first:
-                                c[(i0 + r) * ldc + j0 + j] = scratch[r * NR + j]
-                            else:
-                                c[(i0 + r) * ldc + j0 + j] += scratch[r * NR + j]
-                if epilogue:
-                    _apply_epilogue(epilogue, c, ldc, i0, rows, j0, cols, bias, residual)
+@njit(fastmath=_FASTMATH, cache=_CACHE)
+def tiles(a, lda, apack, pack_a, ic, mcb, pc, kcb, bpack, jc, ncb, c, ldc, first, epilogue, bias, residual,
+          scratch):
+    """Every MR×NR tile of C[ic:ic+mcb, jc:jc+ncb] for one K block. `apack` holds the block's packed A strips
+    (all of them, or only a ragged last one when A is read in place), `bpack` its packed B strips. The epilogue
+    code is applied after the tile is stored (callers pass 0 except on the last K block)."""
+    for sb in range((ncb + NR - 1) // NR):
+        j0 = jc + sb * NR
+        cols = min(NR, jc + ncb - j0)
+        b_off = sb * NR * kcb
+        for sa in range((mcb + MR - 1) // MR):
+            i0 = ic + sa * MR
+            rows = min(MR, ic + mcb - i0)
+            if pack_a or rows < MR:
+                src, a_off, a_rs, a_ps = apack, sa * MR * kcb, 1, MR
+            else:
+                src, a_off, a_rs, a_ps = a, i0 * lda + pc, lda, 1
+            whole = rows == MR and cols == NR
+            if whole:
+                dst, d_off, ldd, accumulate = c, i0 * ldc + j0, ldc, not first
+            else:  # the tile overhangs C: compute it into scratch, copy back what fits
+                dst, d_off, ldd, accumulate = scratch, 0, NR, False
+            micro(kcb, src, a_off, a_rs, a_ps, bpack, b_off, dst, d_off, ldd, accumulate)
+            if not whole:
+                for r in range(rows):
+                    for j in range(cols):
+                        if first:
+                            c[(i0 + r) * ldc + j0 + j] = scratch[r * NR + j]
+                        else:
+                            c[(i0 + r) * ldc + j0 + j] += scratch[r * NR + j]
+            if epilogue:
+                _apply_epilogue(epilogue, c, ldc, i0, rows, j0, cols, bias, residual)
+'''
 
-    return pack_a_strips, pack_b_strip, tiles
-
-
-def _make_driver(spec: KernelSpec, micro: Callable) -> Callable:
-    """The whole GEMM for one spec: gemm(a, b, c, bias, residual, mc, kc, nc, pack_a, nt, epilogue, budget), arrays
-    C-contiguous (b is N×K when nt).
-
-    The shared operand is packed for several K blocks at once (as many as fit in `budget` elements), so that the
-    threads meet at a barrier twice per group of K blocks rather than twice per K block: on a busy machine every
-    barrier waits for the most delayed thread."""
-    MR, NR = spec.mr, spec.nr
-    pack_a_strips, pack_b_strip, tiles = _make_block_routines(spec, micro)
-
-    @njit(parallel=_PARALLEL, fastmath=_FASTMATH)
-    def gemm_parallel_m(a2, b2, c2, bias, residual2, mc, kc, nc, pack_a, nt, epilogue, budget):
-        m, k = a2.shape
-        n = c2.shape[1]
-        a, b, c, residual = a2.reshape(-1), b2.reshape(-1), c2.reshape(-1), residual2.reshape(-1)
-        ldb = b2.shape[1]
-        mc = (mc + MR - 1) // MR * MR
-        depth = min(kc, k)
-        panel = (min(nc, n) + NR - 1) // NR * NR * depth  # one K block of the packed B panel
-        k_blocks = (k + kc - 1) // kc
-        group = max(1, min(k_blocks, budget // panel))  # K blocks packed at once
-        bpack = np.empty(group * panel, dtype=a.dtype)  # shared by all threads
-        # one packed A block and one scratch tile per thread (row get_thread_id())
-        apack = np.empty((numba.get_num_threads(), min(mc, (m + MR - 1) // MR * MR) * depth), dtype=a.dtype)
-        scratch = np.empty((numba.get_num_threads(), MR * NR), dtype=a.dtype)
-        m_blocks = (m + mc - 1) // mc
-        for jc in range(0, n, nc):
-            ncb = min(nc, n - jc)
-            b_strips = (ncb + NR - 1) // NR
-            for kb0 in range(0, k_blocks, group):
-                kbs = min(group, k_blocks - kb0)
-                for t in prange(kbs * b_strips):
-                    g, sb = t // b_strips, t % b_strips
+# The whole GEMM for one spec: gemm(a, b, c, bias, residual, mc, kc, nc, pack_a, nt, epilogue, budget), arrays
+# C-contiguous (b is N×K when nt); `threads` is numba.get_num_threads() (the rows of the per-thread scratch,
+# indexed by numba.get_thread_id(); read by the caller, since in compiled code it is a ctypes pointer that stops
+# numba caching the function). The shared operand is packed for several K blocks at once (as many as fit in
+# `budget` elements), so that the threads meet at a barrier twice per group of K blocks rather than twice per K
+# block: on a busy machine every barrier waits for the most delayed thread.
+_DRIVERS_SOURCE = '''
+@njit(parallel=_PARALLEL, fastmath=_FASTMATH, cache=_CACHE)
+def gemm_parallel_m(a2, b2, c2, bias, residual2, mc, kc, nc, pack_a, nt, epilogue, budget, threads):
+    m, k = a2.shape
+    n = c2.shape[1]
+    a, b, c, residual = a2.reshape(-1), b2.reshape(-1), c2.reshape(-1), residual2.reshape(-1)
+    ldb = b2.shape[1]
+    mc = (mc + MR - 1) // MR * MR
+    depth = min(kc, k)
+    panel = (min(nc, n) + NR - 1) // NR * NR * depth  # one K block of the packed B panel
+    k_blocks = (k + kc - 1) // kc
+    group = max(1, min(k_blocks, budget // panel))  # K blocks packed at once
+    bpack = np.empty(group * panel, dtype=a.dtype)  # shared by all threads
+    # one packed A block and one scratch tile per thread (row get_thread_id())
+    apack = np.empty((threads, min(mc, (m + MR - 1) // MR * MR) * depth), dtype=a.dtype)
+    scratch = np.empty((threads, MR * NR), dtype=a.dtype)
+    m_blocks = (m + mc - 1) // mc
+    for jc in range(0, n, nc):
+        ncb = min(nc, n - jc)
+        b_strips = (ncb + NR - 1) // NR
+        for kb0 in range(0, k_blocks, group):
+            kbs = min(group, k_blocks - kb0)
+            for t in prange(kbs * b_strips):
+                g, sb = t // b_strips, t % b_strips
+                pc = (kb0 + g) * kc
+                kcb = min(kc, k - pc)
+                pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack, g * panel + sb * NR * kcb)
+            for ib in prange(m_blocks):
+                mine = numba.get_thread_id()
+                ic = ib * mc
+                mcb = min(mc, m - ic)
+                strips = (mcb + MR - 1) // MR
+                first = 0 if pack_a else strips - (1 if mcb % MR else 0)
+                for g in range(kbs):
                     pc = (kb0 + g) * kc
                     kcb = min(kc, k - pc)
-                    pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack, g * panel + sb * NR * kcb)
-                for ib in prange(m_blocks):
-                    mine = numba.get_thread_id()
-                    ic = ib * mc
-                    mcb = min(mc, m - ic)
-                    strips = (mcb + MR - 1) // MR
-                    first = 0 if pack_a else strips - (1 if mcb % MR else 0)
-                    for g in range(kbs):
-                        pc = (kb0 + g) * kc
-                        kcb = min(kc, k - pc)
-                        pack_a_strips(a, k, ic, ic + mcb, pc, kcb, first, strips, apack[mine])
-                        tiles(a, k, apack[mine], pack_a, ic, mcb, pc, kcb, bpack[g * panel:(g + 1) * panel], jc,
-                              ncb, c, n, pc == 0, epilogue if pc + kcb == k else 0, bias, residual, scratch[mine])
+                    pack_a_strips(a, k, ic, ic + mcb, pc, kcb, first, strips, apack[mine])
+                    tiles(a, k, apack[mine], pack_a, ic, mcb, pc, kcb, bpack[g * panel:(g + 1) * panel], jc,
+                          ncb, c, n, pc == 0, epilogue if pc + kcb == k else 0, bias, residual, scratch[mine])
 
-    @njit(parallel=_PARALLEL, fastmath=_FASTMATH)
-    def gemm_parallel_n(a2, b2, c2, bias, residual2, mc, kc, nc, pack_a, nt, epilogue, budget):
-        m, k = a2.shape
-        n = c2.shape[1]
-        a, b, c, residual = a2.reshape(-1), b2.reshape(-1), c2.reshape(-1), residual2.reshape(-1)
-        ldb = b2.shape[1]
-        nc = (nc + NR - 1) // NR * NR
-        depth = min(kc, k)
-        panel = (min(mc, m) + MR - 1) // MR * MR * depth  # one K block of the packed A block
-        k_blocks = (k + kc - 1) // kc
-        group = max(1, min(k_blocks, budget // panel))  # K blocks packed at once
-        apack = np.empty(group * panel, dtype=a.dtype)  # shared by all threads
-        # one packed B block and one scratch tile per thread (row get_thread_id())
-        bpack = np.empty((numba.get_num_threads(), min(nc, (n + NR - 1) // NR * NR) * depth), dtype=a.dtype)
-        scratch = np.empty((numba.get_num_threads(), MR * NR), dtype=a.dtype)
-        n_blocks = (n + nc - 1) // nc
-        for ic in range(0, m, mc):
-            mcb = min(mc, m - ic)
-            strips = (mcb + MR - 1) // MR
-            first = 0 if pack_a else strips - (1 if mcb % MR else 0)
-            for kb0 in range(0, k_blocks, group):
-                kbs = min(group, k_blocks - kb0)
-                for t in prange(kbs * (strips - first)):
-                    g, s = t // (strips - first), first + t % (strips - first)
+@njit(parallel=_PARALLEL, fastmath=_FASTMATH, cache=_CACHE)
+def gemm_parallel_n(a2, b2, c2, bias, residual2, mc, kc, nc, pack_a, nt, epilogue, budget, threads):
+    m, k = a2.shape
+    n = c2.shape[1]
+    a, b, c, residual = a2.reshape(-1), b2.reshape(-1), c2.reshape(-1), residual2.reshape(-1)
+    ldb = b2.shape[1]
+    nc = (nc + NR - 1) // NR * NR
+    depth = min(kc, k)
+    panel = (min(mc, m) + MR - 1) // MR * MR * depth  # one K block of the packed A block
+    k_blocks = (k + kc - 1) // kc
+    group = max(1, min(k_blocks, budget // panel))  # K blocks packed at once
+    apack = np.empty(group * panel, dtype=a.dtype)  # shared by all threads
+    # one packed B block and one scratch tile per thread (row get_thread_id())
+    bpack = np.empty((threads, min(nc, (n + NR - 1) // NR * NR) * depth), dtype=a.dtype)
+    scratch = np.empty((threads, MR * NR), dtype=a.dtype)
+    n_blocks = (n + nc - 1) // nc
+    for ic in range(0, m, mc):
+        mcb = min(mc, m - ic)
+        strips = (mcb + MR - 1) // MR
+        first = 0 if pack_a else strips - (1 if mcb % MR else 0)
+        for kb0 in range(0, k_blocks, group):
+            kbs = min(group, k_blocks - kb0)
+            for t in prange(kbs * (strips - first)):
+                g, s = t // (strips - first), first + t % (strips - first)
+                pc = (kb0 + g) * kc
+                kcb = min(kc, k - pc)
+                pack_a_strips(a, k, ic, ic + mcb, pc, kcb, s, s + 1, apack[g * panel:(g + 1) * panel])
+            for jb in prange(n_blocks):
+                mine = numba.get_thread_id()
+                jc = jb * nc
+                ncb = min(nc, n - jc)
+                for g in range(kbs):
                     pc = (kb0 + g) * kc
                     kcb = min(kc, k - pc)
-                    pack_a_strips(a, k, ic, ic + mcb, pc, kcb, s, s + 1, apack[g * panel:(g + 1) * panel])
-                for jb in prange(n_blocks):
-                    mine = numba.get_thread_id()
-                    jc = jb * nc
-                    ncb = min(nc, n - jc)
-                    for g in range(kbs):
-                        pc = (kb0 + g) * kc
-                        kcb = min(kc, k - pc)
-                        for sb in range((ncb + NR - 1) // NR):
-                            pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack[mine], sb * NR * kcb)
-                        tiles(a, k, apack[g * panel:(g + 1) * panel], pack_a, ic, mcb, pc, kcb, bpack[mine], jc, ncb,
-                              c, n, pc == 0, epilogue if pc + kcb == k else 0, bias, residual, scratch[mine])
+                    for sb in range((ncb + NR - 1) // NR):
+                        pack_b_strip(b, ldb, nt, pc, kcb, jc + sb * NR, n, bpack[mine], sb * NR * kcb)
+                    tiles(a, k, apack[g * panel:(g + 1) * panel], pack_a, ic, mcb, pc, kcb, bpack[mine], jc, ncb,
+                          c, n, pc == 0, epilogue if pc + kcb == k else 0, bias, residual, scratch[mine])
+'''
 
-    return gemm_parallel_m if spec.parallel == "m" else gemm_parallel_n
 
 
 def _signature(spec: KernelSpec):
     element = numba.from_dtype(np.dtype(_NUMPY_DTYPES[spec.dtype]))
     matrix, vector = types.Array(element, 2, "C"), types.Array(element, 1, "C")
     return types.void(matrix, matrix, matrix, vector, matrix, types.intp, types.intp, types.intp, types.boolean,
-                      types.boolean, types.intp, types.intp)
+                      types.boolean, types.intp, types.intp, types.intp)
 
 
 # --- compiled kernels, cached per process ----------------------------------------------------------------------
@@ -495,7 +488,8 @@ class CompiledGemm:
     spec: KernelSpec
     dispatcher: Callable
     micro: Callable  # the micro-kernel's own dispatcher (inlined into `dispatcher`; kept for inspection)
-    compile_s: float  # seconds numba took in this process, the first time
+    compile_s: float  # seconds this process took to get it (compiling, or loading numba's on-disk cache)
+    module_path: str | None = None  # the generated module under the kernel cache folder; None: compiled in memory
 
     def __call__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, options: RunOptions, *,
                  bias: np.ndarray | None = None, residual: np.ndarray | None = None) -> None:
@@ -509,7 +503,8 @@ class CompiledGemm:
         self.dispatcher(a, b, c, np.empty(0, a.dtype) if bias is None else bias,
                         np.empty((0, 0), a.dtype) if residual is None else residual,
                         options.mc, options.kc, options.nc, options.pack_a, options.layout == "nt",
-                        EPILOGUE_CODES[options.epilogue], options.shared_pack_bytes // a.itemsize)
+                        EPILOGUE_CODES[options.epilogue], options.shared_pack_bytes // a.itemsize,
+                        numba.get_num_threads())
 
     def assembly(self) -> str:
         """The host assembly of the compiled kernel (numba's inspect_asm), inlined routines included."""
@@ -524,17 +519,85 @@ _compiled: dict[KernelSpec, CompiledGemm] = {}
 _lock = threading.Lock()
 
 
-def compiled_gemm(spec: KernelSpec) -> CompiledGemm:
-    """The kernel for `spec`, compiled on first use (seconds) and reused for the rest of the process."""
+def module_source(spec: KernelSpec, *, cache: bool) -> str:
+    """Python text of one module holding every function of `spec`'s kernel at module level (micro-kernel, packing,
+    tiles, both drivers), importing the shared intrinsics and the epilogue from this module. With `cache` the
+    functions are decorated cache=True: numba then keeps their machine code next to the module file."""
+    names = "_FASTMATH, _PARALLEL, _apply_epilogue, _vadd, _vfma, _vload, _vsplat, _vstore, _vzero"
+    header = "\n".join([
+        f'"""Generated by tracea_cli.backends.cpu_gemm_kernels for {spec} (do not edit)."""',
+        "import numba",
+        "import numpy as np",
+        "from numba import njit, prange",
+        f"from tracea_cli.backends.cpu_gemm_kernels import {names}",
+        "",
+        f"MR = {spec.mr}",
+        f"NR = {spec.nr}",
+        f"_CACHE = {bool(cache)}",
+        "",
+        "",
+        "@njit(fastmath=_FASTMATH, cache=_CACHE)",
+    ])
+    return header + "\n" + micro_kernel_source(spec.mr, spec.nr, spec.lanes) + _ROUTINES_SOURCE + _DRIVERS_SOURCE
+
+
+def module_path(spec: KernelSpec, cache_dir: Path) -> Path:
+    """Where `spec`'s generated module lives under `cache_dir`: the name carries a hash of this generator's source,
+    the spec and numba's version, so that a changed generator or numba never loads stale machine code."""
+    digest = hashlib.sha256()
+    digest.update(Path(__file__).read_bytes())
+    digest.update(repr(spec).encode())
+    digest.update(numba.__version__.encode())
+    return Path(cache_dir) / f"{spec.name}_{digest.hexdigest()[:16]}.py"
+
+
+def _load_cached_module(spec: KernelSpec, cache_dir: Path) -> tuple[ModuleType, Path] | None:
+    """Write (once) and import `spec`'s module under `cache_dir`; None when the folder cannot be written."""
+    path = module_path(spec, cache_dir)
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(module_source(spec, cache=True))
+            os.replace(tmp, path)  # atomic: concurrent workers never import half a file
+        if not os.access(path.parent, os.W_OK):  # numba could not store its cache beside it
+            return None
+    except OSError:
+        return None
+    name = f"_tracea_cpu_gemm_{path.stem}"
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module  # numba finds a cached function's module by name when it loads the cache
+    module_spec.loader.exec_module(module)
+    return module, path
+
+
+def _memory_module(spec: KernelSpec) -> dict:
+    namespace: dict = {"__name__": f"_tracea_cpu_gemm_{spec.name}"}
+    exec(compile(module_source(spec, cache=False), f"<{spec.name}>", "exec"), namespace)
+    return namespace
+
+
+def compiled_gemm(spec: KernelSpec, cache_dir: Path | str | None = None) -> CompiledGemm:
+    """The kernel for `spec`, compiled on first use and reused for the rest of the process.
+
+    With `cache_dir` the kernel's module is generated into that folder and numba caches its machine code there, so
+    that a later process loads it in a fraction of a second instead of compiling for seconds; without it, or when
+    the folder cannot be written, the kernel is compiled in memory (the assembly can then be inspected)."""
     with _lock:
         kernel = _compiled.get(spec)
         if kernel is None:
             t0 = time.perf_counter()
-            micro = _compile_micro(spec.mr, spec.nr, spec.lanes)
-            dispatcher = _make_driver(spec, micro)
+            loaded = _load_cached_module(spec, Path(cache_dir)) if cache_dir is not None else None
+            if loaded is not None:
+                namespace, path = vars(loaded[0]), loaded[1]
+            else:
+                namespace, path = _memory_module(spec), None
+            dispatcher = namespace[f"gemm_parallel_{spec.parallel}"]
             dispatcher.compile(_signature(spec))
             dispatcher.disable_compile()  # other argument types fail loudly instead of compiling a slow variant
-            kernel = CompiledGemm(spec, dispatcher, micro, time.perf_counter() - t0)
+            kernel = CompiledGemm(spec, dispatcher, namespace["micro"], time.perf_counter() - t0,
+                                  None if path is None else str(path))
             _compiled[spec] = kernel
         return kernel
 
