@@ -515,7 +515,9 @@ class CompiledGemm:
         return "\n".join(self.micro.inspect_asm().values())
 
 
-_compiled: dict[KernelSpec, CompiledGemm] = {}
+# Keyed by spec and where it came from: a kernel loaded from the disk cache has no assembly to inspect, so an
+# in-memory request never gets it.
+_compiled: dict[tuple[KernelSpec, bool], CompiledGemm] = {}
 _lock = threading.Lock()
 
 
@@ -585,7 +587,7 @@ def compiled_gemm(spec: KernelSpec, cache_dir: Path | str | None = None) -> Comp
     that a later process loads it in a fraction of a second instead of compiling for seconds; without it, or when
     the folder cannot be written, the kernel is compiled in memory (the assembly can then be inspected)."""
     with _lock:
-        kernel = _compiled.get(spec)
+        kernel = _compiled.get((spec, cache_dir is not None))
         if kernel is None:
             t0 = time.perf_counter()
             loaded = _load_cached_module(spec, Path(cache_dir)) if cache_dir is not None else None
@@ -598,11 +600,11 @@ def compiled_gemm(spec: KernelSpec, cache_dir: Path | str | None = None) -> Comp
             dispatcher.disable_compile()  # other argument types fail loudly instead of compiling a slow variant
             kernel = CompiledGemm(spec, dispatcher, namespace["micro"], time.perf_counter() - t0,
                                   None if path is None else str(path))
-            _compiled[spec] = kernel
+            _compiled[(spec, cache_dir is not None)] = kernel
         return kernel
 
 
 def cached_specs() -> tuple[KernelSpec, ...]:
     """The specs compiled so far in this process."""
     with _lock:
-        return tuple(_compiled)
+        return tuple(dict.fromkeys(spec for spec, _ in _compiled))
