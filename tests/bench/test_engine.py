@@ -52,6 +52,11 @@ def test_live_engine_tunes_measures_and_reads_the_cache(settings):
         assert cached.tuned(p.problem).config == first.tuned(p.problem).config
     missing = run_bench(BenchRequest(suite=Suite("new", (GemmProblem(48, 48, 48),)), tune=False, policy=QUICK), engine)
     assert missing.results[0].status == "skipped" and missing.results[1].ok
+    pools = list(engine._pools.values())
+    assert len(pools) == 1  # both problems were tuned by the same workers, started once
+    workers = [w.proc for w in pools[0]._workers.values()]
+    engine.close()
+    assert workers and not any(p.is_alive() for p in workers)
 
 
 def test_live_engine_refuses_devices_on_the_cpu(settings):

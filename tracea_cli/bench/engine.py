@@ -70,6 +70,19 @@ class LiveEngine:
 
             self.target = cpu_target(self.profile)
         self._plans: dict[GemmProblem, Any] = {}
+        self._pools: dict[Any, Any] = {}  # (backend factory, devices) -> a WorkerPool kept for the whole run
+
+    def close(self) -> None:
+        """Stop the tuning workers this engine started."""
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
+
+    def __enter__(self) -> "LiveEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- what the runner asks ------------------------------------------------------------------------------------
 
@@ -135,7 +148,7 @@ class LiveEngine:
             tuning = Tuning(key=plan.key.id, cache_hit=True, evaluations=0, trials_total=len(trials), stopped_because="cached (--no-tune)", failures=failures)
             return TunedKernel(config=dict(winner.config), tuning=tuning)
         request = TuneRequest(problem, backend=self.backend_name, devices=self.devices, budget=budget, seed=seed)
-        result = tune(request, settings=self.settings, progress=progress)
+        result = tune(request, settings=self.settings, progress=progress, pool=self._pool(plan))
         failures = tuple({"config": dict(f.config), "status": f.status, "reason": f.reason} for f in result.failures)
         tuning = Tuning(key=result.key, cache_hit=result.cache_hit, evaluations=result.evaluations, trials_total=result.trials_total,
                         stopped_because=result.stopped_because, failures=failures)
@@ -170,6 +183,15 @@ class LiveEngine:
         return name or choice, ev
 
     # -- internals -----------------------------------------------------------------------------------------------
+
+    def _pool(self, plan):
+        """One set of workers for every problem of the run: each starts (imports, CUDA context) once."""
+        key = (plan.backend_factory, plan.devices)
+        if key not in self._pools:
+            from tracea_cli.tune import setup
+
+            self._pools[key] = setup.pool(plan, self.settings)
+        return self._pools[key]
 
     def _plan(self, problem: GemmProblem):
         plan = self._plans.get(problem)

@@ -134,11 +134,11 @@ def bench_command(
 
         problem, suite_file, ops = _parse_problems(op, m, n, k, dtype, layout, suite)
         check_baseline(baseline, ops=ops, backend=None)  # all bad input is found before the engine (and a profile) is made
-        engine = LiveEngine(settings, backend=backend, devices=device)
-        engine.check_baseline(baseline, ops)
-        chosen = _choose_suite(engine, problem, suite_file, suite)
-        request = BenchRequest(suite=chosen, baseline=baseline, tune=not no_tune, tune_budget=tune_budget, seed=seed, command=command)
-        results = _run_with_progress(request, engine, err)
+        with LiveEngine(settings, backend=backend, devices=device) as engine:
+            engine.check_baseline(baseline, ops)
+            chosen = _choose_suite(engine, problem, suite_file, suite)
+            request = BenchRequest(suite=chosen, baseline=baseline, tune=not no_tune, tune_budget=tune_budget, seed=seed, command=command)
+            results = _run_with_progress(request, engine, err)
     if old is not None:
         results = results.with_comparison(compare_results(old, results, against=str(compare)))
 

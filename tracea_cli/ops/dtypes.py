@@ -33,42 +33,57 @@ def get_dtype(name: str) -> DType:
         raise UsageError(f"unknown dtype {name!r}.", f"Use one of {', '.join(DTYPES)}.") from None
 
 
-def round_to_bf16(x: np.ndarray) -> np.ndarray:
+def array_module(x):
+    """numpy, or CuPy for a CuPy array: the conversions below work on host and device arrays alike."""
+    if type(x).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
+def round_to_bf16(x):
     """Round float32 values to the nearest bfloat16 (ties to even); returned as float32."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    xp = array_module(x)
+    bits = xp.ascontiguousarray(x, dtype=xp.float32).view(xp.uint32)
     rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
-    return rounded.view(np.float32)
+    return rounded.view(xp.float32)
 
 
-def bf16_bits(x: np.ndarray) -> np.ndarray:
+def bf16_bits(x):
     """bfloat16 bit patterns (uint16) of float32 values already rounded to bfloat16."""
-    return (np.ascontiguousarray(x, dtype=np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+    xp = array_module(x)
+    return (xp.ascontiguousarray(x, dtype=xp.float32).view(xp.uint32) >> np.uint32(16)).astype(xp.uint16)
 
 
-def bf16_from_bits(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+def bf16_from_bits(bits):
+    xp = array_module(bits)
+    return (bits.astype(xp.uint32) << np.uint32(16)).view(xp.float32)
 
 
-def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
-    """Host array in the storage format a kernel reads: fp16 -> float16, bf16 -> uint16 bit patterns, tf32 -> float32."""
+def to_storage(values, dtype: str):
+    """Array in the storage format a kernel reads: fp16 -> float16, bf16 -> uint16 bit patterns, tf32 -> float32.
+    Host arrays stay on the host, CuPy arrays on their device."""
+    xp = array_module(values)
     if dtype == "fp64":
-        return np.ascontiguousarray(values, dtype=np.float64)
+        return xp.ascontiguousarray(values, dtype=xp.float64)
     if dtype in ("fp32", "tf32"):
-        return np.ascontiguousarray(values, dtype=np.float32)
+        return xp.ascontiguousarray(values, dtype=xp.float32)
     if dtype == "fp16":
-        return np.ascontiguousarray(values, dtype=np.float16)
+        return xp.ascontiguousarray(values, dtype=xp.float16)
     if dtype == "bf16":
-        return bf16_bits(round_to_bf16(np.asarray(values, dtype=np.float32)))
+        return bf16_bits(round_to_bf16(xp.asarray(values, dtype=xp.float32)))
     raise UsageError(f"unknown dtype {dtype!r}.")
 
 
-def from_storage(array: np.ndarray, dtype: str) -> np.ndarray:
-    """float64 values of a host array in storage format."""
+def from_storage(array, dtype: str):
+    """float64 values of an array in storage format (on the array's own device)."""
+    xp = array_module(array)
     if dtype == "bf16":
-        return bf16_from_bits(array).astype(np.float64)
-    return np.asarray(array, dtype=np.float64)
+        return bf16_from_bits(array).astype(xp.float64)
+    return xp.asarray(array, dtype=xp.float64)
 
 
-def representable(values: np.ndarray, dtype: str) -> np.ndarray:
+def representable(values, dtype: str):
     """float64 values rounded to what the storage format holds (the reference is computed on these)."""
     return from_storage(to_storage(values, dtype), dtype)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracea_cli.ops.dtypes import get_dtype
+from tracea_cli.ops.dtypes import array_module, get_dtype
 
 
 @dataclass(frozen=True)
@@ -20,20 +20,23 @@ class Verdict:
         return {"ok": self.ok, "rel_error": self.rel_error, "bound": self.bound, "reason": self.reason}
 
 
-def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
-    out64 = np.asarray(out, dtype=np.float64)
-    ref64 = np.asarray(ref, dtype=np.float64)
-    denom = float(np.linalg.norm(ref64))
-    num = float(np.linalg.norm(out64 - ref64))
+def relative_error(out, ref) -> float:
+    xp = array_module(ref)
+    out64 = xp.asarray(out, dtype=xp.float64)
+    ref64 = xp.asarray(ref, dtype=xp.float64)
+    denom = float(xp.linalg.norm(ref64))
+    num = float(xp.linalg.norm(out64 - ref64))
     return num / denom if denom > 0 else num
 
 
-def check(out: np.ndarray, ref: np.ndarray, dtype: str) -> Verdict:
-    """Judge a kernel's output (already converted to float64 values) against the reference."""
+def check(out, ref, dtype: str) -> Verdict:
+    """Judge a kernel's output (already converted to float64 values) against the reference. Both may live on the
+    host (numpy) or both on one GPU (CuPy): a large check on the GPU costs milliseconds instead of seconds."""
+    xp = array_module(ref)
     bound = get_dtype(dtype).bound
     if out.shape != ref.shape:
         return Verdict(False, float("inf"), bound, f"output shape {out.shape} differs from the reference's {ref.shape}")
-    nonfinite = int(np.count_nonzero(~np.isfinite(out)))
+    nonfinite = int(xp.count_nonzero(~xp.isfinite(out)))
     if nonfinite:
         return Verdict(False, float("nan"), bound, f"{nonfinite} of {out.size} outputs are NaN or infinite (unwritten or overflowed)")
     err = relative_error(out, ref)

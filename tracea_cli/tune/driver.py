@@ -7,6 +7,7 @@ returns data; printing belongs to cli/tune.py. Every finished trial is written t
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -127,8 +128,11 @@ def _measured(config: Mapping[str, Value], ev: Evaluation, problem: GemmProblem,
     return Measured(dict(config), s.median, s.cv, tuple(ev.samples.times_ms), problem.flops / (s.median * 1e-3) / scale, unit)
 
 
-def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) -> TuneResult:
-    """Tune one problem. Raises UsageError for bad requests, KeyboardInterrupt when interrupted (trials kept)."""
+def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, pool=None) -> TuneResult:
+    """Tune one problem. Raises UsageError for bad requests, KeyboardInterrupt when interrupted (trials kept).
+
+    `pool`: a `workers.WorkerPool` for this plan's backend and devices that the caller keeps across several problems
+    (bench), so that workers start once; by default the run starts its own and stops it at the end."""
     from tracea_cli.cache import TuningCache
     from tracea_cli.tune import setup
 
@@ -173,7 +177,9 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None) 
         # runs one candidate at a time, so that nothing (compiling, model updates) overlaps a timed run.
         batch = max(8, 4 * len(plan.devices)) if gpu else 1
 
-        with setup.pool(plan, settings) as pool:
+        with contextlib.ExitStack() as stack:
+            if pool is None:
+                pool = stack.enter_context(setup.pool(plan, settings))
             while remaining > 0:
                 if request.time_limit_s is not None and time.monotonic() - began >= request.time_limit_s:
                     stopped = "time limit"

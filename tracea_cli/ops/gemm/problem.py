@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
 from tracea_cli.errors import UsageError
-from tracea_cli.ops.dtypes import get_dtype, representable
+from tracea_cli.ops.dtypes import array_module, get_dtype, representable
 
 LAYOUTS = ("nn", "nt")
 # bias: C += bias[n]; then an activation; residual: C += R[m, n] last.
@@ -83,20 +84,22 @@ class GemmProblem:
 
 @dataclass(frozen=True)
 class GemmInputs:
-    """Host inputs as float64 values exactly representable in the problem's dtype.
+    """Inputs as float64 values exactly representable in the problem's dtype: numpy arrays, or CuPy arrays when made
+    on a GPU (`make_inputs` with a CuPy generator).
 
     `b` is in the problem's layout: K×N for nn, N×K for nt. `bias` has N entries, `residual` is M×N.
     """
 
-    a: np.ndarray
-    b: np.ndarray
-    bias: np.ndarray | None
-    residual: np.ndarray | None
+    a: Any
+    b: Any
+    bias: Any
+    residual: Any
 
 
-def make_inputs(problem: GemmProblem, rng: np.random.Generator) -> GemmInputs:
-    """Fresh random inputs, uniform in [-1, 1] (never zeros), rounded to the dtype."""
-    def uniform(*shape: int) -> np.ndarray:
+def make_inputs(problem: GemmProblem, rng) -> GemmInputs:
+    """Fresh random inputs, uniform in [-1, 1] (never zeros), rounded to the dtype. `rng` is a numpy Generator, or a
+    CuPy RandomState for inputs made on the current GPU."""
+    def uniform(*shape: int):
         return representable(rng.uniform(-1.0, 1.0, size=shape), problem.dtype)
 
     b_shape = (problem.k, problem.n) if problem.layout == "nn" else (problem.n, problem.k)
@@ -108,28 +111,35 @@ def make_inputs(problem: GemmProblem, rng: np.random.Generator) -> GemmInputs:
     )
 
 
-def _gelu(x: np.ndarray) -> np.ndarray:
-    from math import erf, sqrt
+def _erf(x):
+    xp = array_module(x)
+    if xp is np:
+        from math import erf
 
-    return 0.5 * x * (1.0 + np.vectorize(erf, otypes=[np.float64])(x / sqrt(2.0)))
+        return np.vectorize(erf, otypes=[np.float64])(x)
+    from cupyx.scipy.special import erf
+
+    return erf(x)
 
 
-def apply_epilogue(c: np.ndarray, problem: GemmProblem, bias: np.ndarray | None, residual: np.ndarray | None) -> np.ndarray:
+def apply_epilogue(c, problem: GemmProblem, bias, residual):
+    xp = array_module(c)
     if problem.has_bias:
         c = c + bias[None, :]
     if problem.epilogue == "bias_relu":
-        c = np.maximum(c, 0.0)
+        c = xp.maximum(c, 0.0)
     elif problem.epilogue == "bias_silu":
-        c = c / (1.0 + np.exp(-c))
+        c = c / (1.0 + xp.exp(-c))
     elif problem.epilogue == "bias_gelu":
-        c = _gelu(c)
+        c = 0.5 * c * (1.0 + _erf(c / math.sqrt(2.0)))
     if problem.has_residual:
         c = c + residual
     return c
 
 
-def reference(problem: GemmProblem, inputs: GemmInputs) -> np.ndarray:
-    """C in float64."""
+def reference(problem: GemmProblem, inputs: GemmInputs):
+    """C in float64, on the inputs' device (numpy's BLAS on the host, cuBLAS DGEMM for inputs on a GPU)."""
+    xp = array_module(inputs.a)
     b = inputs.b if problem.layout == "nn" else inputs.b.T
-    c = np.asarray(inputs.a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
+    c = xp.matmul(xp.asarray(inputs.a, dtype=xp.float64), xp.asarray(b, dtype=xp.float64))
     return apply_epilogue(c, problem, inputs.bias, inputs.residual)
