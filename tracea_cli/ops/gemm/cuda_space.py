@@ -33,7 +33,9 @@ MMA_BLOCK_K = (16, 32, 64)
 SIMT_WARP_M, SIMT_WARP_N = (16, 32, 64), (32, 64)
 MMA_WARP = (16, 32, 64, 128)
 MMA_STAGES = (2, 3, 4, 5)
-SPLIT_K = (1, 2, 4, 8)
+SPLIT_K = (1, 2, 4, 8, 16)
+SMALL_M = 64  # at most this many rows: a GEMM bound by reading B (decoding a few tokens)
+SMALL_M_WAVES = 4  # blocks per SM a small-M pick aims for
 MAX_ACCUMULATOR_REGS = 128  # 32-bit registers of accumulators per thread; beyond this the kernels spill
 MAX_THREAD_REGS = 255  # what one thread can address
 REGISTER_OVERHEAD = 40  # addresses, loop counters and the epilogue, beside accumulators and fragments
@@ -302,4 +304,14 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
             if c is not None:
                 picks.append(c)
                 break
+    if problem.m <= SMALL_M and sm_count and problem.dtype != "fp64":
+        # A few rows of C: the run streams B once and is bound by memory bandwidth, so what matters is enough blocks
+        # in flight on every SM. Narrow tiles, split K until the grid covers the SMs several times over.
+        base = {"family": family, "block_m": 32, "block_n": 64, "block_k": 64 if family == "mma" else 16,
+                "warp_m": 32 if family == "mma" else 16, "warp_n": 32, "stages": 4}
+        tiles = -(-problem.n // 64)
+        split = next((s for s in SPLIT_K if tiles * s >= SMALL_M_WAVES * sm_count), SPLIT_K[-1])
+        c = first_valid(base, split_k=split)
+        if c is not None and c not in picks:
+            picks.insert(0, c)
     return picks[:limit] if limit else picks
