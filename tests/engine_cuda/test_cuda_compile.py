@@ -69,6 +69,29 @@ def test_a_seeded_sample_compiles_for_sm80_and_sm90_within_the_limits(dtype, sm8
         assert artifact.source == gemm_source(problem, config)
 
 
+def test_the_simt_fp32_tiles_compile_without_spills_and_keep_16_warps_resident(sm80, sm90):
+    """The 128 x 128 x 8 tiles promise ptxas two blocks of 8 warps per SM (MIN_BLOCKS): it must fit them in 128
+    registers without spilling; the 8 x 16-per-lane tiles make no promise and must not spill either."""
+    jobs = []
+    for layout in ("nn", "nt"):
+        problem = GemmProblem(4096, 4096, 4096, dtype="fp32", layout=layout)
+        for target in (sm80, sm90):
+            for wm, wn, bm in ((64, 32, 128), (32, 64, 128), (64, 64, 128), (64, 64, 256)):
+                config = {"family": "simt", "block_m": bm, "block_n": 128, "block_k": 8, "warp_m": wm, "warp_n": wn,
+                          "stages": 2, "split_k": 1, "group_m": 8, "vec": 4}
+                jobs.append((problem, config, target))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(_compile, jobs))
+    for (problem, config, target), artifact, error in results:
+        assert error is None, error
+        res = artifact.resources
+        label = f"{problem.layout} {config['warp_m']}x{config['warp_n']} {target.arch}"
+        assert res["spill_store_bytes"] == res["spill_load_bytes"] == res["stack_bytes"] == 0, label
+        assert "Gemm::THREADS, Gemm::MIN_BLOCKS" in artifact.source
+        if config["warp_m"] * config["warp_n"] == 2048:  # 8 x 8 per lane: two blocks of 256 threads per SM
+            assert res["registers"] <= 128, label
+
+
 def test_compiling_needs_a_valid_configuration(sm90):
     problem = GemmProblem(1000, 1000, 1001, dtype="fp16")
     config = {"family": "mma", "block_m": 128, "block_n": 128, "block_k": 32, "warp_m": 64, "warp_n": 64, "stages": 3,

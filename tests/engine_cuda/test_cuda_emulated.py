@@ -28,6 +28,13 @@ CASES = [
     ("fp32", "nn", "none", (37, 45, 29), _config("simt", 32, 32, 8, 16, 32)),
     ("fp32", "nt", "bias_gelu", (64, 130, 64), _config("simt", 64, 64, 16, 32, 32, vec=4, split_k=2)),
     ("fp64", "nt", "bias_residual", (33, 17, 40), _config("simt", 32, 32, 8, 16, 32, vec=2)),
+    # SIMT lane grids and fragment sets: 8 x 4 lanes (64 x 32 warp tiles), one fragment set (128 accumulator
+    # registers: fp32 64 x 64, fp64 32 x 64), several warps, many steps of K with a ragged last one.
+    ("fp32", "nn", "bias_relu", (70, 45, 37), _config("simt", 64, 32, 8, 64, 32)),
+    ("fp32", "nt", "none", (130, 96, 76), _config("simt", 128, 64, 8, 64, 32, vec=4, split_k=2)),
+    ("fp32", "nn", "bias_silu", (100, 132, 52), _config("simt", 64, 128, 16, 32, 64, vec=4)),
+    ("fp32", "nt", "bias", (65, 70, 24), _config("simt", 64, 64, 8, 64, 64, vec=2)),
+    ("fp64", "nn", "none", (40, 70, 19), _config("simt", 32, 64, 8, 32, 64)),
     ("fp16", "nn", "bias_silu", (17, 127, 33), _config("mma", 32, 64, 32, 16, 32, stages=2)),
     ("fp16", "nt", "none", (160, 64, 128), _config("mma", 32, 64, 32, 32, 32, stages=4, group_m=4, vec=8)),
     ("bf16", "nn", "bias_relu", (64, 72, 96), _config("mma", 64, 64, 16, 32, 32, stages=3, split_k=2, vec=8)),
@@ -67,6 +74,21 @@ def test_the_emulator_catches_a_wrong_kernel(emulator, sm90, monkeypatch):
     harness, workdir, launcher = emulator
     monkeypatch.setattr(harness, "gemm_source", lambda p, c: wrong)
     verdict = _emulate(emulator, problem, config, seed=1, name="wrong")
+    assert not verdict.ok
+
+
+def test_the_emulator_catches_a_simt_prefetch_from_the_wrong_buffer(emulator, sm90, monkeypatch):
+    """The next step's first fragments must come from the buffer just stored: reading the old one must fail."""
+    import tracea_cli.backends.cuda as cuda
+
+    problem = GemmProblem(32, 32, 40, dtype="fp32")
+    config = _config("simt", 32, 32, 8, 16, 32, vec=4)
+    right = cuda.gemm_source(problem, config)
+    wrong = right.replace("load_fragments(next, other, 0);", "load_fragments(next, buf, 0);")
+    assert wrong != right
+    harness, workdir, launcher = emulator
+    monkeypatch.setattr(harness, "gemm_source", lambda p, c: wrong)
+    verdict = _emulate(emulator, problem, config, seed=2, name="wrong_simt")
     assert not verdict.ok
 
 

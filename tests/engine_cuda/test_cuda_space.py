@@ -112,9 +112,11 @@ def test_the_space_is_pure(sm90):
     assert first == gemm_space(problem, sm90).valid_configs()
 
 
-def test_dispatch_reaches_the_cuda_space(sm90):
+def test_dispatch_reaches_the_cuda_space(sm90, sm80):
     problem = GemmProblem(64, 64, 64, dtype="tf32")
-    assert space_for(problem, sm90).names == gemm_space(problem, sm90).names
+    assert space_for(problem, sm80).names == gemm_space(problem, sm80).names  # sm_80: the engine's families only
+    union = space_for(problem, sm90)  # sm_90: the wgmma family joins them (tf32 nn through a staged B)
+    assert set(gemm_space(problem, sm90).names) < set(union.names) and "tile_m" in union.names
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -141,3 +143,20 @@ def test_hand_picked_for_large_squares_use_wide_copies_and_offer_split_k_for_dee
     assert any(c["split_k"] > 1 for c in deep)
     assert hand_picked(GemmProblem(4096, 4096, 4096, dtype="fp32"), sm90, limit=2) == \
         hand_picked(GemmProblem(4096, 4096, 4096, dtype="fp32"), sm90)[:2]
+
+
+def test_simt_tiling_counts_the_lane_grid_and_the_fragment_sets():
+    """Mirrors SimtGemm: 64 x 32 warp tiles use an 8 x 4 lane grid (8 x 8 per lane, as 32 x 64 tiles); two fragment
+    sets (PREFETCH) unless accumulators and both sets exceed SIMT_PREFETCH_REGS."""
+    from tracea_cli.ops.gemm.cuda_space import REGISTER_OVERHEAD, SIMT_PREFETCH_REGS
+
+    def estimate(dtype, wm, wn):
+        config = {"family": "simt", "block_m": 128, "block_n": 128, "block_k": 8, "warp_m": wm, "warp_n": wn,
+                  "vec": 1, "stages": 2, "split_k": 1, "group_m": 1}
+        t = tiling(GemmProblem(4096, 4096, 4096, dtype=dtype), config)
+        staging = 2 * 128 * 8 // t.threads * (2 if dtype == "fp64" else 1)
+        return t.estimated_regs - t.accumulator_regs - staging - REGISTER_OVERHEAD
+
+    assert estimate("fp32", 64, 32) == estimate("fp32", 32, 64) == 2 * (8 + 8)
+    assert estimate("fp32", 64, 64) == 2 * (8 + 16) and 128 + 2 * 24 <= SIMT_PREFETCH_REGS
+    assert estimate("fp64", 32, 64) == (8 + 8) * 2 and 128 + 2 * 32 > SIMT_PREFETCH_REGS

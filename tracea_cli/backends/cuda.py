@@ -70,10 +70,10 @@ def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
             f"tracea::Epilogue::{EPILOGUE[problem.epilogue]}, ")
     if family == "mma":
         args = [config[p] for p in ("block_m", "block_n", "block_k", "warp_m", "warp_n", "stages", "vec", "split_k", "group_m")]
-        entry = "tracea::gemm_mma<Gemm>"
+        entry, bounds = "tracea::gemm_mma<Gemm>", "Gemm::THREADS"
     else:
         args = [config[p] for p in ("block_m", "block_n", "block_k", "warp_m", "warp_n", "vec", "split_k", "group_m")]
-        entry = "tracea::gemm_simt<Gemm>"
+        entry, bounds = "tracea::gemm_simt<Gemm>", "Gemm::THREADS, Gemm::MIN_BLOCKS"  # blocks per SM: see the template
     lines = [
         f"// Tracea CUDA GEMM ({problem.dtype}, layout {problem.layout}, epilogue {problem.epilogue})",
         f"// configuration {config_key(config)}",
@@ -81,7 +81,7 @@ def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
         f"using Gemm = {head}{', '.join(str(int(a)) for a in args)}>;",
         f'static_assert(Gemm::THREADS == {t.threads}, "block size differs from the launch description");',
         f'static_assert(Gemm::SMEM_BYTES == {t.smem_bytes}, "shared memory differs from the launch description");',
-        f"extern \"C\" __global__ void __launch_bounds__(Gemm::THREADS) {MAIN_KERNEL}(TRACEA_GEMM_PARAMS) "
+        f"extern \"C\" __global__ void __launch_bounds__({bounds}) {MAIN_KERNEL}(TRACEA_GEMM_PARAMS) "
         f"{{ {entry}(TRACEA_GEMM_ARGS); }}",
     ]
     if int(config["split_k"]) > 1:

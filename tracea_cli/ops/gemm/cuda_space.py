@@ -39,6 +39,7 @@ SMALL_M_WAVES = 4  # blocks per SM a small-M pick aims for
 MAX_ACCUMULATOR_REGS = 128  # 32-bit registers of accumulators per thread; beyond this the kernels spill
 MAX_THREAD_REGS = 255  # what one thread can address
 REGISTER_OVERHEAD = 40  # addresses, loop counters and the epilogue, beside accumulators and fragments
+SIMT_PREFETCH_REGS = 176  # SimtGemm::PREFETCH: accumulators + two fragment sets at most this many registers
 SPLITK_REDUCE_THREADS = 256
 MIN_MMA_CC = (8, 0)  # cp.async, bf16 and tf32 mma.sync
 
@@ -88,7 +89,10 @@ def tiling(problem: GemmProblem, config: Mapping[str, Value]) -> Tiling:
     else:
         smem = 2 * bk * ((bm + 4) + (bn + 4)) * elem
         acc = (wm * wn // 32) * words
-        fragments = ((wm // 4) + (wn // 8)) * words  # one column of A and one row of B per k
+        lanes_m = 8 if wm > wn else 4  # the lane grid: 4 x 8, or 8 x 4 for warp tiles taller than wide
+        fragments = (wm // lanes_m + wn // (32 // lanes_m)) * words  # a lane's column of A and row of B
+        if acc + 2 * fragments <= SIMT_PREFETCH_REGS:  # PREFETCH: a second set loads while the first multiplies
+            fragments *= 2
         loads = -(-bm * bk // (vec * max(threads, 1))) + -(-bk * bn // (vec * max(threads, 1)))
         staging = loads * vec * words
     return Tiling(
@@ -246,6 +250,8 @@ _PICKS: dict[str, tuple[tuple[int, int, int, int, int, int], ...]] = {
     "fp32": (
         (128, 128, 8, 64, 32, 2),
         (128, 128, 8, 32, 64, 2),
+        (128, 128, 8, 64, 64, 2),  # 8 x 16 per lane: the densest loop (90% FFMA), two blocks of 4 warps per SM
+        (256, 128, 8, 64, 64, 2),
         (128, 128, 16, 64, 32, 2),
         (64, 64, 8, 32, 32, 2),
         (128, 256, 8, 64, 64, 2),
