@@ -39,7 +39,15 @@ CASES = {
                                   {"tile_n": 128, "schedule": "pingpong", "store": "tma", "cluster_m": 1}),
     "fp16-nt-pingpong-cluster-gelu": (GemmProblem(4096, 4096, 4096, "fp16", "nt", "bias_gelu"),
                                       {"tile_m": 64, "tile_n": 256, "schedule": "pingpong"}),
+    # behind the staging pre-pass: B transposed (tf32 nn), A padded (K = 777), A and B padded (nt)
+    "tf32-nn-staged-transpose": (GemmProblem(4096, 4096, 4096, "tf32", "nn"),
+                                 {"tile_n": 128, "stages": 4, "cluster_m": 1, "store": "tma"}),
+    "fp16-nn-staged-k777": (GemmProblem(1000, 3000, 777, "fp16", "nn"),
+                            {"stages": 3, "cluster_m": 1, "store": "tma", "group_m": 4}),
+    "bf16-nt-staged-k777-silu": (GemmProblem(1000, 3000, 777, "bf16", "nt", "bias_silu"), {"group_m": 4}),
 }
+STAGED = {"tf32-nn-staged-transpose": ["gemm_stage_b"], "fp16-nn-staged-k777": ["gemm_stage_a"],
+          "bf16-nt-staged-k777-silu": ["gemm_stage_a", "gemm_stage_b"]}
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +70,9 @@ def test_ptxas_report_is_parsed_and_clean(artifacts, name):
     res = artifacts[name].resources
     assert 0 < res["registers"] <= 255
     assert res["spill_store_bytes"] == 0 and res["spill_load_bytes"] == 0 and res["stack_bytes"] == 0
+    assert set(res["kernels"]) == {"gemm_wgmma", *STAGED.get(name, [])}
+    for kernel in res["kernels"].values():
+        assert 0 < kernel["registers"] <= 255 and kernel["spill_store_bytes"] == kernel["stack_bytes"] == 0
     assert not res["wgmma_serialized"], res["log"]
     assert "C7510" not in res["log"]
     assert not res["setmaxnreg_ignored"], res["log"]
@@ -73,8 +84,8 @@ def test_launch_description_matches_the_configuration(artifacts, name):
     config = {**BASE, **change}
     launch = artifacts[name].launch
     json.dumps(launch)  # the export writes it as JSON
-    step = launch["steps"][0]
-    assert step["block"] == [128 * (1 + config["consumers"]), 1, 1]
+    step = launch["steps"][-1]  # the GEMM comes last, after any staging
+    assert step["name"] == "gemm_wgmma" and step["block"] == [128 * (1 + config["consumers"]), 1, 1]
     assert step["cluster"] == [config["cluster_m"], 1, 1]
     assert step["dynamic_smem_bytes"] == hs.smem_bytes(problem.dtype, config)
     assert step["grid"]["x"] == ("persistent_clusters" if config["persistent"] else "work_clusters")
@@ -86,10 +97,65 @@ def test_launch_description_matches_the_configuration(artifacts, name):
     for spec in maps.values():
         assert spec["box"][0] * spec["elem_bytes"] == 128  # every box is one 128-byte swizzle row wide
         assert max(spec["box"]) <= 256
-    if problem.layout == "nt":
+    if problem.layout == "nt" or name == "tf32-nn-staged-transpose":  # a transposed B is read K-major
         assert maps["map_b"]["dims"] == ["K", "N"] and maps["map_b"]["box"][1] == config["tile_n"] // config["cluster_m"]
     else:
         assert maps["map_b"]["dims"] == ["N", "K"] and maps["map_b"]["box"][1] == 64 // config["cluster_m"]
+
+
+@pytest.mark.parametrize("name", STAGED)
+def test_staged_problems_carry_their_stage_entries_steps_and_scratch(artifacts, name):
+    from tracea_cli.export.elf import function_symbols
+
+    problem, _ = CASES[name]
+    art = artifacts[name]
+    stages = STAGED[name]
+    assert set(stages) | {"gemm_wgmma"} <= function_symbols(art.binary)
+    steps = art.launch["steps"]
+    assert [s["name"] for s in steps] == [*stages, "gemm_wgmma"]  # the staging runs first, in the timed sequence
+    e = hs.elem_bytes(problem.dtype)
+    for step in steps[:-1]:
+        assert step["block"] == [256, 1, 1] and step["dynamic_smem_bytes"] == 0 and "cluster" not in step
+        operand = step["name"][-1].upper()
+        assert step["params"] == [operand, f"{operand}_staged", "M" if operand == "A" else "N", "K",
+                                  f"ld{operand.lower()}", f"ld{operand.lower()}_staged"]
+    transposed = problem.dtype == "tf32" and problem.layout == "nn"
+    if transposed:
+        assert steps[0]["grid"] == {"x": "n/64", "y": "k/64", "z": 1}
+    else:
+        assert steps[0]["grid"] == {"x": "m/8", "y": f"k/{512 // e}", "z": 1}
+    scratch = art.launch["scratch"]
+    assert [b["name"] for b in scratch] == [f"{s[-1].upper()}_staged" for s in stages]
+    assert all(b["cols"] == "K" and b["ld_multiple"] * e == 128 and b["align_bytes"] == 256 for b in scratch)
+    assert [b["transposed"] for b in scratch] == [transposed and b["source"] == "B" for b in scratch]
+    maps = art.launch["tensor_maps"]
+    assert (maps["map_a"]["tensor"], maps["map_a"]["row_stride"]) == (
+        ("A_staged", "lda_staged") if "gemm_stage_a" in stages else ("A", "lda"))
+    if "gemm_stage_b" in stages:
+        assert (maps["map_b"]["tensor"], maps["map_b"]["row_stride"], maps["map_b"]["dims"]) == (
+            "B_staged", "ldb_staged", ["K", "N"])
+    assert "#define WG_B_KMAJOR 1" in art.source if transposed else True
+    assert "gemm_stage_" in art.source and ch.source_hash(problem) != ch.source_hash(None)
+
+
+def test_scratch_layout_follows_the_description():
+    problem, config = CASES["bf16-nt-staged-k777-silu"]
+    launch = ch.launch_description(problem, {**BASE, **config})
+    (a, b), total = ch.scratch_layout(launch, 1000, 3000, 777)
+    assert (a.name, a.ld_name, a.offset, a.ld, a.nbytes) == ("A_staged", "lda_staged", 0, 832, 1000 * 832 * 2)
+    assert (b.name, b.ld_name, b.offset, b.ld) == ("B_staged", "ldb_staged", 1000 * 832 * 2, 832)
+    assert b.offset % 256 == 0 and total == b.offset + 3000 * 832 * 2
+    (a,), total = ch.scratch_layout(launch | {"scratch": launch["scratch"][:1]}, 999, 3000, 1)
+    assert a.ld == 64 and total == 999 * 64 * 2
+    assert ch.scratch_layout(ch.launch_description(GemmProblem(512, 512, 512, "bf16", "nt"), BASE), 512, 512, 512) == ([], 0)
+    assert ch.grid_size("m/8", problem) == 125 and ch.grid_size("k/256", problem) == 4 and ch.grid_size(1, problem) == 1
+
+
+def test_unstaged_sources_have_no_stage_entries():
+    problem, _ = CASES["fp16-nt-tma-store"]
+    assert "gemm_stage_" not in ch.kernel_source_for(problem, BASE)
+    assert ch.source_hash(problem) == ch.source_hash(None)  # unstaged problems keep their cache keys
+    assert "scratch" not in ch.launch_description(problem, BASE)
 
 
 def test_source_is_self_contained_and_names_the_configuration():
@@ -113,8 +179,8 @@ def test_rejected_configurations_never_reach_nvrtc(config, words):
 
 
 def test_problems_outside_the_family_fail_to_compile_with_the_reason():
-    with pytest.raises(CompileFailed, match="K-major"):
-        ch.compile_config(GemmProblem(256, 256, 256, "tf32", "nn"), BASE, H200)
+    with pytest.raises(CompileFailed, match="multiple of 8"):
+        ch.compile_config(GemmProblem(256, 260, 256, "fp16", "nn"), BASE, H200)
 
 
 def test_backend_space_refuses_with_a_usage_error():
@@ -141,5 +207,5 @@ def test_the_gpu_tests_use_configurations_of_the_space():
     spec = spec_from_file_location("hopper_gpu_cases", Path(__file__).parent / "test_hopper_gpu.py")
     module = module_from_spec(spec)
     spec.loader.exec_module(module)
-    for problem, config in module.CASES:
+    for problem, config in module.CASES + module.STAGED_CASES:
         assert hs.hopper_space(problem, H200).why_invalid(config) is None, (problem.label, config)

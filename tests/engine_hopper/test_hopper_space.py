@@ -39,29 +39,59 @@ def test_dtypes_without_wgmma_are_left_out(dtype):
     assert hs.hopper_space(problem(dtype=dtype), H200) is None
 
 
-def test_tf32_needs_k_major_b():
-    assert hs.hopper_space(problem(dtype="tf32", layout="nn"), H200) is None
-    assert "K-major" in hs.qualifies(problem(dtype="tf32", layout="nn"), H200)
-    assert hs.hopper_space(problem(dtype="tf32", layout="nt"), H200) is not None
+def test_tf32_nn_qualifies_behind_a_transpose_of_b():
+    assert hs.qualifies(problem(dtype="tf32", layout="nn"), H200) is None
+    assert hs.staging(problem(dtype="tf32", layout="nn")) == hs.Staging(pad_a=False, b="transpose")
+    assert hs.staging(problem(dtype="tf32", layout="nt")) == hs.Staging()
+    assert hs.staging(problem(k=4098, dtype="tf32", layout="nn")) == hs.Staging(pad_a=True, b="transpose")
 
 
-@pytest.mark.parametrize("m,n,k,dtype,ok", [
-    (4096, 4096, 4100, "bf16", False),  # K*2 bytes is not a multiple of 16
-    (4096, 4100, 4096, "fp16", False),
-    (1000, 3000, 777, "fp16", False),  # the awkward shape stays with the predicated families
-    (1000, 3000, 776, "fp16", True),  # M needs no alignment: TMA clips rows
-    (4096, 4096, 4100, "tf32", True),  # 4 fp32 elements are 16 bytes
-    (4096, 4098, 4096, "tf32", False),
+@pytest.mark.parametrize("m,n,k,dtype,layout,staged", [
+    (4096, 4096, 4100, "bf16", "nn", hs.Staging(pad_a=True)),  # K*2 bytes is not a multiple of 16: A is staged
+    (1000, 3000, 777, "fp16", "nn", hs.Staging(pad_a=True)),  # nn: B's rows have N elements, B is read in place
+    (1000, 3000, 777, "fp16", "nt", hs.Staging(pad_a=True, b="pad")),  # nt: B's rows have K elements too
+    (127, 256, 1023, "bf16", "nt", hs.Staging(pad_a=True, b="pad")),
+    (1000, 3000, 776, "fp16", "nn", hs.Staging()),  # M needs no alignment: TMA clips rows
+    (4096, 4096, 4100, "tf32", "nt", hs.Staging()),  # 4 fp32 elements are 16 bytes
+    (4096, 4096, 4098, "tf32", "nt", hs.Staging(pad_a=True, b="pad")),
 ])
-def test_tma_alignment(m, n, k, dtype, ok):
-    layout = "nt" if dtype == "tf32" else "nn"
-    assert (hs.hopper_space(problem(m, n, k, dtype, layout), H200) is not None) is ok
+def test_unaligned_k_qualifies_behind_staging(m, n, k, dtype, layout, staged):
+    p = problem(m, n, k, dtype, layout)
+    assert hs.qualifies(p, H200) is None and hs.hopper_space(p, H200) is not None
+    assert hs.staging(p) == staged
 
 
-@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (4096, 2112, 7168), (16, 4096, 4096), (1000, 3000, 776)])
-@pytest.mark.parametrize("dtype", ["bf16", "tf32"])
-def test_every_valid_config_fits_the_device(shape, dtype):
-    p = problem(*shape, dtype=dtype, layout="nt")
+@pytest.mark.parametrize("m,n,k,dtype,layout", [
+    (4096, 4100, 4096, "fp16", "nn"),  # C (and B in nn) have N elements per row: not staged
+    (4096, 4100, 4096, "fp16", "nt"),
+    (4096, 4098, 4096, "tf32", "nt"),
+    (4096, 4098, 4096, "tf32", "nn"),
+])
+def test_unaligned_n_stays_with_the_predicated_families(m, n, k, dtype, layout):
+    p = problem(m, n, k, dtype, layout)
+    assert hs.hopper_space(p, H200) is None
+    assert "N to be a multiple of" in hs.qualifies(p, H200) and "16-byte row strides" in hs.qualifies(p, H200)
+
+
+def test_a_staging_covers_the_problems_it_can_compute():
+    padded, plain = hs.Staging(pad_a=True, b="pad"), hs.Staging()
+    assert padded.covers(plain) and padded.covers(hs.Staging(pad_a=True))
+    assert not plain.covers(hs.Staging(pad_a=True)) and not plain.covers(hs.Staging(b="pad"))
+    assert not hs.Staging(b="transpose").covers(hs.Staging(b="pad"))
+    assert hs.Staging(b="transpose").covers(plain) and hs.Staging(pad_a=True, b="transpose").covers(
+        hs.Staging(pad_a=True, b="transpose"))
+
+
+def test_staged_leading_dimensions_start_rows_on_128_byte_lines():
+    assert hs.staged_ld_multiple("fp16") == hs.staged_ld_multiple("bf16") == 64 and hs.staged_ld_multiple("tf32") == 32
+    assert all(hs.staged_ld_multiple(d) % hs.row_elems(d) == 0 for d in hs.DTYPES)
+
+
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (4096, 2112, 7168), (16, 4096, 4096), (1000, 3000, 776),
+                                   (1000, 3000, 777)])
+@pytest.mark.parametrize("dtype,layout", [("bf16", "nt"), ("tf32", "nt"), ("tf32", "nn")])
+def test_every_valid_config_fits_the_device(shape, dtype, layout):
+    p = problem(*shape, dtype=dtype, layout=layout)
     space = hs.hopper_space(p, H200)
     valid = space.valid_configs()
     assert valid, "the space must not be empty"
@@ -127,7 +157,7 @@ def test_space_is_deterministic():
 
 
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (8192, 8192, 8192), (16, 4096, 4096), (1000, 3000, 776),
-                                   (64, 64, 64)])
+                                   (1000, 3000, 777), (64, 64, 64)])
 def test_default_config_is_valid(shape):
     p = problem(*shape)
     config = hs.default_config(p, H200)

@@ -195,11 +195,25 @@ static void log_launch_tma(struct fake_function* fn, const CUlaunchConfig* c, co
       *(int*)params[6], *(int*)params[7], *(int*)params[8], *(int*)params[9]);
 }
 
+/* The Hopper family's staging kernels: (src, dst, rows, cols, ld_src, ld_dst), docs/kernel-abi.md ("Staging"). */
+static void log_launch_stage(struct fake_function* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                             unsigned bz, unsigned smem, void** params) {
+  LOG("launch module=%d name=%s api=plain grid=%u,%u,%u block=%u,%u,%u smem=%u src=%llu dst=%llu rows=%d cols=%d "
+      "ld_src=%d ld_dst=%d",
+      fn->module, fn->name, gx, gy, gz, bx, by, bz, smem, *(unsigned long long*)params[0],
+      *(unsigned long long*)params[1], *(int*)params[2], *(int*)params[3], *(int*)params[4], *(int*)params[5]);
+}
+
 static CUresult f_launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned smem, CUstream s, void** params, void** extra) {
+  struct fake_function* fn = (struct fake_function*)f;
   (void)s; (void)extra;
   if (!current) return CUDA_ERROR_INVALID_CONTEXT;
-  log_launch((struct fake_function*)f, "plain", gx, gy, gz, bx, by, bz, smem, "0", params);
+  if (strncmp(fn->name, "gemm_stage_", 11) == 0) {
+    log_launch_stage(fn, gx, gy, gz, bx, by, bz, smem, params);
+  } else {
+    log_launch(fn, "plain", gx, gy, gz, bx, by, bz, smem, "0", params);
+  }
   return CUDA_SUCCESS;
 }
 

@@ -1,7 +1,7 @@
 // Calls an export through tracea.hpp the way a program would, for tests with the fake driver (fake_libcuda.c).
 //   probe M N K [misalign] [no-workspace] [nt] [threads=T] [load=DEVICE] [stream]
 // Prints "status=<code> <text>" per call on stdout (with " call=<driver call>" for driver errors); the fake driver
-// logs the driver calls on stderr ("cu: ..."), and the probe its buffers there ("probe: a=... b=... c=...").
+// logs the driver calls on stderr ("cu: ..."), and the probe its buffers there ("probe: a=... b=... c=... workspace=...").
 #include EXPORT_HEADER
 #include "tracea.hpp"
 
@@ -52,11 +52,6 @@ int main(int argc, char** argv) {
   params.epilogue = static_cast<tracea::Epilogue>(PROBE_EPILOGUE);
   params.bias = reinterpret_cast<void*>(bias);
   params.residual = reinterpret_cast<void*>(residual);
-  std::fprintf(stderr, "probe: a=%llu b=%llu c=%llu bias=%llu residual=%llu\n",
-               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(A.data)),
-               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(B.data)),
-               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(C.data)),
-               static_cast<unsigned long long>(bias), static_cast<unsigned long long>(residual));
   CUstream stream = nullptr;
   if (stream_given) cu->stream_create(&stream, 0);
   params.stream = stream;
@@ -66,6 +61,12 @@ int main(int argc, char** argv) {
     cu->mem_alloc(&ws, params.workspace_bytes);
     params.workspace = reinterpret_cast<void*>(ws);
   }
+  std::fprintf(stderr, "probe: a=%llu b=%llu c=%llu bias=%llu residual=%llu workspace=%llu\n",
+               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(A.data)),
+               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(B.data)),
+               static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(C.data)),
+               static_cast<unsigned long long>(bias), static_cast<unsigned long long>(residual),
+               static_cast<unsigned long long>(ws));
   std::vector<tracea::Status> statuses(threads);
   std::vector<const char*> calls(threads, "");
   std::vector<std::thread> pool;

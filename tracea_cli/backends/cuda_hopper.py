@@ -3,7 +3,9 @@
 Compiling needs no GPU (NVRTC through `backends.nvrtc`). Running needs CuPy, which owns the memory, the stream and the
 events, and cuda.bindings, which loads the cubin, encodes the TMA tensor maps (`cuTensorMapEncodeTiled`) and launches
 with cluster dimensions (`cuLaunchKernelEx`): CuPy can do neither. The kernel ABI is in docs/kernel-abi.md ("Hopper
-family"); `launch_description` is its machine-readable form, which the C header export follows.
+family"); `launch_description` is its machine-readable form, which the C header export follows. Problems that TMA
+cannot read in place (hopper_space.staging) get staging kernels in the same cubin, launched first on the same stream
+into scratch that `LoadedKernel.bind` allocates (`scratch_layout`).
 """
 
 from __future__ import annotations
@@ -28,10 +30,19 @@ from tracea_cli.space import SearchSpace, Value, config_key
 from tracea_cli.timing import Samples, TimingPolicy, measure
 
 KERNEL_NAME = "gemm_wgmma"
+STAGE_A_NAME = "gemm_stage_a"
+STAGE_B_NAME = "gemm_stage_b"
 HEADER = "cuda/gemm_wgmma.cuh"
 MMA_HEADER = "cuda/gemm_wgmma_mma.cuh"
+STAGE_HEADER = "cuda/gemm_wgmma_stage.cuh"
 ARCH = "sm_90a"  # wgmma and setmaxnreg exist only on the architecture-specific target
 PARAM_ORDER = ("map_a", "map_b", "map_c", "C", "bias", "residual", "M", "N", "K", "ldc")
+POINTER_PARAMS = ("A", "B", "A_staged", "B_staged")  # the staging kernels' pointer parameters; the others are ints
+STAGE_THREADS = 256  # gemm_wgmma_stage.cuh: kThreads
+STAGE_COPY_ROWS = 8  # rows per block of the copy (one warp each)
+STAGE_COPY_BYTES = 512  # bytes of columns per block of the copy (a warp's 32 16-byte chunks)
+STAGE_TILE = 64  # the transpose's tile (64 x 64 elements)
+SCRATCH_ALIGN_BYTES = 256  # every scratch buffer starts on a multiple of this within the workspace
 SERIALIZED_WGMMA = "C7510"  # ptxas: the wgmma pipeline was serialised (correct, but slow)
 IGNORED_SETMAXNREG = "C7508"  # ptxas: setmaxnreg was ignored
 
@@ -39,14 +50,19 @@ IGNORED_SETMAXNREG = "C7508"  # ptxas: setmaxnreg was ignored
 # ---- source, launch description, compile (no GPU) -------------------------------------------------------------------
 
 
-def headers_text() -> str:
-    """The family's headers, the mma wrappers inlined where the kernel includes them."""
+def headers_text(problem: GemmProblem | None = None) -> str:
+    """The family's headers, the mma wrappers inlined where the kernel includes them; the staging entries appended
+    when `problem` needs them (hs.staging)."""
     kernel = kernel_source(HEADER)
-    return kernel.replace('#include "gemm_wgmma_mma.cuh"', kernel_source(MMA_HEADER), 1)
+    text = kernel.replace('#include "gemm_wgmma_mma.cuh"', kernel_source(MMA_HEADER), 1)
+    if problem is not None and hs.staging(problem).any:
+        text += "\n" + kernel_source(STAGE_HEADER)
+    return text
 
 
 def defines(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, int]:
-    return {
+    staged = hs.staging(problem)
+    out = {
         "WG_DTYPE": hs.DTYPE_CODES[problem.dtype],
         "WG_TILE_M": int(config["tile_m"]),
         "WG_TILE_N": int(config["tile_n"]),
@@ -55,35 +71,77 @@ def defines(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, int]
         "WG_CLUSTER_M": int(config["cluster_m"]),
         "WG_PERSISTENT": int(config["persistent"]),
         "WG_GROUP_M": int(config["group_m"]),
-        "WG_B_KMAJOR": 1 if problem.layout == "nt" else 0,
+        "WG_B_KMAJOR": 1 if problem.layout == "nt" or staged.b == "transpose" else 0,
         "WG_EPILOGUE": hs.EPILOGUE_CODES[problem.epilogue],
         "WG_STORE_TMA": 1 if config["store"] == "tma" else 0,
         "WG_PINGPONG": 1 if config["schedule"] == "pingpong" else 0,
     }
+    if staged.any:
+        out["WG_STAGE_A"] = int(staged.pad_a)
+        out["WG_STAGE_B"] = {None: 0, "pad": 1, "transpose": 2}[staged.b]
+    return out
 
 
 def kernel_source_for(problem: GemmProblem, config: Mapping[str, Value]) -> str:
     """The exact, self-contained translation unit compiled for this configuration."""
     head = f"// tracea gemm, family wgmma: {problem.label}, config {config_key(config)}\n"
-    return head + "".join(f"#define {k} {v}\n" for k, v in defines(problem, config).items()) + headers_text()
+    return head + "".join(f"#define {k} {v}\n" for k, v in defines(problem, config).items()) + headers_text(problem)
 
 
 def source_hash(problem: GemmProblem | None = None) -> str:
-    return hashlib.sha256(headers_text().encode()).hexdigest()[:16]
+    return hashlib.sha256(headers_text(problem).encode()).hexdigest()[:16]
+
+
+def _scratch(problem: GemmProblem) -> list[dict[str, Any]]:
+    """The scratch buffers of the staging pre-pass (docs/kernel-abi.md, "Staging"): each rows x cols, row-major, its
+    leading dimension `ld` = cols rounded up to `ld_multiple` elements; in this order in the workspace, each starting
+    at the next multiple of `align_bytes`."""
+    staged = hs.staging(problem)
+    common = {"cols": "K", "ld_multiple": hs.staged_ld_multiple(problem.dtype),
+              "elem_bytes": hs.elem_bytes(problem.dtype), "align_bytes": SCRATCH_ALIGN_BYTES}
+    out = []
+    if staged.pad_a:
+        out.append({"name": "A_staged", "source": "A", "transposed": False, "rows": "M", "ld": "lda_staged", **common})
+    if staged.b is not None:
+        out.append({"name": "B_staged", "source": "B", "transposed": staged.b == "transpose", "rows": "N",
+                    "ld": "ldb_staged", **common})
+    return out
+
+
+def _stage_steps(problem: GemmProblem) -> list[dict[str, Any]]:
+    """Kernel steps of the staging pre-pass; they run before gemm_wgmma on the same stream."""
+    staged = hs.staging(problem)
+    copy_cols = f"k/{STAGE_COPY_BYTES // hs.elem_bytes(problem.dtype)}"
+    common = {"kind": "kernel", "block": [STAGE_THREADS, 1, 1], "dynamic_smem_bytes": 0}
+    steps = []
+    if staged.pad_a:
+        steps.append({**common, "name": STAGE_A_NAME, "grid": {"x": f"m/{STAGE_COPY_ROWS}", "y": copy_cols, "z": 1},
+                      "params": ["A", "A_staged", "M", "K", "lda", "lda_staged"]})
+    if staged.b is not None:
+        grid = ({"x": f"n/{STAGE_TILE}", "y": f"k/{STAGE_TILE}", "z": 1} if staged.b == "transpose"
+                else {"x": f"n/{STAGE_COPY_ROWS}", "y": copy_cols, "z": 1})
+        steps.append({**common, "name": STAGE_B_NAME, "grid": grid,
+                      "params": ["B", "B_staged", "N", "K", "ldb", "ldb_staged"]})
+    return steps
 
 
 def _tensor_maps(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, dict[str, Any]]:
     tk = hs.tile_k(problem.dtype)
     cluster = int(config["cluster_m"])
+    staged = hs.staging(problem)
     common = {"dtype": problem.dtype, "elem_bytes": hs.elem_bytes(problem.dtype), "swizzle": "128B",
               "interleave": "none", "l2_promotion": "256B", "oob_fill": "zero"}
     chunk = hs.SWIZZLE_BYTES // hs.elem_bytes(problem.dtype)
-    if problem.layout == "nt":
+    a = ({"tensor": "A_staged", "row_stride": "lda_staged"} if staged.pad_a else {"tensor": "A", "row_stride": "lda"})
+    if staged.b is not None:  # B_staged is N x K: read K-major as in nt
+        b = {"tensor": "B_staged", "dims": ["K", "N"], "row_stride": "ldb_staged",
+             "box": [tk, int(config["tile_n"]) // cluster]}
+    elif problem.layout == "nt":
         b = {"tensor": "B", "dims": ["K", "N"], "row_stride": "ldb", "box": [tk, int(config["tile_n"]) // cluster]}
     else:
         b = {"tensor": "B", "dims": ["N", "K"], "row_stride": "ldb", "box": [chunk, tk // cluster]}
     return {
-        "map_a": {"tensor": "A", "dims": ["K", "M"], "row_stride": "lda", "box": [tk, int(config["tile_m"])], **common},
+        "map_a": {**a, "dims": ["K", "M"], "box": [tk, int(config["tile_m"])], **common},
         "map_b": {**b, **common},
         "map_c": {"tensor": "C", "dims": ["N", "M"], "row_stride": "ldc",
                   "box": [chunk, hs.consumer_rows(config)],
@@ -92,12 +150,13 @@ def _tensor_maps(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str,
 
 
 def launch_description(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, Any]:
-    """How a host runs the kernel: params, tensor maps (innermost dimension first), grid rule, cluster, shared memory."""
+    """How a host runs the kernel: the staging steps (if any) and the main kernel, params, tensor maps (innermost
+    dimension first), grid rules, cluster, shared memory, and the scratch the staging writes."""
     cluster = int(config["cluster_m"])
-    return {
+    description: dict[str, Any] = {
         "family": hs.FAMILY,
         "arch": ARCH,
-        "steps": [{
+        "steps": _stage_steps(problem) + [{
             "kind": "kernel",
             "name": KERNEL_NAME,
             "block": [hs.threads(config), 1, 1],
@@ -115,6 +174,44 @@ def launch_description(problem: GemmProblem, config: Mapping[str, Value]) -> dic
         "work": "ceil(ceil(M/tile_m)/cluster_m) * ceil(N/tile_n)",
         "alignment_bytes": hs.ALIGN_BYTES,
     }
+    scratch = _scratch(problem)
+    if scratch:
+        description["scratch"] = scratch
+    return description
+
+
+@dataclass(frozen=True)
+class ScratchBuffer:
+    name: str  # "A_staged" | "B_staged"
+    ld_name: str  # "lda_staged" | "ldb_staged": how params and tensor maps name its leading dimension
+    offset: int  # bytes from the start of the workspace
+    ld: int  # leading dimension in elements
+    nbytes: int
+
+
+def scratch_layout(launch: Mapping[str, Any], m: int, n: int, k: int) -> tuple[list[ScratchBuffer], int]:
+    """(the scratch buffers of a launch description for an M x N x K call, the workspace bytes they need in all).
+    The M x N workspace of `workspace_bytes_per_mn` (split-K families) comes first; the buffers follow in order."""
+    sizes = {"M": m, "N": n, "K": k}
+    offset = int(launch.get("workspace_bytes_per_mn", 0)) * m * n
+    buffers = []
+    for spec in launch.get("scratch", ()):
+        align = int(spec["align_bytes"])
+        offset = -(-offset // align) * align
+        mult = int(spec["ld_multiple"])
+        ld = -(-sizes[spec["cols"]] // mult) * mult
+        nbytes = sizes[spec["rows"]] * ld * int(spec["elem_bytes"])
+        buffers.append(ScratchBuffer(spec["name"], spec["ld"], offset, ld, nbytes))
+        offset += nbytes
+    return buffers, offset
+
+
+def grid_size(rule: int | str, problem: GemmProblem) -> int:
+    """A staging step's grid rule (an integer, or "m/Q", "n/Q", "k/Q" = ceil(size / Q))."""
+    if isinstance(rule, int):
+        return rule
+    dim, q = rule.split("/")
+    return hs.ceil_div(getattr(problem, dim), int(q))
 
 
 def compile_config(problem: GemmProblem, config: Mapping[str, Value], target: Target) -> Artifact:
@@ -133,6 +230,7 @@ def compile_config(problem: GemmProblem, config: Mapping[str, Value], target: Ta
     res = program.resources.get(KERNEL_NAME)
     resources: dict[str, Any] = dict(res.__dict__) if res else {}
     resources.update(
+        kernels={name: dict(r.__dict__) for name, r in program.resources.items()},
         warnings=list(program.warnings),
         wgmma_serialized=SERIALIZED_WGMMA in program.log,
         setmaxnreg_ignored=IGNORED_SETMAXNREG in program.log,
@@ -223,7 +321,8 @@ def encode_tensor_map(ptr: int, spec: Mapping[str, Any], sizes: Mapping[str, int
 
 
 class LoadedKernel:
-    """A cubin loaded into the current context, its shared-memory limit raised, its resident-grid size known."""
+    """A cubin loaded into the current context: its kernels found (the staging entries and gemm_wgmma), the main
+    kernel's shared-memory limit raised and its resident-grid size known."""
 
     def __init__(self, artifact: Artifact) -> None:
         import cupy
@@ -232,9 +331,13 @@ class LoadedKernel:
         cupy.cuda.Device().use()
         cupy.cuda.runtime.free(0)  # makes sure the primary context exists and is current
         self.artifact = artifact
-        self.step = artifact.launch["steps"][0]
+        steps = [s for s in artifact.launch["steps"] if s["kind"] == "kernel"]
+        self.step = next(s for s in steps if s["name"] == artifact.kernel_name)
+        self.stage_steps = [s for s in steps if s["name"] != artifact.kernel_name]
         self.module = _ok(d.cuModuleLoadData(artifact.binary), "cuModuleLoadData")
-        self.function = _ok(d.cuModuleGetFunction(self.module, artifact.kernel_name.encode()), "cuModuleGetFunction")
+        self.functions = {s["name"]: _ok(d.cuModuleGetFunction(self.module, s["name"].encode()), "cuModuleGetFunction")
+                          for s in steps}
+        self.function = self.functions[artifact.kernel_name]
         smem = int(self.step["dynamic_smem_bytes"])
         _ok(d.cuFuncSetAttribute(self.function, d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                  smem), "cuFuncSetAttribute")
@@ -279,25 +382,56 @@ class LoadedKernel:
         clusters = min(work, self.resident_clusters) if self.step["grid"]["x"] == "persistent_clusters" else work
         return clusters * self.cluster
 
-    def bind(self, problem: GemmProblem, buffers: GemmBuffers, stream_ptr: int) -> Callable[[], None]:
-        """A launcher for these buffers: tensor maps encoded and arguments packed once, each call one launch."""
+    def _stage_launcher(self, step: Mapping[str, Any], problem: GemmProblem, values: Mapping[str, Any],
+                        stream_ptr: int) -> Callable[[], None]:
+        """One staging kernel with its arguments packed (pointers and sizes named by the step's `params`)."""
         d = _driver()
-        sizes = {"M": problem.m, "N": problem.n, "K": problem.k, "lda": problem.k,
-                 "ldb": problem.n if problem.layout == "nn" else problem.k, "ldc": problem.n}
-        ptrs = {"A": buffers.a.data.ptr, "B": buffers.b.data.ptr, "C": buffers.c.data.ptr}
-        maps = [encode_tensor_map(ptrs[spec["tensor"]], spec, sizes)
+        args = [ctypes.c_void_p(values[name]) if name in POINTER_PARAMS else ctypes.c_int(values[name])
+                for name in step["params"]]
+        params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(x) for x in args])
+        grid = [grid_size(step["grid"][axis], problem) for axis in "xyz"]
+        block = [int(v) for v in step["block"]]
+        function = self.functions[step["name"]]
+        stream = d.CUstream(stream_ptr)
+
+        def launch() -> None:
+            _ = args  # the packed arguments live as long as the launcher
+            _ok(d.cuLaunchKernel(function, *grid, *block, int(step["dynamic_smem_bytes"]), stream,
+                                 ctypes.addressof(params), 0), f"cuLaunchKernel({step['name']})")
+
+        return launch
+
+    def bind(self, problem: GemmProblem, buffers: GemmBuffers, stream_ptr: int) -> Callable[[], None]:
+        """A launcher for these buffers: scratch allocated, tensor maps encoded and arguments packed once; each call
+        launches the staging kernels (if any) and then the GEMM, in order on the stream."""
+        import cupy
+
+        d = _driver()
+        values: dict[str, Any] = {
+            "M": problem.m, "N": problem.n, "K": problem.k, "lda": problem.k,
+            "ldb": problem.n if problem.layout == "nn" else problem.k, "ldc": problem.n,
+            "A": buffers.a.data.ptr, "B": buffers.b.data.ptr, "C": buffers.c.data.ptr}
+        scratch, total = scratch_layout(self.artifact.launch, problem.m, problem.n, problem.k)
+        workspace = cupy.empty(total, dtype=np.uint8) if scratch else None
+        for buf in scratch:
+            values[buf.name] = workspace.data.ptr + buf.offset
+            values[buf.ld_name] = buf.ld
+        stages = [self._stage_launcher(step, problem, values, stream_ptr) for step in self.stage_steps]
+        maps = [encode_tensor_map(values[spec["tensor"]], spec, values)
                 for spec in (self.artifact.launch["tensor_maps"][k] for k in ("map_a", "map_b", "map_c"))]
         keep: list[Any] = [ctypes.create_string_buffer(m, 128) for m in maps]
-        keep += [ctypes.c_void_p(ptrs["C"]),
+        keep += [ctypes.c_void_p(values["C"]),
                  ctypes.c_void_p(buffers.bias.data.ptr if buffers.bias is not None else 0),
                  ctypes.c_void_p(buffers.residual.data.ptr if buffers.residual is not None else 0)]
-        keep += [ctypes.c_int(v) for v in (problem.m, problem.n, problem.k, sizes["ldc"])]
+        keep += [ctypes.c_int(v) for v in (problem.m, problem.n, problem.k, values["ldc"])]
         params = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(x) for x in keep])
         cfg = self._config(self.grid_x(problem), stream_ptr)
         function = self.function
 
         def launch() -> None:
-            _ = keep  # the packed arguments live as long as the launcher
+            _ = keep, workspace  # the packed arguments and the scratch live as long as the launcher
+            for stage in stages:
+                stage()
             _ok(d.cuLaunchKernelEx(cfg, function, ctypes.addressof(params), 0), "cuLaunchKernelEx")
 
         return launch
@@ -317,7 +451,8 @@ def load(artifact: Artifact) -> LoadedKernel:
 
 
 def upload(problem: GemmProblem, inputs) -> GemmBuffers:
-    """Host inputs (float64 values, from `make_inputs`) to device arrays in storage format; C poisoned with NaN."""
+    """Inputs (float64 values from `make_inputs`, on the host or this GPU) to device arrays in storage format; C poisoned
+    with NaN."""
     import cupy
 
     def dev(x):
@@ -424,17 +559,17 @@ class HopperBackend:
             return Evaluation(Status.LAUNCH_ERROR, missing, compile_s=artifact.compile_s)
         import cupy
 
-        inputs = make_inputs(problem, np.random.default_rng(seed))
         try:
+            inputs = make_inputs(problem, cupy.random.RandomState(seed))  # made on the GPU, checked there
             kernel = load(artifact)
             buffers = upload(problem, inputs)
             launch = kernel.bind(problem, buffers, cupy.cuda.get_current_stream().ptr)
             launch()
             cupy.cuda.get_current_stream().synchronize()
-            out = download(buffers.c, problem.dtype)
+            out = from_storage(buffers.c, problem.dtype)
+            verdict = check(out, reference(problem, inputs), problem.dtype)
         except Exception as e:  # launch failures, illegal addresses, traps: the context may be gone
             return Evaluation(Status.LAUNCH_ERROR, f"{type(e).__name__}: {e}", compile_s=artifact.compile_s)
-        verdict = check(out, reference(problem, inputs), problem.dtype)
         if not verdict.ok:
             return Evaluation(Status.WRONG_RESULT, verdict.reason, rel_error=verdict.rel_error, compile_s=artifact.compile_s)
         try:
@@ -448,8 +583,9 @@ class HopperBackend:
         missing = _gpu_ready()
         if missing:
             return "cublas", Evaluation(Status.LAUNCH_ERROR, missing)
-        inputs = make_inputs(problem, np.random.default_rng(seed))
-        buffers = upload(problem, inputs)
+        import cupy
+
+        buffers = upload(problem, make_inputs(problem, cupy.random.RandomState(seed)))
         name, run = vendor_matmul(problem, buffers)
         samples = time_launch(run, policy=policy, flush=l2_flusher())
         return name, Evaluation(Status.OK, samples=samples)

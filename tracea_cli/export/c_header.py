@@ -12,7 +12,9 @@ Kernels of the Hopper family (docs/kernel-abi.md, "Hopper family") take TMA tens
 names the kernel's parameters (`params`) and describes each map (`tensor_maps`); the tables carry both, and the
 runtime encodes the maps over each call's memory with `cuTensorMapEncodeTiled` and passes them by value in the
 kernel's parameter order. Their grids (`work_clusters`, `persistent_clusters`) and clusters go through
-`cuLaunchKernelEx`.
+`cuLaunchKernelEx`. Where the family stages an operand (docs/kernel-abi.md, "Staging"), the description lists the
+`scratch` buffers and staging kernel steps with their own `params`; the runtime places the buffers in the caller's
+workspace, launches the staging kernels first, and encodes the maps over the buffers.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ RUNTIME_HEADER = "tracea_runtime.h"
 MAX_KERNELS = 4  # kernels per variant the runtime's tables hold (TRACEA_MAX_KERNELS)
 MAX_TENSOR_MAPS = 4  # TRACEA_MAX_TENSOR_MAPS
 MAX_PARAMS = 16  # TRACEA_MAX_PARAMS
+MAX_SCRATCH = 2  # TRACEA_MAX_SCRATCH: the staged copies of A and B
 DEFAULT_SMEM_LIMIT = 48 * 1024  # above this a kernel's dynamic shared memory limit must be raised
 
 DTYPE_ENUM = {"fp32": "TRACEA_DTYPE_FP32", "tf32": "TRACEA_DTYPE_TF32", "fp16": "TRACEA_DTYPE_FP16",
@@ -54,9 +57,11 @@ def _unsupported(what: str) -> UnsupportedLaunch:
 # The engine's ABI, used when a launch description names no `params`.
 STANDARD_PARAMS = ("A", "B", "C", "bias", "residual", "workspace", "M", "N", "K", "lda", "ldb", "ldc")
 _PARAM_ENUM = {"A": "TRACEA_PARAM_A", "B": "TRACEA_PARAM_B", "C": "TRACEA_PARAM_C", "bias": "TRACEA_PARAM_BIAS",
-               "residual": "TRACEA_PARAM_RESIDUAL", "workspace": "TRACEA_PARAM_WORKSPACE", "M": "TRACEA_PARAM_M",
+               "residual": "TRACEA_PARAM_RESIDUAL", "workspace": "TRACEA_PARAM_WORKSPACE",
+               "A_staged": "TRACEA_PARAM_A_STAGED", "B_staged": "TRACEA_PARAM_B_STAGED", "M": "TRACEA_PARAM_M",
                "N": "TRACEA_PARAM_N", "K": "TRACEA_PARAM_K", "lda": "TRACEA_PARAM_LDA", "ldb": "TRACEA_PARAM_LDB",
-               "ldc": "TRACEA_PARAM_LDC"}
+               "ldc": "TRACEA_PARAM_LDC", "lda_staged": "TRACEA_PARAM_LDA_STAGED",
+               "ldb_staged": "TRACEA_PARAM_LDB_STAGED"}
 # Tensor map fields as cuda.h names them. The mapping of dtypes follows backends/cuda_hopper.py (_MAP_DTYPE), the
 # source of truth for how the family's maps are encoded: tf32 operands as TFLOAT32, a tf32 problem's C as FLOAT32.
 MAP_DATA_TYPE = {"fp16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
@@ -69,9 +74,11 @@ MAP_L2_PROMOTION = {"none": "CU_TENSOR_MAP_L2_PROMOTION_NONE", "64B": "CU_TENSOR
 # "zero": elements outside the tensor read as zeros, which the driver calls OOB_FILL_NONE (its other mode fills NaN).
 MAP_OOB_FILL = {"zero": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE"}
 MAP_ELEM_BYTES = {"fp16": 2, "bf16": 2, "tf32": 4, "fp32": 4}
-_MAP_TENSORS = ("A", "B", "C")
+_MAP_TENSORS = ("A", "B", "C", "A_staged", "B_staged")
 _MAP_SIZES = ("M", "N", "K")
-_MAP_STRIDES = ("lda", "ldb", "ldc")
+_MAP_STRIDES = ("lda", "ldb", "ldc", "lda_staged", "ldb_staged")
+# Scratch buffers of the staging pre-pass: the buffer, the operand it holds a copy of, its leading dimension.
+_SCRATCH = {"A_staged": ("A", "lda_staged"), "B_staged": ("B", "ldb_staged")}
 SWIZZLE_BYTES = {"none": None, "32B": 32, "64B": 64, "128B": 128}
 
 
@@ -80,9 +87,9 @@ class TensorMap:
     """One map of a launch description as the C table row `tracea_tensor_map`."""
 
     name: str
-    tensor: str  # TRACEA_PARAM_A | _B | _C
+    tensor: str  # TRACEA_PARAM_A | _B | _C | _A_STAGED | _B_STAGED
     dims: tuple[str, str]  # TRACEA_PARAM_M | _N | _K, innermost first
-    row_stride: str  # TRACEA_PARAM_LDA | _LDB | _LDC
+    row_stride: str  # TRACEA_PARAM_LDA | _LDB | _LDC | _LDA_STAGED | _LDB_STAGED
     box: tuple[int, int]
     elem_bytes: int
     data_type: str
@@ -149,12 +156,54 @@ def kernel_params(launch: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[Ten
     return tuple(enums), tuple(maps)
 
 
+def step_params(names: Any) -> tuple[str, ...]:
+    """A staging step's own `params` (pointers and sizes only, no tensor maps) as TRACEA_PARAM_* names."""
+    if not isinstance(names, (list, tuple)) or not names or len(names) > MAX_PARAMS or any(
+            n not in _PARAM_ENUM for n in names):
+        raise _unsupported(f"kernel step params {names!r}")
+    return tuple(_PARAM_ENUM[n] for n in names)
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """One scratch buffer of the staging pre-pass as the C table row `tracea_scratch`."""
+
+    buffer: str  # TRACEA_PARAM_A_STAGED | _B_STAGED
+    source: str  # TRACEA_PARAM_A | _B: the operand copied there
+    rows: str  # TRACEA_PARAM_M | _N | _K
+    cols: str
+    ld: str  # TRACEA_PARAM_LDA_STAGED | _LDB_STAGED
+    ld_multiple: int
+    elem_bytes: int
+    align_bytes: int
+
+
+def scratch_buffers(launch: Mapping[str, Any]) -> tuple[Scratch, ...]:
+    """The description's `scratch` list (docs/kernel-abi.md, "Staging"), checked, as C table rows."""
+    out = []
+    for spec in launch.get("scratch") or ():
+        name = spec.get("name")
+        if name not in _SCRATCH or (spec.get("source"), spec.get("ld")) != _SCRATCH[name] or spec.get(
+                "rows") not in _MAP_SIZES or spec.get("cols") not in _MAP_SIZES:
+            raise _unsupported(f"a scratch buffer {dict(spec)}")
+        numbers = [spec.get(key) for key in ("ld_multiple", "elem_bytes", "align_bytes")]
+        if any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in numbers) or numbers[2] % 16:
+            raise _unsupported(f"a scratch buffer {name!r} with ld_multiple/elem_bytes/align_bytes {numbers}")
+        out.append(Scratch(buffer=_PARAM_ENUM[name], source=_PARAM_ENUM[spec["source"]], rows=_PARAM_ENUM[spec["rows"]],
+                           cols=_PARAM_ENUM[spec["cols"]], ld=_PARAM_ENUM[spec["ld"]], ld_multiple=numbers[0],
+                           elem_bytes=numbers[1], align_bytes=numbers[2]))
+    if len(out) > MAX_SCRATCH or len({s.buffer for s in out}) != len(out):
+        raise _unsupported(f"{len(out)} scratch buffers")
+    return tuple(out)
+
+
 # ---- launch descriptions -> C tables --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class GridRule:
     kind: str  # TRACEA_GRID_CONST | _TILES | _TILES_M | _TILES_N | _SPLIT_K | _MN_DIV | _WORK_CLUSTERS | _PERSISTENT_CLUSTERS
-    value: int = 0  # the constant, Q of mn/Q, or cluster_m of the cluster rules
+    #          | _M_DIV | _N_DIV | _K_DIV
+    value: int = 0  # the constant, Q of mn/Q (m/Q, n/Q, k/Q), or cluster_m of the cluster rules
 
 
 @dataclass(frozen=True)
@@ -166,16 +215,19 @@ class Step:
     cluster: tuple[int, int, int] = (0, 0, 0)
     dynamic_smem_bytes: int = 0
     memset_bytes_per_mn: int = 0
+    params: tuple[str, ...] | None = None  # the step's own parameters (staging kernels); None: the variant's
 
 
 _NAMED_RULES = {"tiles": "TRACEA_GRID_TILES", "tiles_m": "TRACEA_GRID_TILES_M", "tiles_n": "TRACEA_GRID_TILES_N",
                 "split_k": "TRACEA_GRID_SPLIT_K"}
 _CLUSTER_RULES = {"work_clusters": "TRACEA_GRID_WORK_CLUSTERS", "persistent_clusters": "TRACEA_GRID_PERSISTENT_CLUSTERS"}
+_DIVIDED_RULES = {"mn": "TRACEA_GRID_MN_DIV", "m": "TRACEA_GRID_M_DIV", "n": "TRACEA_GRID_N_DIV", "k": "TRACEA_GRID_K_DIV"}
 
 
 def grid_rule(rule: Any, cluster_m: int | None = None) -> GridRule:
-    """A grid rule of docs/kernel-abi.md ("tiles", "tiles_m", "tiles_n", "split_k", "mn/Q", "work_clusters",
-    "persistent_clusters", an integer) as a C rule. The cluster rules need the description's `cluster_m`."""
+    """A grid rule of docs/kernel-abi.md ("tiles", "tiles_m", "tiles_n", "split_k", "mn/Q", "m/Q", "n/Q", "k/Q",
+    "work_clusters", "persistent_clusters", an integer) as a C rule. The cluster rules need the description's
+    `cluster_m`."""
     if isinstance(rule, int) and not isinstance(rule, bool) and rule >= 1:
         return GridRule("TRACEA_GRID_CONST", rule)
     if isinstance(rule, str):
@@ -186,9 +238,9 @@ def grid_rule(rule: Any, cluster_m: int | None = None) -> GridRule:
                 raise UnsupportedLaunch(f"the grid rule {rule!r} needs the launch description's cluster_m, which it lacks.",
                                         "Report this as a bug in the CUDA backend.")
             return GridRule(_CLUSTER_RULES[rule], cluster_m)
-        m = re.fullmatch(r"mn/([1-9][0-9]*)", rule)
+        m = re.fullmatch(r"(mn|m|n|k)/([1-9][0-9]*)", rule)
         if m:
-            return GridRule("TRACEA_GRID_MN_DIV", int(m.group(1)))
+            return GridRule(_DIVIDED_RULES[m.group(1)], int(m.group(2)))
     raise UnsupportedLaunch(f"the launch description has a grid rule {rule!r} that the exported runtime does not know.",
                             "Update tracea (export and the CUDA backend disagree on docs/kernel-abi.md).")
 
@@ -204,7 +256,7 @@ def launch_steps(launch: Mapping[str, Any], kernel_names: Sequence[str]) -> tupl
                                         "Update tracea (export and the CUDA backend disagree on docs/kernel-abi.md).")
             steps.append(Step("memset", memset_bytes_per_mn=int(raw.get("elem_bytes", 1))))
         elif kind == "kernel":
-            extra = set(raw) - {"kind", "name", "block", "grid", "dynamic_smem_bytes", "cluster"}
+            extra = set(raw) - {"kind", "name", "block", "grid", "dynamic_smem_bytes", "cluster", "params"}
             if extra:
                 raise UnsupportedLaunch(f"kernel step {raw.get('name')!r} needs {sorted(extra)}, which the exported runtime "
                                         "cannot provide yet.", "Export a configuration of another kernel family.")
@@ -223,6 +275,7 @@ def launch_steps(launch: Mapping[str, Any], kernel_names: Sequence[str]) -> tupl
                 block=block[:3],  # type: ignore[arg-type]
                 cluster=cluster[:3] if raw.get("cluster") else (0, 0, 0),  # type: ignore[arg-type]
                 dynamic_smem_bytes=int(raw.get("dynamic_smem_bytes", 0)),
+                params=step_params(raw["params"]) if "params" in raw else None,
             ))
         else:
             raise UnsupportedLaunch(f"the launch description has a step of kind {kind!r} the exported runtime cannot do.",
@@ -255,13 +308,19 @@ def _c_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _step_row(step: Step) -> str:
+def _step_row(step: Step, params_symbol: str) -> str:
     kind = "TRACEA_STEP_MEMSET" if step.kind == "memset" else "TRACEA_STEP_KERNEL"
     grid = ", ".join(f"{{{g.kind}, {g.value}u}}" for g in step.grid)
     block = ", ".join(f"{b}u" for b in step.block)
     cluster = ", ".join(f"{c}u" for c in step.cluster)
+    n_params = len(step.params) if step.params is not None else 0
     return (f"  {{{kind}, {step.kernel}, {{{grid}}}, {{{block}}}, {{{cluster}}}, "
-            f"{step.dynamic_smem_bytes}u, {step.memset_bytes_per_mn}u}},")
+            f"{step.dynamic_smem_bytes}u, {step.memset_bytes_per_mn}u, {params_symbol}, {n_params}}},")
+
+
+def _scratch_row(b: Scratch) -> str:
+    return (f"  {{{b.buffer}, {b.source}, {b.rows}, {b.cols}, {b.ld}, {b.ld_multiple}u, {b.elem_bytes}u, "
+            f"{b.align_bytes}u}},")
 
 
 def _map_row(m: TensorMap) -> str:
@@ -291,11 +350,24 @@ def _variant_block(prefix: str, tag: str, variant: Variant, image_symbol: str, i
     if missing:
         raise UnsupportedLaunch(f"the launch description uses grid rules that need {missing}, which it does not give.",
                                 "Report this as a bug in the CUDA backend.")
+    scratch = scratch_buffers(launch)
+    named = {p for s in steps if s.params is not None for p in s.params} | set(params) | {m.tensor for m in maps} | {
+        m.row_stride for m in maps}
+    unplaced = sorted(n for n in named if n.endswith("_STAGED") and n not in {x for b in scratch for x in (b.buffer, b.ld)})
+    if unplaced:
+        raise _unsupported(f"staged buffers {unplaced} that no scratch entry places")
     threads = max(s.block[0] * s.block[1] * s.block[2] for s in steps if s.kind == "kernel")
-    lines = [
-        f"static const char* const {prefix}__kernels_{tag}[] = {{{', '.join(_c_string(n) for n in names)}}};",
+    lines = [f"static const char* const {prefix}__kernels_{tag}[] = {{{', '.join(_c_string(n) for n in names)}}};"]
+    step_symbols = []
+    for i, st in enumerate(steps):
+        symbol = "NULL"
+        if st.params is not None:
+            symbol = f"{prefix}__params_{tag}_step{i}"
+            lines.append(f"static const int {symbol}[] = {{{', '.join(st.params)}}};")
+        step_symbols.append(symbol)
+    lines += [
         f"static const tracea_step {prefix}__steps_{tag}[] = {{",
-        *(_step_row(s) for s in steps),
+        *(_step_row(s, symbol) for s, symbol in zip(steps, step_symbols)),
         "};",
         f"static const int {prefix}__params_{tag}[] = {{{', '.join(params)}}};",
     ]
@@ -303,6 +375,10 @@ def _variant_block(prefix: str, tag: str, variant: Variant, image_symbol: str, i
     if maps:
         maps_symbol = f"{prefix}__maps_{tag}"
         lines += [f"static const tracea_tensor_map {maps_symbol}[] = {{", *(_map_row(m) for m in maps), "};"]
+    scratch_symbol = "NULL"
+    if scratch:
+        scratch_symbol = f"{prefix}__scratch_{tag}"
+        lines += [f"static const tracea_scratch {scratch_symbol}[] = {{", *(_scratch_row(b) for b in scratch), "};"]
     defs = "\n".join(lines)
     s = variant.shape
     vf = variant.valid_for
@@ -313,7 +389,7 @@ def _variant_block(prefix: str, tag: str, variant: Variant, image_symbol: str, i
         f"   {int(launch.get('tile_m', 1))}u, {int(launch.get('tile_n', 1))}u, {int(launch.get('split_k', 1))}u, "
         f"{int(launch.get('workspace_bytes_per_mn', 0))}u, {variant.shared_bytes}u, {threads}u,\n"
         f"   {image_symbol}, {image_size}u, {prefix}__kernels_{tag}, {len(names)}, {prefix}__steps_{tag}, {len(steps)},\n"
-        f"   {prefix}__params_{tag}, {len(params)}, {maps_symbol}, {len(maps)}}},"
+        f"   {prefix}__params_{tag}, {len(params)}, {maps_symbol}, {len(maps)}, {scratch_symbol}, {len(scratch)}}},"
     )
     return defs, row
 
@@ -379,13 +455,15 @@ def render_export(manifest: Manifest, images: Mapping[str, bytes]) -> str:
     shapes = ", ".join(shape_label(s) for s in manifest.shape_list())
     label = f"gemm {manifest.dtype} {manifest.layout}" + ("" if manifest.epilogue == "none" else f" +{manifest.epilogue}")
     ptx_line = (", ".join(x.arch for x in manifest.ptx) + " PTX") if manifest.ptx else "no PTX"
+    staged = any(v.launch.get("scratch") for v in manifest.variants)
 
     return f"""/* {p}.h: {label}, tuned shapes {shapes}; cubins for {', '.join(archs)}; {ptx_line}.
  * Generated by tracea {__version__} on {manifest.created}; manifest.json beside it says what each binary is, where its
  * configuration was verified and what it measured. Do not edit: export again instead.
  *
  *   {p}_launch(&args, stream)        C = A.B on `stream` (see tracea_gemm_args in {RUNTIME_HEADER})
- *   {p}_workspace_bytes(m, n)        scratch bytes args.workspace needs (0: none)
+ *   {p}_workspace_bytes_mnk(m, n, k) scratch bytes args.workspace needs (0: none)
+ *   {p}_workspace_bytes(m, n)        the same without K: enough only for exports that stage no operand
  *   {p}_load(device)                 load now instead of at the first launch (optional)
  *   {p}_unload()                     unload from every device (when no launch is in flight)
  *
@@ -431,9 +509,16 @@ static inline tracea_status {p}_launch(const tracea_gemm_args* args, CUstream st
   return tracea__gemm(&{p}__export, args, stream);
 }}
 
-/* Bytes of scratch args.workspace must hold for an M x N output (0 when no kernel of this export needs any). */
+/* Bytes of scratch args.workspace must hold for an M x N x K call (0 when no kernel of this export needs any):
+ * the split-K partial sums and the staged copies of A and B (docs/kernel-abi.md, "Staging"). */
+static inline size_t {p}_workspace_bytes_mnk(int m, int n, int k) {{
+  return tracea__workspace_bytes(&{p}__export, m, n, k);
+}}
+
+/* The M x N part of {p}_workspace_bytes_mnk (split-K only), kept for programs written before staging: exports whose
+ * manifest lists `scratch` buffers{' (this one does)' if staged else ''} need {p}_workspace_bytes_mnk. */
 static inline size_t {p}_workspace_bytes(int m, int n) {{
-  return tracea__workspace_bytes(&{p}__export, m, n);
+  return tracea__workspace_bytes(&{p}__export, m, n, 0);
 }}
 
 /* Load the binaries for CUDA device `device` now (checks the driver, the architecture and the limits). */
@@ -465,4 +550,5 @@ def template(name: str) -> str:
 def render_runtime() -> str:
     """tracea_runtime.h: the same text in every export of this tracea version."""
     return (template(RUNTIME_HEADER).replace("@VERSION@", __version__).replace("@MAX_KERNELS@", str(MAX_KERNELS))
-            .replace("@MAX_TENSOR_MAPS@", str(MAX_TENSOR_MAPS)).replace("@MAX_PARAMS@", str(MAX_PARAMS)))
+            .replace("@MAX_TENSOR_MAPS@", str(MAX_TENSOR_MAPS)).replace("@MAX_PARAMS@", str(MAX_PARAMS))
+            .replace("@MAX_SCRATCH@", str(MAX_SCRATCH)))

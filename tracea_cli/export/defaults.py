@@ -27,7 +27,8 @@ DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp64")
 FAMILIES: dict[str, tuple[str, ...]] = {"sm_80": ("sm_80", "sm_87"), "sm_86/89": ("sm_86", "sm_89", "sm_88"),
                                         "sm_90": ("sm_90", "sm_90a")}
 COMPILE_FOR: dict[str, tuple[str, ...]] = {"sm_80": ("sm_80",), "sm_86/89": ("sm_86", "sm_89"), "sm_90": ("sm_90",)}
-VERIFY_SHAPES = ((512, 512, 512), (1000, 3000, 777), (127, 17, 1023))  # a square, an awkward one, ragged edges
+# a square; one tall enough for big tiles with L2 grouping; an awkward one; ragged edges
+VERIFY_SHAPES = ((512, 512, 512), (4096, 2048, 1024), (1000, 3000, 777), (127, 17, 1023))
 
 
 def defaults_path(op: str = "gemm") -> Path:

@@ -4,7 +4,8 @@ wgmma/TMA family (sm_90a).
 The engine's space knows its own families only; the Hopper family has its own space and backend
 (ops/gemm/hopper_space.py, backends/cuda_hopper.py). `ExportBuilder.space` answers for both, routing a configuration
 by its `family`, and says in one sentence why a wgmma configuration does not fit elsewhere; `compile` sends each
-configuration to its family's backend. `place_wgmma` moves the wgmma variants to sm_90a, the only architecture
+configuration to its family's backend. `ServedBy` narrows a problem's space to what a variant built for another size
+computes: a wgmma kernel built without a staging pre-pass cannot take sizes that need one. `place_wgmma` moves the wgmma variants to sm_90a, the only architecture
 whose instruction set has wgmma.
 """
 
@@ -47,6 +48,25 @@ class FamilySpace:
         if self.hopper is None:
             return self.hopper_absent
         return self.hopper.why_invalid(config)
+
+
+@dataclass(frozen=True)
+class ServedBy:
+    """The space of `problem` as a variant built for `tuned` sees it (export.dispatch asks it about other sizes). A
+    wgmma variant's staging pre-pass follows from its tuned problem (hopper_space.staging); it computes another size
+    only where that staging covers what the size needs (staging an aligned operand is correct, only slower)."""
+
+    space: Any  # FamilySpace of `problem`
+    tuned: Any  # GemmProblem the variant was built for
+    problem: Any
+
+    def why_invalid(self, config: Mapping[str, Value]) -> str | None:
+        from tracea_cli.ops.gemm import hopper_space as hs
+
+        if is_wgmma(config) and not hs.staging(self.tuned).covers(hs.staging(self.problem)):
+            return (f"the kernel built for {self.tuned.label} has no staging pre-pass for what {self.problem.label} "
+                    f"needs ({hs.staging(self.problem)})")
+        return self.space.why_invalid(config)
 
 
 class ExportBuilder:

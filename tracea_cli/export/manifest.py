@@ -209,20 +209,36 @@ _ARCH = {"type": "string", "pattern": r"^sm_[0-9]+a?$"}
 _SHAPE = {"type": "object", "required": ["m", "n", "k"], "additionalProperties": False,
           "properties": {"m": _POS, "n": _POS, "k": _POS}}
 _GRID_RULE = {"anyOf": [_POS, {"type": "string", "pattern":
-                                r"^(tiles|tiles_m|tiles_n|split_k|mn/[1-9][0-9]*|work_clusters|persistent_clusters)$"}]}
+                                r"^(tiles|tiles_m|tiles_n|split_k|(mn|m|n|k)/[1-9][0-9]*|work_clusters|persistent_clusters)$"}]}
 _DIM3 = {"type": "array", "minItems": 3, "maxItems": 3, "items": _POS}
 _GRID = {"type": "object", "required": ["x", "y", "z"], "additionalProperties": False,
          "properties": {"x": _GRID_RULE, "y": _GRID_RULE, "z": _GRID_RULE}}
 _KERNEL_NAME = {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"}
+_PARAMS = {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"}}
+_SIZE = {"enum": ["M", "N", "K"]}
+# One scratch buffer of the staging pre-pass (docs/kernel-abi.md, "Staging"): rows x cols, row-major, leading
+# dimension `ld` = cols rounded up to ld_multiple; in list order in the workspace, each at a multiple of align_bytes.
+_SCRATCH = {
+    "type": "object", "additionalProperties": False,
+    "required": ["name", "source", "transposed", "rows", "cols", "ld", "ld_multiple", "elem_bytes", "align_bytes"],
+    "properties": {
+        "name": {"enum": ["A_staged", "B_staged"]},
+        "source": {"enum": ["A", "B"]},
+        "transposed": {"type": "boolean"},
+        "rows": _SIZE, "cols": _SIZE,
+        "ld": {"enum": ["lda_staged", "ldb_staged"]},
+        "ld_multiple": _POS, "elem_bytes": {"enum": [2, 4, 8]}, "align_bytes": _POS,
+    },
+}
 # One TMA tensor map of a launch description (docs/kernel-abi.md, "Tensor maps"): sizes innermost first.
 _TENSOR_MAP = {
     "type": "object", "additionalProperties": False,
     "required": ["tensor", "dims", "row_stride", "box", "dtype", "elem_bytes", "swizzle", "interleave", "l2_promotion",
                  "oob_fill"],
     "properties": {
-        "tensor": {"enum": ["A", "B", "C"]},
-        "dims": {"type": "array", "minItems": 2, "maxItems": 2, "items": {"enum": ["M", "N", "K"]}},
-        "row_stride": {"enum": ["lda", "ldb", "ldc"]},
+        "tensor": {"enum": ["A", "B", "C", "A_staged", "B_staged"]},
+        "dims": {"type": "array", "minItems": 2, "maxItems": 2, "items": _SIZE},
+        "row_stride": {"enum": ["lda", "ldb", "ldc", "lda_staged", "ldb_staged"]},
         "box": {"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "integer", "minimum": 1, "maximum": 256}},
         "dtype": {"enum": ["fp16", "bf16", "tf32", "fp32"]},
         "elem_bytes": {"enum": [2, 4]},
@@ -237,11 +253,12 @@ _DESCRIPTION = {"type": "object", "required": ["steps"], "properties": {
     "steps": {"type": "array", "minItems": 1, "items": {
         "type": "object", "required": ["kind"],
         "properties": {"kind": {"enum": ["memset", "kernel"]}, "name": _KERNEL_NAME, "block": _DIM3, "grid": _GRID,
-                       "cluster": _DIM3, "dynamic_smem_bytes": _INT0}}},
+                       "cluster": _DIM3, "dynamic_smem_bytes": _INT0, "params": _PARAMS}}},
     "family": _TEXT,
     "arch": _ARCH,
-    "params": {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"}},
+    "params": _PARAMS,
     "tensor_maps": {"type": "object", "additionalProperties": _TENSOR_MAP},
+    "scratch": {"type": "array", "maxItems": 2, "items": _SCRATCH},
     "tile_m": _POS, "tile_n": _POS, "tile_k": _POS, "split_k": _POS, "cluster_m": _POS,
     "persistent": {"enum": [0, 1]},
     "workspace_bytes_per_mn": _INT0,

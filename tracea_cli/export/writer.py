@@ -28,7 +28,7 @@ from tracea_cli.backends.base import Artifact, CompileFailed, Target
 from tracea_cli.errors import TraceaError, UsageError
 from tracea_cli.export import c_header, cpp_header, example, resolve
 from tracea_cli.export.dispatch import valid_for
-from tracea_cli.export.families import is_wgmma, place_wgmma
+from tracea_cli.export.families import ServedBy, is_wgmma, place_wgmma
 from tracea_cli.export.elf import function_symbols
 from tracea_cli.export.manifest import COMPILED_ONLY, Kernel, Manifest, PtxImage, Variant, shape_label, validate
 from tracea_cli.ops.gemm.problem import GemmProblem
@@ -253,7 +253,8 @@ def export(request: ExportRequest, *, settings: Any, builder: Builder | None = N
             shape=c.problem.shape, arch=c.arch, config=dict(c.config), origin=c.origin, origin_detail=c.origin_detail,
             file=cubin, source_file=source, launch=dict(b.artifact.launch), kernels=b.kernels,
             alignment_bytes=int(b.artifact.launch.get("alignment_bytes", 16)),
-            valid_for=valid_for(c.problem, c.config, lambda p, arch=c.arch: space_of(p, arch)),
+            valid_for=valid_for(c.problem, c.config,
+                                lambda p, arch=c.arch, tuned=c.problem: ServedBy(space_of(p, arch), tuned, p)),
             verification=c.verification, measurement=c.measurement))
         if c.verification.status == COMPILED_ONLY:
             warnings.append(f"{c.problem.label} on {c.arch}: this configuration was never verified on {c.arch}; "

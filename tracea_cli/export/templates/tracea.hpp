@@ -163,7 +163,7 @@ inline size_t gemm_workspace_bytes(const TensorView& a, const TensorView& b, con
   if (detail::plan(a, b, out, params, &exp, &args) != Status::ok) {
     return 0;
   }
-  return tracea__workspace_bytes(exp, args.m, args.n);
+  return tracea__workspace_bytes(exp, args.m, args.n, args.k);
 }
 
 }  // namespace tracea

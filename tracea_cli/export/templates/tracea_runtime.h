@@ -11,7 +11,9 @@
  *
  * Kernels that read their operands through TMA (the Hopper wgmma family, sm_90a) get their tensor maps encoded here
  * at each launch (cuTensorMapEncodeTiled, a host-only call) and passed by value as kernel parameters; thread-block
- * clusters and persistent grids are launched with cuLaunchKernelEx, the grid sized by the device's occupancy.
+ * clusters and persistent grids are launched with cuLaunchKernelEx, the grid sized by the device's occupancy. Where
+ * TMA cannot read an operand in place (a K that is not a multiple of 16 bytes; tf32 B in layout nn), staging kernels
+ * first copy it into scratch in the caller's workspace (<prefix>_workspace_bytes_mnk), and the maps read the copy.
  */
 #ifndef TRACEA_RUNTIME_H_V1
 #define TRACEA_RUNTIME_H_V1
@@ -42,7 +44,7 @@ typedef enum tracea_status {
   TRACEA_ERROR_INVALID_ARGUMENT = 7, /* null pointer, size <= 0, leading dimension too small, missing bias/residual */
   TRACEA_ERROR_MISALIGNED = 8,       /* pointers or leading dimensions lack the alignment every fitting kernel needs */
   TRACEA_ERROR_UNSUPPORTED_SHAPE = 9,/* no tuned shape of this export is valid for (M, N, K) */
-  TRACEA_ERROR_WORKSPACE = 10,       /* the kernel needs args.workspace of <prefix>_workspace_bytes(M, N) bytes */
+  TRACEA_ERROR_WORKSPACE = 10,       /* the kernels need args.workspace of <prefix>_workspace_bytes_mnk(M, N, K) bytes */
   TRACEA_ERROR_NOT_EXPORTED = 11     /* C++: no included export has this dtype, layout and epilogue */
 } tracea_status;
 
@@ -60,7 +62,8 @@ typedef enum tracea_epilogue {
 /* One GEMM: C = epilogue(A.B). Device pointers; sizes and leading dimensions in elements.
  * A is M x K row-major (lda >= K); B is K x N row-major for layout nn (ldb >= N), N x K row-major for nt (ldb >= K);
  * C is M x N row-major (ldc >= N); bias has N elements, residual is M x N with leading dimension ldc (both only for
- * the epilogues that use them); workspace: <prefix>_workspace_bytes(M, N) bytes of scratch when that is not 0. */
+ * the epilogues that use them); workspace: <prefix>_workspace_bytes_mnk(M, N, K) bytes of scratch when that is not 0,
+ * aligned to 256 bytes (cuMemAlloc's are). */
 typedef struct tracea_gemm_args {
   const void* a;
   const void* b;
@@ -120,28 +123,34 @@ typedef struct tracea_driver {
 #define TRACEA_DEFAULT_SMEM_LIMIT 49152u
 #define TRACEA_MAX_TENSOR_MAPS @MAX_TENSOR_MAPS@
 #define TRACEA_MAX_PARAMS @MAX_PARAMS@
+#define TRACEA_MAX_SCRATCH @MAX_SCRATCH@
 
 /* Grid rules of docs/kernel-abi.md. The cluster rules' value is cluster_m; with
  * work = ceil(ceil(M/tile_m)/cluster_m) * ceil(N/tile_n): WORK_CLUSTERS = work * cluster_m,
- * PERSISTENT_CLUSTERS = min(work, resident clusters on the device) * cluster_m. */
+ * PERSISTENT_CLUSTERS = min(work, resident clusters on the device) * cluster_m. MN_DIV, M_DIV, N_DIV, K_DIV:
+ * ceil(M*N / value), ceil(M / value), ceil(N / value), ceil(K / value). */
 enum { TRACEA_GRID_CONST = 0, TRACEA_GRID_TILES = 1, TRACEA_GRID_TILES_M = 2, TRACEA_GRID_TILES_N = 3,
        TRACEA_GRID_SPLIT_K = 4, TRACEA_GRID_MN_DIV = 5, TRACEA_GRID_WORK_CLUSTERS = 6,
-       TRACEA_GRID_PERSISTENT_CLUSTERS = 7 };
+       TRACEA_GRID_PERSISTENT_CLUSTERS = 7, TRACEA_GRID_M_DIV = 8, TRACEA_GRID_N_DIV = 9, TRACEA_GRID_K_DIV = 10 };
 enum { TRACEA_STEP_MEMSET = 0, TRACEA_STEP_KERNEL = 1 };
 
-/* Kernel parameters, in the order of the kernel's signature: the pointers and sizes of tracea_gemm_args, or a
- * tensor map (TRACEA_PARAM_MAP_0 + i: the variant's i-th map, passed by value). */
+/* Kernel parameters, in the order of the kernel's signature: the pointers and sizes of tracea_gemm_args, the staged
+ * copies of A and B in the workspace and their leading dimensions (tracea_scratch), or a tensor map
+ * (TRACEA_PARAM_MAP_0 + i: the variant's i-th map, passed by value). Pointers come first, then the int sizes. */
 enum { TRACEA_PARAM_A = 0, TRACEA_PARAM_B = 1, TRACEA_PARAM_C = 2, TRACEA_PARAM_BIAS = 3, TRACEA_PARAM_RESIDUAL = 4,
-       TRACEA_PARAM_WORKSPACE = 5, TRACEA_PARAM_M = 6, TRACEA_PARAM_N = 7, TRACEA_PARAM_K = 8, TRACEA_PARAM_LDA = 9,
-       TRACEA_PARAM_LDB = 10, TRACEA_PARAM_LDC = 11, TRACEA_PARAM_MAP_0 = 12 };
+       TRACEA_PARAM_WORKSPACE = 5, TRACEA_PARAM_A_STAGED = 6, TRACEA_PARAM_B_STAGED = 7, TRACEA_PARAM_M = 8,
+       TRACEA_PARAM_N = 9, TRACEA_PARAM_K = 10, TRACEA_PARAM_LDA = 11, TRACEA_PARAM_LDB = 12, TRACEA_PARAM_LDC = 13,
+       TRACEA_PARAM_LDA_STAGED = 14, TRACEA_PARAM_LDB_STAGED = 15, TRACEA_PARAM_MAP_0 = 16 };
+#define TRACEA_N_POINTERS (TRACEA_PARAM_M)
+#define TRACEA_N_SIZES (TRACEA_PARAM_MAP_0 - TRACEA_PARAM_M)
 
 typedef struct tracea_grid_rule { int kind; unsigned int value; } tracea_grid_rule;
 
 /* A 2-D tiled TMA tensor map, encoded at launch over the call's memory (docs/kernel-abi.md, "Tensor maps"). */
 typedef struct tracea_tensor_map {
-  int tensor;                       /* TRACEA_PARAM_A, _B or _C: whose memory it maps */
+  int tensor;                       /* TRACEA_PARAM_A, _B, _C, _A_STAGED or _B_STAGED: whose memory it maps */
   int dims[2];                      /* TRACEA_PARAM_M, _N or _K: its sizes, innermost first */
-  int row_stride;                   /* TRACEA_PARAM_LDA, _LDB or _LDC: elements from one row to the next */
+  int row_stride;                   /* TRACEA_PARAM_LDA, _LDB, _LDC, _LDA_STAGED or _LDB_STAGED: elements per row */
   unsigned int box[2];              /* elements one copy moves, innermost first */
   unsigned int elem_bytes;
   int data_type;                    /* CUtensorMapDataType */
@@ -160,7 +169,23 @@ typedef struct tracea_step {
                                        when it has more than one block */
   unsigned int dynamic_smem_bytes;
   unsigned int memset_bytes_per_mn; /* memset steps: bytes per element of C */
+  const int* params;                /* kernel steps with their own parameters (staging kernels); NULL: the variant's */
+  int n_params;
 } tracea_step;
+
+/* A scratch buffer of the staging pre-pass (docs/kernel-abi.md, "Staging"): rows x cols elements, row-major, with
+ * leading dimension ld = cols rounded up to ld_multiple. Buffers lie in the workspace after its M*N part
+ * (workspace_bytes_per_mn), in table order, each at the next multiple of align_bytes. */
+typedef struct tracea_scratch {
+  int buffer;                       /* TRACEA_PARAM_A_STAGED or _B_STAGED */
+  int source;                       /* TRACEA_PARAM_A or _B: the operand a staging kernel copies there, which then
+                                       needs only element alignment (no kernel reads it through TMA) */
+  int rows, cols;                   /* TRACEA_PARAM_M, _N or _K */
+  int ld;                           /* TRACEA_PARAM_LDA_STAGED or _LDB_STAGED */
+  unsigned int ld_multiple;
+  unsigned int elem_bytes;
+  unsigned int align_bytes;
+} tracea_scratch;
 
 typedef struct tracea_variant {
   int m, n, k;                      /* the tuned shape */
@@ -182,6 +207,8 @@ typedef struct tracea_variant {
   int n_params;
   const tracea_tensor_map* maps;    /* encoded at each launch; none for kernels that take plain pointers */
   int n_maps;
+  const tracea_scratch* scratch;    /* staged operands; none for most variants */
+  int n_scratch;
 } tracea_variant;
 
 typedef struct tracea_image_set {
@@ -656,17 +683,55 @@ static inline int tracea__misaligned(const void* p, unsigned int alignment) {
   return p != NULL && ((uintptr_t)p % alignment) != 0;
 }
 
-/* 1 when `v` may compute this call; sets *misaligned when only alignment stood in the way. */
+/* 1 when a staging kernel of `v` copies `operand` (TRACEA_PARAM_A or _B) into scratch before the GEMM reads it. */
+static inline int tracea__staged(const tracea_variant* v, int operand) {
+  int i;
+  for (i = 0; i < v->n_scratch; ++i) {
+    if (v->scratch[i].source == operand) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Where `v`'s scratch buffers lie in the workspace for an M x N x K call (byte offsets) and their leading dimensions
+ * (either may be NULL); returns the workspace bytes the call needs in all: the M*N part of split-K kernels, then the
+ * buffers in table order, each at the next multiple of its align_bytes (docs/kernel-abi.md, "Staging"). */
+static inline size_t tracea__scratch_layout(const tracea_variant* v, int m, int n, int k, size_t* offsets,
+                                            size_t* lds) {
+  const size_t sizes[3] = {(size_t)m, (size_t)n, (size_t)k};
+  size_t end = (size_t)v->workspace_bytes_per_mn * (size_t)m * (size_t)n;
+  int i;
+  for (i = 0; i < v->n_scratch && i < TRACEA_MAX_SCRATCH; ++i) {
+    const tracea_scratch* s = &v->scratch[i];
+    const size_t cols = sizes[s->cols - TRACEA_PARAM_M];
+    const size_t ld = (cols + s->ld_multiple - 1) / s->ld_multiple * s->ld_multiple;
+    end = (end + s->align_bytes - 1) / s->align_bytes * s->align_bytes;
+    if (offsets != NULL) {
+      offsets[i] = end;
+    }
+    if (lds != NULL) {
+      lds[i] = ld;
+    }
+    end += sizes[s->rows - TRACEA_PARAM_M] * ld * s->elem_bytes;
+  }
+  return end;
+}
+
+/* 1 when `v` may compute this call; sets *misaligned when only alignment stood in the way. An operand that a staging
+ * kernel copies needs only element alignment (its copy in the workspace is what TMA reads). */
 static inline int tracea__fits(const tracea_variant* v, const tracea_gemm_args* a, unsigned int elem_bytes,
                                int* misaligned) {
-  unsigned int al = v->alignment_bytes;
+  const unsigned int al = v->alignment_bytes;
+  const unsigned int al_a = tracea__staged(v, TRACEA_PARAM_A) ? elem_bytes : al;
+  const unsigned int al_b = tracea__staged(v, TRACEA_PARAM_B) ? elem_bytes : al;
   if (a->m < v->m_min || a->m > v->m_max || a->m % v->m_multiple != 0 || a->n < v->n_min || a->n > v->n_max ||
       a->n % v->n_multiple != 0 || a->k < v->k_min || a->k > v->k_max || a->k % v->k_multiple != 0) {
     return 0;
   }
-  if (tracea__misaligned(a->a, al) || tracea__misaligned(a->b, al) || tracea__misaligned(a->c, al) ||
+  if (tracea__misaligned(a->a, al_a) || tracea__misaligned(a->b, al_b) || tracea__misaligned(a->c, al) ||
       tracea__misaligned(a->bias, al) || tracea__misaligned(a->residual, al) ||
-      ((size_t)a->lda * elem_bytes) % al != 0 || ((size_t)a->ldb * elem_bytes) % al != 0 ||
+      ((size_t)a->lda * elem_bytes) % al_a != 0 || ((size_t)a->ldb * elem_bytes) % al_b != 0 ||
       ((size_t)a->ldc * elem_bytes) % al != 0) {
     *misaligned = 1;
     return 0;
@@ -718,6 +783,9 @@ static inline unsigned long long tracea__grid(const tracea_grid_rule* g, const t
     case TRACEA_GRID_TILES_N: return tiles_n;
     case TRACEA_GRID_SPLIT_K: return v->split_k;
     case TRACEA_GRID_MN_DIV: return ((unsigned long long)a->m * (unsigned long long)a->n + g->value - 1) / g->value;
+    case TRACEA_GRID_M_DIV: return ((unsigned long long)a->m + g->value - 1) / g->value;
+    case TRACEA_GRID_N_DIV: return ((unsigned long long)a->n + g->value - 1) / g->value;
+    case TRACEA_GRID_K_DIV: return ((unsigned long long)a->k + g->value - 1) / g->value;
     case TRACEA_GRID_WORK_CLUSTERS: return work * g->value;
     case TRACEA_GRID_PERSISTENT_CLUSTERS: return (work < resident ? work : resident) * g->value;
     default: return g->value;
@@ -749,9 +817,10 @@ static inline tracea_status tracea__encode_map(const tracea_driver* d, const tra
 static inline tracea_status tracea__run_steps(const tracea_driver* d, const tracea_variant* v, const CUfunction* fns,
                                               const unsigned int* resident, const tracea_gemm_args* a,
                                               CUstream stream) {
-  /* Indexed by TRACEA_PARAM_A..WORKSPACE and TRACEA_PARAM_M..LDC - TRACEA_PARAM_M. */
-  CUdeviceptr pointers[6];
-  int sizes[6];
+  /* Indexed by TRACEA_PARAM_A..B_STAGED and TRACEA_PARAM_M..LDB_STAGED - TRACEA_PARAM_M. */
+  CUdeviceptr pointers[TRACEA_N_POINTERS] = {0};
+  int sizes[TRACEA_N_SIZES] = {0};
+  size_t offsets[TRACEA_MAX_SCRATCH], lds[TRACEA_MAX_SCRATCH];
   CUtensorMap maps[TRACEA_MAX_TENSOR_MAPS];
   void* params[TRACEA_MAX_PARAMS];
   int i;
@@ -761,9 +830,23 @@ static inline tracea_status tracea__run_steps(const tracea_driver* d, const trac
   pointers[TRACEA_PARAM_BIAS] = (CUdeviceptr)(uintptr_t)a->bias;
   pointers[TRACEA_PARAM_RESIDUAL] = (CUdeviceptr)(uintptr_t)a->residual;
   pointers[TRACEA_PARAM_WORKSPACE] = (CUdeviceptr)(uintptr_t)a->workspace;
-  sizes[0] = a->m; sizes[1] = a->n; sizes[2] = a->k; sizes[3] = a->lda; sizes[4] = a->ldb; sizes[5] = a->ldc;
-  if (v->n_maps > TRACEA_MAX_TENSOR_MAPS || v->n_params > TRACEA_MAX_PARAMS) {
+  sizes[TRACEA_PARAM_M - TRACEA_PARAM_M] = a->m;
+  sizes[TRACEA_PARAM_N - TRACEA_PARAM_M] = a->n;
+  sizes[TRACEA_PARAM_K - TRACEA_PARAM_M] = a->k;
+  sizes[TRACEA_PARAM_LDA - TRACEA_PARAM_M] = a->lda;
+  sizes[TRACEA_PARAM_LDB - TRACEA_PARAM_M] = a->ldb;
+  sizes[TRACEA_PARAM_LDC - TRACEA_PARAM_M] = a->ldc;
+  if (v->n_maps > TRACEA_MAX_TENSOR_MAPS || v->n_params > TRACEA_MAX_PARAMS || v->n_scratch > TRACEA_MAX_SCRATCH) {
     return TRACEA_ERROR_INVALID_ARGUMENT; /* tables written by another tracea version */
+  }
+  /* The staged copies of A and B in the workspace (tracea__gemm checked its size). */
+  tracea__scratch_layout(v, a->m, a->n, a->k, offsets, lds);
+  for (i = 0; i < v->n_scratch; ++i) {
+    if (lds[i] > 2147483647u) {
+      return TRACEA_ERROR_UNSUPPORTED_SHAPE;
+    }
+    pointers[v->scratch[i].buffer] = pointers[TRACEA_PARAM_WORKSPACE] + offsets[i];
+    sizes[v->scratch[i].ld - TRACEA_PARAM_M] = (int)lds[i];
   }
   /* Tensor maps are encoded at every launch: a host-only call, cheap next to a kernel, and always over this call's
    * pointers and sizes. */
@@ -773,16 +856,22 @@ static inline tracea_status tracea__run_steps(const tracea_driver* d, const trac
       return status;
     }
   }
-  /* The kernel's parameters in its signature's order (docs/kernel-abi.md). */
-  for (i = 0; i < v->n_params; ++i) {
-    const int p = v->params[i];
-    params[i] = p >= TRACEA_PARAM_MAP_0 ? (void*)&maps[p - TRACEA_PARAM_MAP_0]
-                : p >= TRACEA_PARAM_M   ? (void*)&sizes[p - TRACEA_PARAM_M]
-                                        : (void*)&pointers[p];
-  }
   for (i = 0; i < v->n_steps; ++i) {
     const tracea_step* s = &v->steps[i];
+    /* The kernel's parameters in its signature's order (docs/kernel-abi.md): the step's own, else the variant's. */
+    const int* list = s->params != NULL ? s->params : v->params;
+    const int n_params = s->params != NULL ? s->n_params : v->n_params;
     CUresult r;
+    int j;
+    if (n_params > TRACEA_MAX_PARAMS) {
+      return TRACEA_ERROR_INVALID_ARGUMENT;
+    }
+    for (j = 0; j < n_params; ++j) {
+      const int p = list[j];
+      params[j] = p >= TRACEA_PARAM_MAP_0 ? (void*)&maps[p - TRACEA_PARAM_MAP_0]
+                  : p >= TRACEA_PARAM_M   ? (void*)&sizes[p - TRACEA_PARAM_M]
+                                          : (void*)&pointers[p];
+    }
     if (s->kind == TRACEA_STEP_MEMSET) {
       r = d->memset_d8_async(pointers[TRACEA_PARAM_WORKSPACE], 0,
                              (size_t)s->memset_bytes_per_mn * (size_t)a->m * (size_t)a->n, stream);
@@ -847,7 +936,7 @@ static inline tracea_status tracea__gemm(const tracea_export* e, const tracea_ge
     return status;
   }
   v = &set->variants[index];
-  workspace = (size_t)v->workspace_bytes_per_mn * (size_t)a->m * (size_t)a->n;
+  workspace = tracea__scratch_layout(v, a->m, a->n, a->k, NULL, NULL);
   if (workspace > 0 && (a->workspace == NULL || a->workspace_bytes < workspace)) {
     return TRACEA_ERROR_WORKSPACE;
   }
@@ -862,16 +951,19 @@ static inline tracea_status tracea__gemm(const tracea_export* e, const tracea_ge
   return status;
 }
 
-/* An upper bound over every variant: enough for whichever the call picks on whichever device. */
-static inline size_t tracea__workspace_bytes(const tracea_export* e, int m, int n) {
+/* An upper bound over every variant: enough for whichever the call picks on whichever device. k = 0 leaves out the
+ * staged copies (the M x N part only, what exports without staging need). */
+static inline size_t tracea__workspace_bytes(const tracea_export* e, int m, int n, int k) {
   size_t most = 0;
   int i, j;
-  if (m <= 0 || n <= 0) {
+  if (m <= 0 || n <= 0 || k < 0) {
     return 0;
   }
   for (i = 0; i < e->n_sets; ++i) {
     for (j = 0; j < e->sets[i].n_variants; ++j) {
-      size_t bytes = (size_t)e->sets[i].variants[j].workspace_bytes_per_mn * (size_t)m * (size_t)n;
+      const tracea_variant* v = &e->sets[i].variants[j];
+      size_t bytes = k > 0 ? tracea__scratch_layout(v, m, n, k, NULL, NULL)
+                           : (size_t)v->workspace_bytes_per_mn * (size_t)m * (size_t)n;
       most = bytes > most ? bytes : most;
     }
   }

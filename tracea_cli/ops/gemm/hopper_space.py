@@ -1,9 +1,14 @@
 """The Hopper GEMM family's search space (wgmma + TMA + warp specialisation, kernels/cuda/gemm_wgmma.cuh).
 
 `hopper_space(problem, target)` is None where the family does not apply: a target that is not sm_90, a dtype other
-than fp16/bf16/tf32, tf32 with B given K x N (wgmma reads tf32 operands K-major only), or leading dimensions that
-TMA cannot address (every row must start on a 16-byte boundary: K and N multiples of 8 for 16-bit types, of 4 for
-tf32). Those problems stay with the predicated families. Pure: no GPU, no I/O.
+than fp16/bf16/tf32, or an N that is not a multiple of 16 bytes (C is stored with 16-byte row strides, and B in the
+nn layout is read with N elements per row). Those problems stay with the predicated families. Pure: no GPU, no I/O.
+
+Two kinds of problem run behind a staging pre-pass (`staging`, kernels/cuda/gemm_wgmma_stage.cuh), part of the
+launch sequence: a K that is not a multiple of 16 bytes (TMA needs 16-byte row strides), for which A (and B in the
+nt layout) is copied into scratch with a padded leading dimension; and tf32 with layout nn (wgmma reads tf32 B
+K-major only), for which B is transposed into scratch and the kernel runs as nt. The staging follows from the
+problem; it is not a search parameter.
 
 A stage holds one 128-byte-wide slice of K (64 fp16/bf16 or 32 tf32 elements), the width of the 128-byte swizzle
 that TMA writes and wgmma reads; `tile_k` is therefore fixed by the dtype, not searched.
@@ -11,6 +16,7 @@ that TMA writes and wgmma reads; `tile_k` is therefore fixed by the dtype, not s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping
 
 from tracea_cli.backends.archs import base_arch, limits_for
@@ -27,6 +33,7 @@ SWIZZLE_BYTES = 128  # one stage row of A or B; also the width of a C staging ch
 ALIGN_BYTES = 16  # TMA: global base addresses and row strides
 MAX_ACCUMULATORS = 128  # fp32 accumulators per consumer thread that leave room for addressing (no spills)
 SLACK_BYTES = 1024  # the kernel rounds its shared-memory base up to the swizzle period
+STAGED_ROW_BYTES = 128  # staged copies start every row on a 128-byte line (TMA needs 16; its boxes read 128)
 
 PARAMS = (
     Param("family", (FAMILY,), "categorical", "instruction family: wgmma (sm_90a)"),
@@ -86,17 +93,57 @@ def work_items(problem: GemmProblem, config: Mapping[str, Value]) -> int:
     return ceil_div(tiles_m, int(config["cluster_m"])) * tiles_n
 
 
+@dataclass(frozen=True)
+class Staging:
+    """What the staging pre-pass does for one problem. `pad_a`: A (M x K) is copied into scratch with its leading
+    dimension rounded up to `staged_ld_multiple`; `b`: None, "pad" (nt: B, N x K, copied likewise) or "transpose" (tf32 nn: B,
+    K x N, written N x K with that leading dimension, so that the kernel reads it K-major as in nt)."""
+
+    pad_a: bool = False
+    b: str | None = None
+
+    @property
+    def any(self) -> bool:
+        return self.pad_a or self.b is not None
+
+    def covers(self, other: "Staging") -> bool:
+        """True when a kernel built with this staging also computes a problem that needs `other` (staging a
+        well-aligned operand is correct, only slower)."""
+        return (self.pad_a or not other.pad_a) and (other.b is None or other.b == self.b)
+
+
+def row_elems(dtype: str) -> int:
+    """Elements of one 16-byte unit: TMA row strides are multiples of it."""
+    return ALIGN_BYTES // elem_bytes(dtype)
+
+
+def staged_ld_multiple(dtype: str) -> int:
+    """Staged leading dimensions are multiples of this many elements (STAGED_ROW_BYTES)."""
+    return STAGED_ROW_BYTES // elem_bytes(dtype)
+
+
+def staging(problem: GemmProblem) -> Staging:
+    """The staging pre-pass this problem needs (Staging() when the kernel reads the operands in place)."""
+    unaligned_k = problem.k % row_elems(problem.dtype) != 0
+    if problem.dtype == "tf32" and problem.layout == "nn":
+        b: str | None = "transpose"
+    elif problem.layout == "nt" and unaligned_k:
+        b = "pad"
+    else:
+        b = None
+    return Staging(pad_a=unaligned_k, b=b)
+
+
 def qualifies(problem: GemmProblem, target: Target) -> str | None:
     """None if the family applies to this problem on this target, else why not."""
     if target.backend != "cuda" or not target.arch or base_arch(target.arch) != "sm_90":
         return f"the wgmma family needs an sm_90 target, not {target.arch or target.backend}"
     if problem.dtype not in DTYPES:
         return f"the wgmma family has no {problem.dtype} kernels"
-    if problem.dtype == "tf32" and problem.layout == "nn":
-        return "wgmma reads tf32 B K-major only (layout nt)"
-    per_row = ALIGN_BYTES // elem_bytes(problem.dtype)
-    if problem.k % per_row or problem.n % per_row:
-        return f"TMA needs K and N to be multiples of {per_row} for {problem.dtype} (16-byte row strides)"
+    per_row = row_elems(problem.dtype)
+    if problem.n % per_row:
+        return (f"TMA needs N to be a multiple of {per_row} for {problem.dtype} (C, and B in layout nn, have N elements "
+                "per row and need 16-byte row strides; only A and B's K are staged)")
     return None
 
 
