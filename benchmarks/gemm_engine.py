@@ -1,7 +1,11 @@
 """Check and time a handful of hand-picked CUDA GEMM configurations per dtype against cuBLAS, in the same run.
 
     python benchmarks/gemm_engine.py OUTPUT.md [--size 4096] [--dtypes fp32,tf32,fp16,bf16,fp64] [--layouts nn]
-                                               [--configs 8] [--json OUTPUT.json]
+                                               [--configs 8] [--json OUTPUT.json] [--no-wgmma]
+
+The configurations are the engine's hand-picked ones (SIMT, mma.sync) and, on sm_90, the wgmma family's default
+configuration (`hopper_space.default_config`); the summary gives the best of the SIMT/mma.sync picks and the best
+over every family side by side.
 
 For each dtype and layout: cuBLAS (cupy.matmul; TF32 compute mode for tf32), then every configuration (checked
 against the float64 reference before it is timed), then cuBLAS again; the faster of the two cuBLAS medians is the
@@ -24,8 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tracea_cli.backends import nvrtc  # noqa: E402
 from tracea_cli.backends.base import CompileFailed, Evaluation  # noqa: E402
-from tracea_cli.backends.cuda import CudaBackend, device_target  # noqa: E402
+from tracea_cli.backends.cuda import device_target  # noqa: E402
+from tracea_cli.backends.cuda_gemm import CudaGemmBackend  # noqa: E402
 from tracea_cli.ops.gemm.cuda_space import hand_picked  # noqa: E402
+from tracea_cli.ops.gemm.hopper_space import default_config, hopper_space  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.stats import summarize  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
@@ -33,7 +39,6 @@ from tracea_cli.timing import TimingPolicy  # noqa: E402
 POLICY = TimingPolicy(warmup=5, min_samples=20, max_samples=60, target_cv=0.01, max_seconds=1.5)
 # Targets of issue 3: the best hand-picked configuration's share of cuBLAS at 4096^3 (fp64: no target).
 TARGETS = {"fp16": 0.5, "bf16": 0.5, "tf32": 0.5, "fp32": 0.7}
-SHORT = ("block_m", "block_n", "block_k", "warp_m", "warp_n", "stages", "split_k", "group_m", "vec")
 
 
 def median_ms(ev: Evaluation) -> float | None:
@@ -41,10 +46,15 @@ def median_ms(ev: Evaluation) -> float | None:
 
 
 def describe(config) -> str:
-    return " ".join(f"{k}={config[k]}" for k in SHORT)
+    return " ".join(f"{k}={v}" for k, v in config.items())
 
 
-def bench_problem(backend: CudaBackend, problem: GemmProblem, target, configs, *, log) -> dict:
+def best_of(rows: list[dict], families=None) -> dict | None:
+    timed = [r for r in rows if r.get("median_ms") and (families is None or r["config"]["family"] in families)]
+    return min(timed, key=lambda r: r["median_ms"], default=None)
+
+
+def bench_problem(backend: CudaGemmBackend, problem: GemmProblem, target, configs, *, log) -> dict:
     with ThreadPoolExecutor(max_workers=16) as pool:
         def build(config):
             try:
@@ -76,7 +86,7 @@ def bench_problem(backend: CudaBackend, problem: GemmProblem, target, configs, *
     log(f"  {name} again: {after.status.value} {median_ms(after)} ms")
     base_meds = [m for m in (median_ms(before), median_ms(after)) if m]
     base = min(base_meds) if base_meds else None
-    best = min((r for r in rows if r.get("median_ms")), key=lambda r: r["median_ms"], default=None)
+    best, engine = best_of(rows), best_of(rows, ("simt", "mma"))
     return {
         "problem": problem.as_dict(), "baseline": name,
         "baseline_ms": [median_ms(before), median_ms(after)],
@@ -87,6 +97,7 @@ def bench_problem(backend: CudaBackend, problem: GemmProblem, target, configs, *
         "rows": rows,
         "best": best and {"config": best["config"], "median_ms": best["median_ms"], "tflops": best["tflops"]},
         "ratio": base / best["median_ms"] if base and best else None,
+        "engine_ratio": base / engine["median_ms"] if base and engine else None,
         "target": TARGETS.get(problem.dtype),
     }
 
@@ -111,8 +122,9 @@ def render(results: list[dict], meta: dict) -> str:
         "",
         "## Summary",
         "",
-        "| problem | cuBLAS ms (before / after) | cuBLAS TFLOP/s | best ms | best TFLOP/s | share of cuBLAS | target | met |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| problem | cuBLAS ms (before / after) | cuBLAS TFLOP/s | best ms | best TFLOP/s | best family | "
+        "share of cuBLAS | SIMT/mma.sync only | target | met |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         p = GemmProblem(**r["problem"])
@@ -121,7 +133,9 @@ def render(results: list[dict], meta: dict) -> str:
         met = "—" if target is None or ratio is None else ("yes" if ratio >= target else "no")
         before, after = (_num(x, 4) or "failed" for x in r["baseline_ms"])
         cells = [p.label, f"{before} / {after}", _num(r["baseline_tflops"], 1), _num(best.get("median_ms"), 4),
-                 _num(best.get("tflops"), 1), "—" if ratio is None else f"{100 * ratio:.1f}%",
+                 _num(best.get("tflops"), 1), best.get("config", {}).get("family", "—"),
+                 "—" if ratio is None else f"{100 * ratio:.1f}%",
+                 "—" if r.get("engine_ratio") is None else f"{100 * r['engine_ratio']:.1f}%",
                  "—" if target is None else f"{100 * target:.0f}%", met]
         lines.append("| " + " | ".join(cells) + " |")
     for r in results:
@@ -147,12 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layouts", default="nn")
     parser.add_argument("--configs", type=int, default=8, help="hand-picked configurations per problem")
     parser.add_argument("--json", type=Path, help="also write every figure and raw sample as JSON")
+    parser.add_argument("--no-wgmma", action="store_true", help="leave the wgmma family's default configuration out")
     args = parser.parse_args(argv)
 
     import cupy
 
     target = device_target(0)
-    backend = CudaBackend()
+    backend = CudaGemmBackend()
     props = cupy.cuda.runtime.getDeviceProperties(0)
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -172,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
             problem = GemmProblem(args.size, args.size, args.size, dtype=dtype, layout=layout)
             print(f"{problem.label}", flush=True)
             configs = hand_picked(problem, target, limit=args.configs)
+            wgmma = None if args.no_wgmma or hopper_space(problem, target) is None else default_config(problem, target)
+            if wgmma:
+                configs.append(dict(wgmma))
             results.append(bench_problem(backend, problem, target, configs, log=lambda s: print(s, flush=True)))
             r = results[-1]
             print(f"  best share of cuBLAS: {r['ratio'] and round(r['ratio'], 3)}", flush=True)

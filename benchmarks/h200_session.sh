@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # One device call that checks and measures what the issues ask of the H200, writing everything under $OUT.
 # Usage on the device machine, from the repository root, after installing the carried wheels (../shared/device/README.md):
-#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | bench | all
+#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | all
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 TRACEA_DATA_DIR=/tmp/tracea-data TRACEA_CACHE_DIR=/tmp/tracea-cache NO_COLOR=1
+export PYTHONUNBUFFERED=1 TRACEA_DATA_DIR=${TRACEA_DATA_DIR:-/tmp/tracea-data} TRACEA_CACHE_DIR=${TRACEA_CACHE_DIR:-/tmp/tracea-cache} NO_COLOR=1
 part=${1:-all}
 say() { echo "== $(date -u +%H:%M:%S) $*"; }
 stamp() { { date -u +%Y-%m-%dT%H:%M:%SZ; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; } 2>&1; }
@@ -18,22 +18,56 @@ if [[ $part == doctor || $part == all ]]; then
   say "doctor against plain CuPy"
   timeout 150 python3 benchmarks/doctor_h200.py "$OUT/doctor_h200.md" 2>&1 | tail -15
 fi
-if [[ $part == tune || $part == all ]]; then
-  say "tune gemm --m 4096 --dtype bf16 --budget 60"
-  stamp > "$OUT/tune_bf16_4096.txt"
-  /usr/bin/time -f "wall %e s" python3 -m tracea_cli tune gemm --m 4096 --dtype bf16 --budget 60 --json \
-    > "$OUT/tune_bf16_4096.json" 2>> "$OUT/tune_bf16_4096.txt"
-  tail -3 "$OUT/tune_bf16_4096.txt"
-  python3 - "$OUT/tune_bf16_4096.json" <<'PY'
+# tune_case NAME ARGS...: `tracea tune gemm ARGS --json` into $OUT/NAME.json, its timing into $OUT/NAME.txt, a summary.
+tune_case() {
+  local name=$1; shift
+  stamp > "$OUT/$name.txt"
+  /usr/bin/time -f "wall %e s" python3 -m tracea_cli tune gemm "$@" --json > "$OUT/$name.json" 2>> "$OUT/$name.txt"
+  tail -1 "$OUT/$name.txt"
+  python3 - "$OUT/$name.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 w, b = d["winner"], d["baseline"]
 print("winner", w["config"], f"{w['median_ms']:.4f} ms", f"{w.get('tflops', 0):.1f} TFLOP/s")
-print("baseline", b["name"], f"{b['median_ms']:.4f} ms", "speed-up", round(b["median_ms"] / w["median_ms"], 3))
+if b:
+    print("baseline", b.get("name"), f"{b['median_ms']:.4f} ms", "speed-up", round(b["median_ms"] / w["median_ms"], 3))
 print("evaluations", d["evaluations"], "failures", len(d["failures"]), "stopped", d["stopped_because"])
 PY
+}
+
+if [[ $part == tune || $part == all ]]; then
+  say "tune gemm --m 4096 --dtype bf16 --budget 60"
+  tune_case tune_bf16_4096 --m 4096 --dtype bf16 --budget 60
   say "cache hit"
   /usr/bin/time -f "wall %e s" python3 -m tracea_cli tune gemm --m 4096 --dtype bf16 --budget 60 --json > /dev/null 2> "$OUT/tune_hit.txt"; tail -1 "$OUT/tune_hit.txt"
+fi
+if [[ $part == weak || $part == all ]]; then
+  say "where cuBLAS is weak: small M and an awkward shape (fp16), every family"
+  tune_case tune_small_m_fp16 --m 16 --n 4096 --k 4096 --dtype fp16 --budget 40
+  tune_case tune_awkward_fp16 --m 1000 --n 3000 --k 777 --dtype fp16 --budget 40
+fi
+if [[ $part == warm || $part == all ]]; then
+  say "warm start (bf16, M = 1024/4096 cached, then 2048)"
+  timeout 400 python3 benchmarks/warm_start.py --backend cuda --dtype bf16 --out "$OUT/warm_start_h200.md" 2>&1 | tail -8
+fi
+if [[ $part == defaults || $part == all ]]; then
+  say "verify the shipped sm_90 default configurations on this GPU"
+  timeout 200 python3 -m tracea_cli.export.defaults verify --write 2>&1 | tail -15
+  cp profiles/defaults/gemm.json "$OUT/defaults_gemm.json"
+fi
+if [[ $part == hopper || $part == all ]]; then
+  say "Hopper family against cuBLAS (targets of the Hopper issue)"
+  python3 benchmarks/gemm_hopper.py --out "$OUT/hopper" --budget-s 150 2>&1 | tail -30
+fi
+if [[ $part == engine || $part == all ]]; then
+  say "engine: hand-picked configurations per dtype and layout at 4096^3 against cuBLAS"
+  timeout 240 python3 benchmarks/gemm_engine.py "$OUT/gemm_engine_h200.md" --dtypes fp32,tf32,fp16,bf16 --layouts nn,nt \
+    --configs 8 --json "$OUT/gemm_engine_h200.json" 2>&1 | grep -E "^gemm|best share"
+fi
+if [[ $part == multi || $part == all ]]; then
+  say "tune on every GPU of the host (--device all)"
+  tune_case tune_multi_device --m 4096 --dtype fp16 --layout nt --device all --budget 48
+  python3 -c "import json,sys; print('per device', json.load(open(sys.argv[1]))['per_device'])" "$OUT/tune_multi_device.json"
 fi
 if [[ $part == bench || $part == all ]]; then
   say "bench --report html (default suite, empty cache)"
@@ -41,5 +75,16 @@ if [[ $part == bench || $part == all ]]; then
   stamp > "$OUT/bench.txt"
   /usr/bin/time -f "wall %e s" python3 -m tracea_cli bench --report html --report json --report md --output-dir "$OUT" 2>> "$OUT/bench.txt" | tail -40
   tail -2 "$OUT/bench.txt"
+fi
+if [[ $part == bench2 || $part == all ]]; then
+  say "bench again on the same machine (cache warm), compared with the first run"
+  mkdir -p /tmp/second
+  first=$(ls "$OUT"/bench-*.json | head -1)
+  stamp > /tmp/second/bench2.txt
+  /usr/bin/time -f "wall %e s" python3 -m tracea_cli bench --compare "$first" --report json --report md --output-dir /tmp/second \
+    2>> /tmp/second/bench2.txt | tail -40
+  echo "exit $?" >> /tmp/second/bench2.txt; tail -3 /tmp/second/bench2.txt
+  cp "$TRACEA_CACHE_DIR"/tuning.sqlite3 /tmp/second/ 2>/dev/null
+  tar -czf "$OUT/bench_second.tgz" -C /tmp/second .
 fi
 say done

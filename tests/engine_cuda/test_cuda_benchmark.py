@@ -28,12 +28,12 @@ def test_the_report_carries_date_device_command_and_every_figure():
     results = [{"problem": problem.as_dict(), "baseline": "cublas", "baseline_ms": [0.25, 0.26],
                 "baseline_status": ["ok", "ok"], "baseline_tflops": problem.flops / 0.25e-3 / 1e12,
                 "rows": [row, failed], "best": {"config": config, "median_ms": 0.4, "tflops": row["tflops"]},
-                "ratio": 0.25 / 0.4, "target": 0.5}]
+                "ratio": 0.25 / 0.4, "engine_ratio": 0.25 / 0.4, "target": 0.5}]
     meta = {"date": "2026-11-29 20:00 UTC", "device": "NVIDIA H200", "driver": 13000, "runtime": 13000,
             "command": "python benchmarks/gemm_engine.py out.md", "generator": 1, "nvrtc": "13.0", "cupy": "14.2.0",
             "python": "3.12.3"}
     text = bench.render(results, meta)
     assert "2026-11-29 20:00 UTC" in text and "NVIDIA H200" in text and "`python benchmarks/gemm_engine.py out.md`" in text
     summary = next(line for line in text.splitlines() if line.startswith("| gemm 4096x4096x4096 fp16 nn"))
-    assert "0.2500 / 0.2600" in summary and "62.5%" in summary and "| 50% | yes |" in summary
+    assert "0.2500 / 0.2600" in summary and "| mma | 62.5% | 62.5% | 50% | yes |" in summary
     assert f"{row['tflops']:.1f}" in text and "2.10e-04" in text and "wrong_result: relative error 0.3" in text

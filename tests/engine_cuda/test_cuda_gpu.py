@@ -6,6 +6,7 @@ Marked `gpu`; skipped with the reason where CuPy or a CUDA device is missing. Se
 from __future__ import annotations
 
 import itertools
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -34,7 +35,7 @@ def _build(job, arch):
 def _check_all(jobs, target):
     """Compile (in parallel) and check each (problem, config); returns the failures as text, one per job."""
     backend = CudaBackend()
-    with ThreadPoolExecutor(max_workers=4) as pool:
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
         built = list(pool.map(lambda job: _build(job, target.arch), jobs))
     failures = []
     for (problem, config), (artifact, error) in zip(jobs, built):

@@ -28,6 +28,7 @@ def test_faults_are_recorded_and_a_correct_winner_is_chosen(settings):
     request = TuneRequest(GemmProblem(64, 64, 64), backend="cpu", strategy="random", budget=8, seed=3)
     result = tune(request, settings=settings)
     assert not result.cache_hit and result.evaluations == 8 and result.trials_total == 8
+    assert result.per_device == {"cpu": 8} and result.as_dict()["per_device"] == {"cpu": 8}
     assert result.winner.config == {"x": 0} and result.winner.median_ms == 1.0
     assert result.baseline_name == "reference" and result.baseline.median_ms == 2.5
     statuses = {f.config["x"]: f.status for f in result.failures}

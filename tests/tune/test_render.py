@@ -16,12 +16,13 @@ def test_table_fits_80_columns_and_shows_every_figure():
                         baseline_name="cublas", baseline=base, ranking=(winner,),
                         failures=(Failure({"x": 1}, "timeout", "no result within 60 s"),),
                         target={"device_class": "NVIDIA H200"}, stopped_because="converged", space_size=86396,
-                        problem={"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "layout": "nn"}, peak_flops=769e12)
+                        problem={"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "layout": "nn"}, peak_flops=769e12,
+                        per_device={"0": 12, "1": 10})
     console = Console(width=80, record=True, no_color=True)
     render_tune(result, console)
     text = console.export_text()
     # Configurations are printed whole, one per line (copyable JSON, soft-wrapped by the terminal); the rest fits.
     assert all(len(line) <= 80 for line in text.splitlines() if not line.lstrip().startswith("1: {"))
-    for figure in ("0.1813", "758.20", "99%", "0.99x", "cublas", "timeout", "86396", '"tile_n":256'):
+    for figure in ("0.1813", "758.20", "99%", "0.99x", "cublas", "timeout", "86396", '"tile_n":256', "GPU 0: 12, GPU 1: 10"):
         assert figure in text, figure
     assert result.as_dict()["winner_pct_of_peak"] == 100.0 * 758.2e12 / 769e12

@@ -78,6 +78,7 @@ class TuneResult:
     problem: Mapping[str, Any] = field(default_factory=dict)
     baseline_error: str = ""  # why the vendor baseline could not be measured in this run, if it failed
     peak_flops: float | None = None  # measured ceiling for this dtype on this device (tracea doctor); None if unmeasured
+    per_device: Mapping[str, int] = field(default_factory=dict)  # this run's evaluations by CUDA device ("cpu" on the CPU)
 
     def pct_of_peak(self, m: Measured) -> float | None:
         scale = 1e12 if m.rate_unit == "TFLOP/s" else 1e9
@@ -116,6 +117,7 @@ class TuneResult:
             "baseline_error": self.baseline_error,
             "peak_flops": self.peak_flops,
             "winner_pct_of_peak": self.pct_of_peak(self.winner) if self.winner else None,
+            "per_device": dict(self.per_device),
         }
 
 
@@ -164,6 +166,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
                 strategy.observe(i, t.median_ms if t.status == Status.OK.value else math.inf)
         seen = {config_key(t.config) for t in stored}
         told: set[int] = set()  # indices evaluated in this run (a warm-start pick the strategy also chose runs once)
+        per_device: dict[str, int] = {}
         queue = [c for c in setup.first_configs(cache, key, plan, candidates) if config_key(c) not in seen]
 
         remaining = request.budget - len(seen)
@@ -202,6 +205,8 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
                     cost = summarize(ev.samples.times_ms).median if ev.ok else math.inf
                     cache.record_trial(key, setup.trial(outcome.config, ev))
                     told.add(index[config_key(outcome.config)])
+                    device = "cpu" if outcome.device_index is None else str(outcome.device_index)
+                    per_device[device] = per_device.get(device, 0) + 1
                     strategy.tell(index[config_key(outcome.config)], cost)
                     evaluations += 1
                     remaining -= 1
@@ -224,7 +229,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
         result = _from_cache(cache, key, plan, stopped=stopped)
         baseline_error = "" if baseline_ev is None or baseline_ev.ok else f"{baseline_ev.status.value}: {baseline_ev.reason}"
         return replace(result, cache_hit=False, evaluations=evaluations, space_size=len(candidates),
-                       baseline_error=baseline_error,
+                       baseline_error=baseline_error, per_device=per_device,
                        ranking=tuple(_measured(c, ev, problem, gpu) for c, ev in ranking))
 
 

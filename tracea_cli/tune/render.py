@@ -16,6 +16,8 @@ def render_tune(result: TuneResult, console) -> None:
         f"{result.evaluations} evaluations this run, {result.trials_total} trials stored; stopped: {result.stopped_because}")
     space = f"; space: {result.space_size} valid configurations" if result.space_size else ""
     console.print(f"[bold]{head}[/]  key {result.key}\n{how}{space}")
+    if len(result.per_device) > 1:
+        console.print("evaluations per device: " + ", ".join(f"GPU {d}: {n}" for d, n in sorted(result.per_device.items())))
     rows = list(result.ranking) or ([result.winner] if result.winner else [])
     if not rows:
         console.print("[red]no configuration ran correctly[/]; see the failures below.")
