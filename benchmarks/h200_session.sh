@@ -48,7 +48,7 @@ if [[ $part == weak || $part == all ]]; then
 fi
 if [[ $part == warm || $part == all ]]; then
   say "warm start (bf16, M = 1024/4096 cached, then 2048)"
-  timeout 400 python3 benchmarks/warm_start.py --backend cuda --dtype bf16 --out "$OUT/warm_start_h200.md" 2>&1 | tail -8
+  timeout 300 python3 benchmarks/warm_start.py --backend cuda --dtype bf16 --out "$OUT/warm_start_h200.md" 2>&1 | tail -8
 fi
 if [[ $part == defaults || $part == all ]]; then
   say "verify the shipped sm_90 default configurations on this GPU"
