@@ -78,7 +78,7 @@ def bench_problem(backend: CudaGemmBackend, problem: GemmProblem, target, config
                "tflops": problem.flops / (med * 1e-3) / 1e12 if med else None,
                "samples_ms": list(ev.samples.times_ms) if ev.samples else [],
                "registers": artifact.resources["registers"], "spill_bytes": artifact.resources["spill_store_bytes"],
-               "smem_bytes": artifact.resources["dynamic_shared_bytes"], "compile_s": artifact.compile_s}
+               "smem_bytes": artifact.resources.get("dynamic_shared_bytes", artifact.resources.get("shared_bytes")), "compile_s": artifact.compile_s}
         rows.append(row)
         log(f"  {describe(config)}: {ev.status.value} {med and round(med, 4)} ms "
             f"{row['tflops'] and round(row['tflops'], 1)} TFLOP/s err {ev.rel_error} {ev.reason[:200]}")

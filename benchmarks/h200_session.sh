@@ -62,7 +62,7 @@ fi
 if [[ $part == engine || $part == all ]]; then
   say "engine: hand-picked configurations per dtype and layout at 4096^3 against cuBLAS"
   timeout 240 python3 benchmarks/gemm_engine.py "$OUT/gemm_engine_h200.md" --dtypes fp32,tf32,fp16,bf16 --layouts nn,nt \
-    --configs 8 --json "$OUT/gemm_engine_h200.json" 2>&1 | grep -E "^gemm|best share"
+    --configs 8 --json "$OUT/gemm_engine_h200.json" 2>&1 | grep -E "^gemm|best share|Error|error:|Traceback"
 fi
 if [[ $part == multi || $part == all ]]; then
   say "tune on every GPU of the host (--device all)"

@@ -1,7 +1,8 @@
 """A backend whose candidates misbehave on purpose: hang, crash the worker, return wrong results, fail to compile.
 
 Used by the fault-injection tests of the worker pool and the tuning driver. Configuration parameter `x`:
-0..3 good (time = 1 + x ms), 4 hangs, 5 kills its process, 6 returns a wrong result, 7 fails to compile.
+0..3 good (time = 1 + x ms), 4 hangs, 5 kills its process, 6 returns a wrong result, 7 fails to compile; outside the
+space, 8 reports a launch error (after which a worker must not be reused: its CUDA context may be gone).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class FaultyBackend:
             time.sleep(3600)
         if x == 5:
             os._exit(3)
+        if x == 8:
+            return Evaluation(Status.LAUNCH_ERROR, reason="CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access")
         if x == 6:
             return Evaluation(Status.WRONG_RESULT, reason="relative error 0.5 exceeds the fp32 bound 1e-05", rel_error=0.5)
         t = 1.0 + x

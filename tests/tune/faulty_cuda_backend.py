@@ -48,7 +48,11 @@ class FaultyCudaBackend:
         from tracea_cli.backends.cuda_clock import CudaEventClock
 
         try:
-            kernel = cupy.RawModule(code=artifact.binary).get_function("k")
+            from cupy.cuda import function
+
+            module = function.Module()
+            module.load(bytes(artifact.binary))  # a cubin, loaded as the engine loads its kernels
+            kernel = module.get_function("k")
             a = cupy.asarray(np.random.default_rng(seed).uniform(-1, 1, N).astype(np.float32))
             y = cupy.full(N, np.nan, dtype=cupy.float32)
 

@@ -30,6 +30,15 @@ def test_pool_records_each_fault_and_goes_on():
 
 
 @pytest.mark.timeout(240)
+def test_a_launch_error_retires_its_worker_and_the_next_job_runs_on_a_fresh_one():
+    jobs = [EvalJob(i, None, {"x": x}, TARGET, TimingPolicy(), seed=i) for i, x in enumerate([0, 8, 1, 8, 8, 2])]
+    with WorkerPool(FaultyBackend, [None], timeout_s=30.0) as pool:
+        outcomes = [(o.config["x"], o.evaluation.status) for o in pool.run(jobs)]
+    assert outcomes == [(0, Status.OK), (8, Status.LAUNCH_ERROR), (1, Status.OK), (8, Status.LAUNCH_ERROR),
+                        (8, Status.LAUNCH_ERROR), (2, Status.OK)]
+
+
+@pytest.mark.timeout(240)
 def test_jobs_spread_over_every_device():
     from faulty_backend import SlowBackend
 

@@ -185,6 +185,8 @@ class WorkerPool:
                     continue
                 if kind == "done":
                     w.job = None
+                    if payload.evaluation.status is Status.LAUNCH_ERROR:  # that worker exits (see _worker_main)
+                        self._retire(w)
                     yield payload
                     continue
                 w.proc.join(2)  # the pipe closed: the process is gone or going
@@ -198,10 +200,14 @@ class WorkerPool:
             elif not w.ready and time.monotonic() > w.started + STARTUP_TIMEOUT_S:
                 raise RuntimeError(f"a tuning worker did not start within {STARTUP_TIMEOUT_S:g} s")
 
-    def _fail(self, w: _Worker, status: Status, reason: str) -> Iterator[EvalOutcome]:
-        job = w.job
+    def _retire(self, w: _Worker) -> None:
+        """Stop a worker and forget it: the next job for its device starts a fresh one."""
         w.stop()
         del self._workers[w.device_index]
+
+    def _fail(self, w: _Worker, status: Status, reason: str) -> Iterator[EvalOutcome]:
+        job = w.job
+        self._retire(w)
         if job is not None:
             yield EvalOutcome(job.job_id, job.config, Evaluation(status, reason=reason), w.device_index)
         elif status is Status.CRASHED:
