@@ -18,7 +18,8 @@ BODY = {
     0: "y[i] = 2.0f * a[i];",
     1: "y[i] = a[i] + a[i];",
     2: "y[i + (1ll << 40)] = 2.0f * a[i];",
-    3: "volatile int spin = 1; while (spin) { } y[i] = 2.0f * a[i];",
+    # spins on a volatile read of the input, which never changes and is never NaN: the compiler cannot drop the loop
+    3: "const volatile float* v = a; while (v[0] == v[0]) { } y[i] = 2.0f * a[i];",
     4: "y[i] = 3.0f * a[i];",
 }
 
