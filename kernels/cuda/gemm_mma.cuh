@@ -3,7 +3,13 @@
 // A block computes a BLOCK_M x BLOCK_N tile of C. Its warps form a (BLOCK_M/WARP_M) x (BLOCK_N/WARP_N) grid; a warp
 // owns a WARP_M x WARP_N piece, made of (WARP_M/16) x (WARP_N/8) tensor-core tiles of 16 x 8.
 //
-// Main loop, a STAGES-deep pipeline over BLOCK_K steps of K (each made of BLOCK_K/MMA_K instruction steps):
+// Sliced K (SLICE_K > 1): the block holds SLICE_K such grids of warps. All of them copy each pipeline step together;
+// K-slice s multiplies only the s-th run of BLOCK_K/MMA_K/SLICE_K instruction steps of it. After the main loop the
+// slices' partial sums meet in shared memory (the pipeline's, no longer needed) and slice 0 runs the epilogue. Tiles
+// of a few rows then get many warps and deep steps: bytes in flight for a GEMM bound by reading B (small M).
+//
+// Main loop, a STAGES-deep pipeline over BLOCK_K steps of K (each made of BLOCK_K/MMA_K instruction steps, STEPS of
+// them per warp):
 //   prologue: start copying steps 0 .. STAGES-2 into their shared-memory stages (cp.async); wait for step 0;
 //   step kt:  start copying step kt+STAGES-1 into the stage step kt-1 used; multiply step kt out of its stage;
 //             wait for step kt+1 to land (a barrier). With PREFETCH, each instruction step's fragments are loaded
@@ -21,21 +27,23 @@
 namespace tracea {
 
 template <class T_, Layout LAYOUT_, Epilogue EPILOGUE_, int BLOCK_M_, int BLOCK_N_, int BLOCK_K_, int WARP_M_, int WARP_N_,
-          int STAGES_, int VEC_, int SPLIT_K_, int GROUP_M_>
+          int STAGES_, int VEC_, int SPLIT_K_, int GROUP_M_, int SLICE_K_ = 1>
 struct MmaGemm {
   using T = T_;
   static constexpr Layout LAYOUT = LAYOUT_;
   static constexpr Epilogue EPILOGUE = EPILOGUE_;
   static constexpr int BLOCK_M = BLOCK_M_, BLOCK_N = BLOCK_N_, BLOCK_K = BLOCK_K_;
   static constexpr int WARP_M = WARP_M_, WARP_N = WARP_N_;
-  static constexpr int STAGES = STAGES_, VEC = VEC_, SPLIT_K = SPLIT_K_, GROUP_M = GROUP_M_;
+  static constexpr int STAGES = STAGES_, VEC = VEC_, SPLIT_K = SPLIT_K_, GROUP_M = GROUP_M_, SLICE_K = SLICE_K_;
 
   static constexpr bool TF32 = SameType<T, float>::value;
   static constexpr int MMA_K = TF32 ? 8 : 16;
   static constexpr int WARPS_M = BLOCK_M / WARP_M, WARPS_N = BLOCK_N / WARP_N;
-  static constexpr int THREADS = WARPS_M * WARPS_N * 32;
+  static constexpr int TILE_WARPS = WARPS_M * WARPS_N;  // the warps of one K-slice, covering the block tile
+  static constexpr int THREADS = TILE_WARPS * SLICE_K * 32;
   static constexpr int TILES_M = WARP_M / 16, TILES_N = WARP_N / 8;  // tensor-core tiles per warp
-  static constexpr int STEPS = BLOCK_K / MMA_K;                        // instruction steps per pipeline step
+  static constexpr int STEPS = BLOCK_K / MMA_K / SLICE_K;              // a warp's instruction steps per pipeline step
+  static constexpr int ACCUMULATORS = TILES_M * TILES_N * 4;           // per thread
   // Double-buffered fragments (the next instruction step's loaded while this one multiplies) need a second set of
   // fragment registers; beside 128 accumulators that fits only with few steps' addresses live (ptxas spills
   // otherwise, see docs/engine.md), so the big warp tiles with deep BLOCK_K load each step's fragments just in time.
@@ -50,11 +58,14 @@ struct MmaGemm {
   static constexpr int B_ROWS = B_K_ROWS ? BLOCK_K : BLOCK_N;
   static constexpr int LDB_S = B_K_ROWS ? BLOCK_N + PAD_N_ROWS : BLOCK_K + PAD_K_ROWS;
   static constexpr int STAGE_A = BLOCK_M * LDA_S, STAGE_B = B_ROWS * LDB_S;
-  static constexpr int SMEM_BYTES = STAGES * (STAGE_A + STAGE_B) * int(sizeof(T));
+  static constexpr int PIPELINE_BYTES = STAGES * (STAGE_A + STAGE_B) * int(sizeof(T));
+  // Slices 1 .. SLICE_K-1 leave their accumulators here for slice 0: float [SLICE_K-1][ACCUMULATORS][TILE_WARPS*32].
+  static constexpr int REDUCTION_BYTES = (SLICE_K - 1) * ACCUMULATORS * TILE_WARPS * 32 * int(sizeof(float));
+  static constexpr int SMEM_BYTES = PIPELINE_BYTES > REDUCTION_BYTES ? PIPELINE_BYTES : REDUCTION_BYTES;
 
   static_assert(BLOCK_M % WARP_M == 0 && BLOCK_N % WARP_N == 0, "warp tiles must divide the block tile");
   static_assert(WARP_M % 16 == 0 && WARP_N % 16 == 0, "a warp tile is made of 16 x 16 pieces");
-  static_assert(BLOCK_K % MMA_K == 0, "BLOCK_K must be a multiple of the instruction's K");
+  static_assert(BLOCK_K % (MMA_K * SLICE_K) == 0, "each K-slice multiplies whole instruction steps of a pipeline step");
   static_assert(STAGES >= 2, "the pipeline needs two stages at least");
   static_assert(VEC * sizeof(T) <= 16 && BLOCK_K % VEC == 0 && BLOCK_N % VEC == 0, "bad vector width");
 };
@@ -154,7 +165,10 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
   const KSlice slice = k_slice<G::BLOCK_K, G::SPLIT_K>(args.k, blockIdx.z);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm0 = (warp % G::WARPS_M) * G::WARP_M, wn0 = (warp / G::WARPS_M) * G::WARP_N;
+  const int tile_warp = G::SLICE_K > 1 ? warp % G::TILE_WARPS : warp;  // this warp's place in the block tile
+  const int warp_slice = G::SLICE_K > 1 ? warp / G::TILE_WARPS : 0;    // the K-slice of warps it belongs to
+  const int wm0 = (tile_warp % G::WARPS_M) * G::WARP_M, wn0 = (tile_warp / G::WARPS_M) * G::WARP_N;
+  const int kk0 = warp_slice * G::STEPS * G::MMA_K;  // where this K-slice's instruction steps start in a stage
 
   float acc[G::TILES_M][G::TILES_N][4];
 #pragma unroll
@@ -185,7 +199,7 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
   cp_async_wait<G::STAGES - 2>();
   __syncthreads();
   Fragments<G> frag[G::PREFETCH ? 2 : 1];
-  if (G::PREFETCH && slice.tiles > 0) load_fragments<G>(frag[0], stage_a(0), stage_b(0), 0, wm0, wn0, lane);
+  if (G::PREFETCH && slice.tiles > 0) load_fragments<G>(frag[0], stage_a(0), stage_b(0), kk0, wm0, wn0, lane);
 
   int read = 0;  // the stage holding step kt
   for (int kt = 0; kt < slice.tiles; ++kt) {
@@ -198,16 +212,18 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
         cp_async_commit();
       }
       if constexpr (!G::PREFETCH) {
-        load_fragments<G>(frag[0], stage_a(read), stage_b(read), step * G::MMA_K, wm0, wn0, lane);
+        load_fragments<G>(frag[0], stage_a(read), stage_b(read), kk0 + step * G::MMA_K, wm0, wn0, lane);
         multiply<G>(acc, frag[0]);
         continue;
       }
       if (step + 1 < G::STEPS) {
-        load_fragments<G>(frag[(step + 1) % 2], stage_a(read), stage_b(read), (step + 1) * G::MMA_K, wm0, wn0, lane);
+        load_fragments<G>(frag[(step + 1) % 2], stage_a(read), stage_b(read), kk0 + (step + 1) * G::MMA_K, wm0, wn0,
+                          lane);
       } else {  // step kt+1 must have landed, visible to every warp, before its first fragments are read
         cp_async_wait<G::STAGES - 2>();
         __syncthreads();
-        if (kt + 1 < slice.tiles) load_fragments<G>(frag[(step + 1) % 2], stage_a(after), stage_b(after), 0, wm0, wn0, lane);
+        if (kt + 1 < slice.tiles)
+          load_fragments<G>(frag[(step + 1) % 2], stage_a(after), stage_b(after), kk0, wm0, wn0, lane);
       }
       multiply<G>(acc, frag[step % 2]);
     }
@@ -220,6 +236,36 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
     read = after;
   }
   cp_async_wait<0>();
+
+  if constexpr (G::SLICE_K > 1) {
+    // Slices 1.. leave their sums in shared memory (every warp is past the main loop's last read of a stage), slice 0
+    // adds them in slice order. Lane-minor layout: a warp's 32 stores or loads of one accumulator hit 32 banks.
+    float *partial = reinterpret_cast<float *>(smem_raw);
+    constexpr int TILE_THREADS = G::TILE_WARPS * 32;
+    const int tile_thread = tile_warp * 32 + lane;
+    __syncthreads();
+    if (warp_slice > 0) {
+      float *mine = partial + (warp_slice - 1) * G::ACCUMULATORS * TILE_THREADS + tile_thread;
+#pragma unroll
+      for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+        for (int j = 0; j < G::TILES_N; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) mine[((i * G::TILES_N + j) * 4 + e) * TILE_THREADS] = acc[i][j][e];
+    }
+    __syncthreads();
+    if (warp_slice > 0) return;
+#pragma unroll
+    for (int s = 0; s < G::SLICE_K - 1; ++s) {
+      const float *theirs = partial + s * G::ACCUMULATORS * TILE_THREADS + tile_thread;
+#pragma unroll
+      for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+        for (int j = 0; j < G::TILES_N; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[i][j][e] += theirs[((i * G::TILES_N + j) * 4 + e) * TILE_THREADS];
+    }
+  }
 
   // Epilogue: accumulator e of tile (i, j) holds C(g + 8·(e/2), 2t + e%2) of that 16 x 8 tile.
   const int g = lane / 4, t = lane % 4;

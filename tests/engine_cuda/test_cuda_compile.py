@@ -92,6 +92,32 @@ def test_the_simt_fp32_tiles_compile_without_spills_and_keep_16_warps_resident(s
             assert res["registers"] <= 128, label
 
 
+def test_the_small_m_sliced_k_picks_compile_without_spills(sm80, sm90):
+    """The sliced-K pick of each small-M problem, for sm_80 and sm_90: one kernel, the block and shared memory the
+    template asserts, no spill. Plus a tile whose K-slices' sums need more shared memory than its pipeline."""
+    from tracea_cli.ops.gemm.cuda_space import hand_picked
+
+    jobs = []
+    for m in (1, 16, 64):
+        for dtype, layout in (("fp16", "nn"), ("bf16", "nt"), ("tf32", "nn")):
+            problem = GemmProblem(m, 4096, 4096, dtype=dtype, layout=layout, epilogue="bias_gelu" if m == 1 else "none")
+            for target in (sm80, sm90):
+                jobs.append((problem, hand_picked(problem, target, limit=1)[0], target))
+    reduction_bound = {"family": "mma", "block_m": 32, "block_n": 64, "block_k": 128, "warp_m": 32, "warp_n": 32,
+                       "stages": 2, "split_k": 2, "group_m": 1, "vec": 8, "slice_k": 8}
+    jobs.append((GemmProblem(64, 1024, 4096, dtype="fp16"), reduction_bound, sm90))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(_compile, jobs))
+    for (problem, config, target), artifact, error in results:
+        label = f"{problem.label} {config} {target.arch}"
+        assert error is None and config["slice_k"] > 1, label
+        res = artifact.resources
+        assert res["spill_store_bytes"] == res["spill_load_bytes"] == res["stack_bytes"] == 0, label
+        assert res["registers"] * tiling(problem, config).threads <= target.limits.registers_per_block, label
+    t = tiling(GemmProblem(64, 1024, 4096, dtype="fp16"), reduction_bound)
+    assert t.threads == 512 and t.smem_bytes == 7 * 32 * 64 * 4  # the sums, more than the 2 x 26.5 KiB pipeline
+
+
 def test_compiling_needs_a_valid_configuration(sm90):
     problem = GemmProblem(1000, 1000, 1001, dtype="fp16")
     config = {"family": "mma", "block_m": 128, "block_n": 128, "block_k": 32, "warp_m": 64, "warp_n": 64, "stages": 3,

@@ -17,9 +17,9 @@ from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem, make_inputs, ref
 from tracea_cli.ops.verify import check
 
 
-def _config(family, bm, bn, bk, wm, wn, stages=2, split_k=1, group_m=1, vec=1):
+def _config(family, bm, bn, bk, wm, wn, stages=2, split_k=1, group_m=1, vec=1, **extra):
     return {"family": family, "block_m": bm, "block_n": bn, "block_k": bk, "warp_m": wm, "warp_n": wn,
-            "stages": stages, "split_k": split_k, "group_m": group_m, "vec": vec}
+            "stages": stages, "split_k": split_k, "group_m": group_m, "vec": vec, **extra}
 
 
 # (dtype, layout, epilogue, (m, n, k), config): each family and dtype, both layouts, every epilogue, ragged edges,
@@ -41,6 +41,16 @@ CASES = [
     ("bf16", "nt", "bias", (1, 40, 20), _config("mma", 32, 32, 16, 16, 16, stages=2, vec=4)),
     ("tf32", "nn", "none", (70, 66, 48), _config("mma", 64, 64, 16, 32, 32, stages=3, vec=2)),
     ("tf32", "nt", "bias_gelu", (19, 33, 23), _config("mma", 32, 32, 16, 16, 16, stages=2)),
+    # Sliced K: 2, 4 and 8 K-slices of warps, one or several warps each; M = 1, 16, 17; K and N ragged; with split-K
+    # on top; fragment prefetching off (64 x 64 warp tiles, 8 instruction steps per warp) in the last case.
+    ("fp16", "nn", "bias_silu", (17, 70, 300), _config("mma", 32, 32, 128, 16, 16, stages=3, vec=2, slice_k=2)),
+    ("bf16", "nt", "none", (1, 96, 520), _config("mma", 32, 64, 256, 32, 32, stages=2, vec=8, slice_k=8)),
+    ("fp16", "nn", "bias_relu", (16, 64, 1000), _config("mma", 32, 32, 64, 32, 32, stages=3, split_k=2, vec=8,
+                                                       slice_k=4)),
+    ("bf16", "nt", "bias_residual", (17, 50, 129), _config("mma", 32, 32, 128, 16, 32, stages=2, slice_k=4)),
+    ("tf32", "nt", "bias_gelu", (17, 40, 77), _config("mma", 32, 32, 32, 16, 16, stages=2, slice_k=2)),
+    ("tf32", "nn", "bias", (16, 33, 200), _config("mma", 32, 64, 64, 32, 32, stages=3, split_k=2, slice_k=8)),
+    ("fp16", "nt", "none", (33, 64, 512), _config("mma", 64, 64, 256, 64, 64, stages=2, vec=8, slice_k=2)),
 ]
 
 
@@ -89,6 +99,21 @@ def test_the_emulator_catches_a_simt_prefetch_from_the_wrong_buffer(emulator, sm
     harness, workdir, launcher = emulator
     monkeypatch.setattr(harness, "gemm_source", lambda p, c: wrong)
     verdict = _emulate(emulator, problem, config, seed=2, name="wrong_simt")
+    assert not verdict.ok
+
+
+def test_the_emulator_catches_a_sliced_k_sum_that_drops_a_slice(emulator, sm90, monkeypatch):
+    """Slice 0 must add every other K-slice's partial sums: leaving the last one out must fail."""
+    import tracea_cli.backends.cuda as cuda
+
+    problem = GemmProblem(16, 32, 256, dtype="fp16")
+    config = _config("mma", 32, 32, 64, 32, 32, stages=2, vec=8, slice_k=4)
+    right = cuda.gemm_source(problem, config)
+    wrong = right.replace("for (int s = 0; s < G::SLICE_K - 1; ++s)", "for (int s = 0; s < G::SLICE_K - 2; ++s)")
+    assert wrong != right
+    harness, workdir, launcher = emulator
+    monkeypatch.setattr(harness, "gemm_source", lambda p, c: wrong)
+    verdict = _emulate(emulator, problem, config, seed=3, name="wrong_slices")
     assert not verdict.ok
 
 

@@ -160,3 +160,29 @@ def test_simt_tiling_counts_the_lane_grid_and_the_fragment_sets():
     assert estimate("fp32", 64, 32) == estimate("fp32", 32, 64) == 2 * (8 + 8)
     assert estimate("fp32", 64, 64) == 2 * (8 + 16) and 128 + 2 * 24 <= SIMT_PREFETCH_REGS
     assert estimate("fp64", 32, 64) == (8 + 8) * 2 and 128 + 2 * 32 > SIMT_PREFETCH_REGS
+
+
+def test_sliced_k_rules_explain_themselves_and_older_configurations_keep_their_meaning(sm90):
+    from tracea_cli.backends.cuda import gemm_source
+
+    small = gemm_space(GemmProblem(16, 4096, 4096, dtype="fp16"), sm90)
+    sliced = {"family": "mma", "block_m": 32, "block_n": 32, "block_k": 256, "warp_m": 32, "warp_n": 32, "stages": 4,
+              "split_k": 1, "group_m": 1, "vec": 8, "slice_k": 8}
+    assert small.why_invalid(sliced) is None
+    assert "needs slice_k > 1" in small.why_invalid({**sliced, "slice_k": 1})
+    assert "must divide the 4 instruction steps" in small.why_invalid({**sliced, "block_k": 64})
+    t = tiling(GemmProblem(16, 4096, 4096, dtype="fp16"), sliced)
+    assert t.threads == 8 * 32 and t.smem_bytes == 4 * (32 * 264 + 256 * 40) * 2
+    # Many rows of C: the space has the size it had before sliced K.
+    large = gemm_space(GemmProblem(4096, 4096, 4096, dtype="fp16"), sm90)
+    assert large.param("slice_k").values == (1,) and large.param("block_k").values == (16, 32, 64)
+    assert "slice_k=2 is not one of [1]" in large.why_invalid({**sliced, "block_k": 64, "slice_k": 2})
+    # A configuration stored before slice_k existed is valid and names the kernel it named before.
+    old = {"family": "mma", "block_m": 128, "block_n": 128, "block_k": 32, "warp_m": 64, "warp_n": 64, "stages": 3,
+           "split_k": 1, "group_m": 8, "vec": 8}
+    assert large.why_invalid(old) is None and large.why_invalid({**old, "slice_k": 1}) is None
+    instantiation = [line for line in gemm_source(GemmProblem(4096, 4096, 4096, "fp16"), old).splitlines()
+                     if line.startswith("using Gemm")]
+    assert instantiation == ["using Gemm = tracea::MmaGemm<__half, tracea::Layout::NN, tracea::Epilogue::None, "
+                             "128, 128, 32, 64, 64, 3, 8, 1, 8>;"]
+    assert all("slice_k" in c for c in large.valid_configs()[:100])

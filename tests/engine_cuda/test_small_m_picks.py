@@ -1,22 +1,48 @@
-"""Hand-picked configurations for a few rows of C: memory-bound, so they split K to fill the SMs."""
+"""Hand-picked configurations for a few rows of C: memory-bound, so they keep many bytes of B in flight on every SM.
+
+The mma family leads with sliced K in one launch (no split-K workspace), then the split-K pick; SIMT splits K.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from tracea_cli.ops.gemm.cuda_space import SMALL_M_WAVES, gemm_space, hand_picked
+from tracea_cli.backends.cuda import launch_description
+from tracea_cli.ops.gemm.cuda_space import SMALL_M_WAVES, gemm_space, hand_picked, tiling
 from tracea_cli.ops.gemm.problem import GemmProblem
 
 
-@pytest.mark.parametrize("dtype,layout", [("fp16", "nn"), ("bf16", "nt"), ("fp32", "nn")])
-def test_small_m_first_pick_splits_k_over_several_waves(sm90, dtype, layout):
-    problem = GemmProblem(16, 4096, 4096, dtype, layout)
+@pytest.mark.parametrize("m", (1, 16, 64))
+@pytest.mark.parametrize("dtype,layout", [("fp16", "nn"), ("bf16", "nt"), ("tf32", "nn")])
+def test_small_m_first_pick_is_sliced_k_in_one_launch(sm90, m, dtype, layout):
+    problem = GemmProblem(m, 4096, 4096, dtype, layout)
     first = hand_picked(problem, sm90, limit=3)[0]
     assert gemm_space(problem, sm90).why_invalid(first) is None
+    assert first["slice_k"] > 1 and first["split_k"] == 1
+    assert [s["kind"] for s in launch_description(problem, first)["steps"]] == ["kernel"]
+    blocks = -(-problem.m // first["block_m"]) * -(-problem.n // first["block_n"])
+    assert blocks >= sm90.limits.sm_count * 0.9  # one block per SM, nearly all of them
+    stage_b = first["block_k"] * first["block_n"] * tiling(problem, first).elem_bytes
+    assert (first["stages"] - 1) * stage_b >= 32 * 1024  # B bytes in flight per SM
+
+
+@pytest.mark.parametrize("dtype,layout", [("fp16", "nn"), ("bf16", "nt")])
+def test_the_split_k_pick_follows_the_sliced_one(sm90, dtype, layout):
+    problem = GemmProblem(16, 4096, 4096, dtype, layout)
+    second = hand_picked(problem, sm90, limit=3)[1]
+    assert gemm_space(problem, sm90).why_invalid(second) is None
+    blocks = -(-problem.n // second["block_n"]) * second["split_k"]
+    assert second["slice_k"] == 1 and second["block_m"] == 32 and blocks >= SMALL_M_WAVES * sm90.limits.sm_count
+
+
+def test_simt_small_m_first_pick_splits_k_over_several_waves(sm90):
+    problem = GemmProblem(16, 4096, 4096, "fp32")
+    first = hand_picked(problem, sm90, limit=3)[0]
+    assert gemm_space(problem, sm90).why_invalid(first) is None and "slice_k" not in first
     blocks = -(-problem.n // first["block_n"]) * first["split_k"]
     assert first["block_m"] == 32 and blocks >= SMALL_M_WAVES * sm90.limits.sm_count
 
 
 def test_large_problems_keep_their_picks(sm90):
     picks = hand_picked(GemmProblem(4096, 4096, 4096, "fp16"), sm90, limit=3)
-    assert all(c["split_k"] == 1 and c["block_m"] >= 128 for c in picks)
+    assert all(c["split_k"] == 1 and c["slice_k"] == 1 and c["block_m"] >= 128 for c in picks)

@@ -26,7 +26,7 @@ from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import Artifact, CompileFailed, DeviceLimits, Evaluation, Status, Target
 from tracea_cli.errors import ToolchainMissing, UsageError
 from tracea_cli.ops.dtypes import from_storage, to_storage
-from tracea_cli.ops.gemm.cuda_space import SPLITK_REDUCE_THREADS, gemm_space, tiling
+from tracea_cli.ops.gemm.cuda_space import SPLITK_REDUCE_THREADS, gemm_space, slice_k_of, tiling
 from tracea_cli.ops.gemm.problem import GemmInputs, GemmProblem, make_inputs, reference
 from tracea_cli.ops.verify import check
 from tracea_cli.resources import kernel_source
@@ -70,6 +70,8 @@ def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
             f"tracea::Epilogue::{EPILOGUE[problem.epilogue]}, ")
     if family == "mma":
         args = [config[p] for p in ("block_m", "block_n", "block_k", "warp_m", "warp_n", "stages", "vec", "split_k", "group_m")]
+        if slice_k_of(config) > 1:  # slice_k = 1 is the template's default: the instantiation of before
+            args.append(slice_k_of(config))
         entry, bounds = "tracea::gemm_mma<Gemm>", "Gemm::THREADS"
     else:
         args = [config[p] for p in ("block_m", "block_n", "block_k", "warp_m", "warp_n", "vec", "split_k", "group_m")]

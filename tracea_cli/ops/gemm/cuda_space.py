@@ -3,7 +3,9 @@
 Two kernel families (kernels/cuda/): `simt` (fp32 exact, fp64) and `mma` (fp16, bf16, tf32 on mma.sync). A
 configuration names the block tile (block_m, block_n, block_k), the warp tile (warp_m, warp_n), the pipeline depth
 (stages), split-K, the tile order (group_m: rows of tiles walked column by column, for L2 reuse) and the vector width
-of the global loads (vec, in elements; 16 bytes at most, 1 for the predicated element-wise variant).
+of the global loads (vec, in elements; 16 bytes at most, 1 for the predicated element-wise variant). The mma family
+adds sliced K (slice_k: groups of warps inside a block, each multiplying its share of every pipeline step, their sums
+added in shared memory) for a few rows of C; a configuration stored before slice_k existed lacks it and means 1.
 
 Rules come from the device's limits (threads, shared memory, registers), from the shape (vector loads need rows
 whose length is a multiple of the width; tiles no larger than the problem needs; every split-K slice gets work) and
@@ -25,11 +27,18 @@ from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 
 FAMILY = {"fp32": "simt", "fp64": "simt", "tf32": "mma", "fp16": "mma", "bf16": "mma"}
+# Parameters added after configurations were stored (tuning caches, profiles/defaults): a configuration without one
+# means this value, which generates the kernel it named before.
+PARAM_DEFAULTS = {"slice_k": 1}
 
 BLOCK_MN = (32, 64, 128, 256)
 GROUP_M = (1, 4, 8, 16)
 SIMT_BLOCK_K = (8, 16, 32)
-MMA_BLOCK_K = (16, 32, 64)
+MMA_BLOCK_K = (16, 32, 64, 128, 256)
+DEEP_BLOCK_K = 128  # steps at least this deep only with sliced K (one grid of warps keeps too many addresses live)
+MMA_SHALLOW_BLOCK_K = tuple(bk for bk in MMA_BLOCK_K if bk < DEEP_BLOCK_K)
+SLICE_K = (1, 2, 4, 8)
+SLICED_K_MAX_M = 128  # sliced K (and steps that deep) only for a few rows of C, where output tiles are too few
 SIMT_WARP_M, SIMT_WARP_N = (16, 32, 64), (32, 64)
 MMA_WARP = (16, 32, 64, 128)
 MMA_STAGES = (2, 3, 4, 5)
@@ -68,6 +77,11 @@ class Tiling:
     copy_bytes: int  # bytes per global load (vec · element size)
 
 
+def slice_k_of(config: Mapping[str, Value]) -> int:
+    """The configuration's K-slices of warps (1 where it predates the parameter or its family has none)."""
+    return int(config.get("slice_k", PARAM_DEFAULTS["slice_k"]))
+
+
 def tiling(problem: GemmProblem, config: Mapping[str, Value]) -> Tiling:
     """Derived sizes; mirrors the constants of MmaGemm / SimtGemm in kernels/cuda/."""
     family = str(config["family"])
@@ -82,7 +96,11 @@ def tiling(problem: GemmProblem, config: Mapping[str, Value]) -> Tiling:
         pad_k_rows, pad_n_rows = 8, (4 if tf32 else 8)
         lda_s = bk + pad_k_rows
         b_rows, ldb_s = (bk, bn + pad_n_rows) if problem.layout == "nn" else (bn, bk + pad_k_rows)
-        smem = int(config["stages"]) * (bm * lda_s + b_rows * ldb_s) * elem
+        pipeline = int(config["stages"]) * (bm * lda_s + b_rows * ldb_s) * elem
+        slices = slice_k_of(config)
+        reduction = (slices - 1) * bm * bn * 4  # the other K-slices' fp32 sums, for slice 0 (MmaGemm::REDUCTION_BYTES)
+        smem = max(pipeline, reduction)
+        threads *= slices
         acc = wm * wn // 32
         fragments = (wm // 16) * 4 + (wn // 8) * 2
         staging = 0
@@ -121,17 +139,21 @@ def _limits(target: Target) -> DeviceLimits:
 def _params(problem: GemmProblem) -> tuple[Param, ...]:
     family = FAMILY[problem.dtype]
     simt = family == "simt"
+    sliced = problem.m <= SLICED_K_MAX_M  # elsewhere the space keeps the size it had before sliced K
     return (
         Param("family", (family,), "categorical", "kernel family: simt (FMA) or mma (mma.sync tensor cores)"),
         Param("block_m", BLOCK_MN, doc="rows of C per block"),
         Param("block_n", BLOCK_MN, doc="columns of C per block"),
-        Param("block_k", SIMT_BLOCK_K if simt else MMA_BLOCK_K, doc="depth of one pipeline step"),
+        Param("block_k", SIMT_BLOCK_K if simt else MMA_BLOCK_K if sliced else MMA_SHALLOW_BLOCK_K,
+              doc="depth of one pipeline step"),
         Param("warp_m", SIMT_WARP_M if simt else MMA_WARP, doc="rows of C per warp"),
         Param("warp_n", SIMT_WARP_N if simt else MMA_WARP, doc="columns of C per warp"),
         Param("stages", (2,) if simt else MMA_STAGES, doc="shared-memory pipeline depth (SIMT double-buffers)"),
         Param("split_k", (1,) if problem.dtype == "fp64" else SPLIT_K, doc="slices of K summed in an fp32 workspace"),
         Param("group_m", GROUP_M, doc="tile rows walked column by column (rasterization)"),
         Param("vec", vector_widths(problem.dtype), doc="elements per global load; 1 is the predicated variant"),
+        *(() if simt else (Param("slice_k", SLICE_K if sliced else (1,),
+                                 doc=f"groups of warps sharing each pipeline step's K (M at most {SLICED_K_MAX_M})"),)),
     )
 
 
@@ -203,6 +225,20 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
                     f"K={k} gives {per_slice} of block_k={c['block_k']}")
         return None
 
+    def sliced_k(c) -> str | None:
+        slices = slice_k_of(c)
+        if slices == 1:
+            if c["block_k"] >= DEEP_BLOCK_K:
+                return (f"block_k={c['block_k']} needs slice_k > 1: one group of warps takes steps up to "
+                        f"{DEEP_BLOCK_K // 2} deep")
+            return None
+        instruction_k = 8 if problem.dtype == "tf32" else 16
+        steps = c["block_k"] // instruction_k
+        if steps % slices:
+            return (f"slice_k={slices} must divide the {steps} instruction steps (k={instruction_k}) of "
+                    f"block_k={c['block_k']}")
+        return None
+
     def grouping(c) -> str | None:
         tiles_m = -(-m // c["block_m"])
         if c["group_m"] > 1 and tiles_m <= c["group_m"]:
@@ -210,13 +246,28 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         return None
 
     # Cheap, shape-only rules first: most rejections happen before a tiling is derived.
-    return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, grouping, split_k_slices,
+    if FAMILY[problem.dtype] == "simt":
+        return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, grouping, split_k_slices,
+                pipeline_depth, resources)
+    return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, grouping, sliced_k, split_k_slices,
             pipeline_depth, resources)
+
+
+class CudaGemmSpace(SearchSpace):
+    """The engine's space; a configuration lacking a parameter of PARAM_DEFAULTS is checked with that default."""
+
+    def complete(self, config: Mapping[str, Value]) -> Config:
+        """The configuration with every parameter of this space it lacks set to its default."""
+        missing = {name: value for name, value in PARAM_DEFAULTS.items() if name in self.names and name not in config}
+        return {**config, **missing}
+
+    def why_invalid(self, config: Mapping[str, Value]) -> str | None:
+        return super().why_invalid(self.complete(config))
 
 
 def gemm_space(problem: GemmProblem, target: Target) -> SearchSpace:
     """The space of CUDA GEMM configurations for `problem` on `target` (limits from the target or its architecture)."""
-    return SearchSpace(params=_params(problem), rules=_rules(problem, _limits(target)))
+    return CudaGemmSpace(params=_params(problem), rules=_rules(problem, _limits(target)))
 
 
 # Hand-picked starting points: (block_m, block_n, block_k, warp_m, warp_n, stages), best first for large squares
@@ -288,8 +339,8 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
             for stages in dict.fromkeys((base["stages"], 3, 2)):
                 for vec in space.param("vec").values:
                     for group_m in (8, 4, 1):
-                        c = {**base, "block_k": bk, "stages": stages if family == "mma" else 2, "vec": vec,
-                             "group_m": group_m, "split_k": split_k}
+                        c = space.complete({**base, "block_k": bk, "stages": stages if family == "mma" else 2,
+                                            "vec": vec, "group_m": group_m, "split_k": split_k})
                         if space.why_invalid(c) is None:
                             return c
         return None
@@ -311,13 +362,24 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
                 picks.append(c)
                 break
     if problem.m <= SMALL_M and sm_count and problem.dtype != "fp64":
-        # A few rows of C: the run streams B once and is bound by memory bandwidth, so what matters is enough blocks
-        # in flight on every SM. Narrow tiles, split K until the grid covers the SMs several times over.
+        # A few rows of C: the run streams B once and is bound by memory bandwidth, so what matters is enough bytes
+        # of B in flight on every SM. Narrow tiles, split K until the grid covers the SMs several times over.
         base = {"family": family, "block_m": 32, "block_n": 64, "block_k": 64 if family == "mma" else 16,
                 "warp_m": 32 if family == "mma" else 16, "warp_n": 32, "stages": 4}
         tiles = -(-problem.n // 64)
         split = next((s for s in SPLIT_K if tiles * s >= SMALL_M_WAVES * sm_count), SPLIT_K[-1])
-        c = first_valid(base, split_k=split)
-        if c is not None and c not in picks:
-            picks.insert(0, c)
+        small = [first_valid(base, split_k=split)]
+        if family == "mma":
+            # Better, in one launch: 32-column tiles (one block per SM for N = 4096), each pipeline step 512 bytes
+            # deep (256 16-bit elements) and shared by 8 K-slices of warps, 5 stages: 64 KiB of B in flight per SM
+            # (docs/engine.md, "Small M: sliced K").
+            rows = 32 if problem.m <= 32 else 64
+            depth = 512 // get_dtype(problem.dtype).storage_bytes
+            sliced = {"family": family, "block_m": rows, "block_n": 32, "block_k": depth, "warp_m": 32, "warp_n": 32,
+                      "stages": 5 if rows == 32 else 4}
+            fitting = (first_valid({**sliced, "slice_k": s}) for s in sorted(SLICE_K[1:], reverse=True))
+            small.insert(0, next((c for c in fitting if c is not None), None))
+        for c in reversed(small):
+            if c is not None and c not in picks:
+                picks.insert(0, c)
     return picks[:limit] if limit else picks
