@@ -78,3 +78,16 @@ def test_a_missing_space_module_refuses_rather_than_trusts(monkeypatch, mk_key):
 
     monkeypatch.setattr(spaces, "space_for", absent)
     assert "not available in this installation" in gemm_validator()(mk_key(64), {"tile": 16, "stages": 1})
+
+
+def test_unknown_architecture_keeps_the_real_space_s_own_handling(mk_key):
+    """With the real GEMM space (every family on the stand-in architecture): an mma configuration stored before
+    slice_k existed still validates; a wgmma one too; a value outside the space does not."""
+    key = mk_key(1024, backend="cuda", device_class="Future GPU", arch="sm_999", dtype="fp16")
+    validate = gemm_validator()
+    old_mma = {"family": "mma", "block_m": 128, "block_n": 128, "block_k": 32, "warp_m": 64, "warp_n": 64, "stages": 4,
+               "split_k": 1, "group_m": 8, "vec": 8}
+    assert validate(key, old_mma) is None
+    assert validate(key, {**old_mma, "slice_k": 1}) is None
+    assert "block_m=48" in validate(key, {**old_mma, "block_m": 48})
+

@@ -8,11 +8,12 @@ limits cannot be checked: only the parameter names and values are. CPU keys are 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Callable, Mapping
 
 from tracea_cli.cache.records import CacheKey
 from tracea_cli.errors import TraceaError
-from tracea_cli.space import SearchSpace, Value
+from tracea_cli.space import SearchSpace, UnionSpace, Value
 
 Validator = Callable[[CacheKey, Mapping[str, Value]], "str | None"]
 
@@ -43,10 +44,18 @@ def gemm_validator() -> Validator:
             return found
         space, full = found
         if not full:  # unknown architecture: names and values only
-            space = SearchSpace(params=space.params)
+            space = _without_rules(space)
         return space.why_invalid(config)
 
     return validate
+
+
+def _without_rules(space: SearchSpace | UnionSpace) -> SearchSpace | UnionSpace:
+    """The same space (its class, each family's part) with no rules: parameter names and values are still checked,
+    and a space's own handling of configurations (defaults of later-added parameters) is kept."""
+    if isinstance(space, UnionSpace):
+        return replace(space, parts=tuple(replace(part, rules=()) for part in space.parts))
+    return replace(space, rules=())
 
 
 def _space_for_key(key: CacheKey) -> tuple[SearchSpace, bool] | str:
