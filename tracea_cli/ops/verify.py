@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from tracea_cli.ops.dtypes import array_module, get_dtype
 
 
