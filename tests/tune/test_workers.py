@@ -39,6 +39,28 @@ def test_a_launch_error_retires_its_worker_and_the_next_job_runs_on_a_fresh_one(
 
 
 @pytest.mark.timeout(240)
+def test_jobs_given_as_they_become_ready_are_measured_while_later_ones_are_still_coming():
+    import time
+
+    produced: dict[int, float] = {}
+
+    def ready_one_by_one():  # what setup.jobs does on a GPU: each job once its compile ends
+        for i, x in enumerate([0, 1, 2]):
+            if i:
+                time.sleep(1.5)
+            produced[i] = time.monotonic()
+            yield EvalJob(i, None, {"x": x}, TARGET, TimingPolicy(), seed=i)
+
+    received: dict[int, float] = {}
+    with WorkerPool(FaultyBackend, [None], timeout_s=30.0) as pool:
+        for outcome in pool.run(ready_one_by_one()):
+            received[outcome.job_id] = time.monotonic()
+            assert outcome.evaluation.ok
+    assert sorted(received) == [0, 1, 2]
+    assert received[0] < produced[1] and received[1] < produced[2]  # measured before the next one was ready
+
+
+@pytest.mark.timeout(240)
 def test_jobs_spread_over_every_device():
     from faulty_backend import SlowBackend
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from tracea_cli.backends.base import Evaluation, Status, Target
 from tracea_cli.errors import UsageError
@@ -137,18 +137,21 @@ def pool(plan: Plan, settings) -> WorkerPool:
     return WorkerPool(plan.backend_factory, plan.devices, timeout_s=settings.worker_timeout_s)
 
 
-def jobs(plan: Plan, configs, policy: TimingPolicy, seed: int) -> list[EvalJob]:
-    """Jobs for the pool; CUDA configurations are compiled here, in parallel, ahead of measurement."""
-    artifacts: list[Any] = [None] * len(configs)
-    if plan.target.backend == "cuda":
-        artifacts = _compile_all(plan, configs)
-    return [EvalJob(seed + i, plan.problem, dict(c), plan.target, policy, seed + i, artifact=a)
-            for i, (c, a) in enumerate(zip(configs, artifacts))]
+def jobs(plan: Plan, configs, policy: TimingPolicy, seed: int) -> Iterator[EvalJob]:
+    """Jobs for the pool. CUDA configurations are compiled here, in parallel, and each job is yielded as soon as its
+    compile ends, fastest first: one slow compile (ptxas can take tens of seconds on a large unrolled tile) no longer
+    holds back the measuring of the others. On the CPU the worker compiles."""
+    def job(i: int, config, artifact=None) -> EvalJob:
+        return EvalJob(seed + i, plan.problem, dict(config), plan.target, policy, seed + i, artifact=artifact)
+
+    if plan.target.backend != "cuda":
+        return iter([job(i, c) for i, c in enumerate(configs)])
+    return _compiled_as_ready(plan, list(configs), job)
 
 
-def _compile_all(plan: Plan, configs) -> list[Any]:
+def _compiled_as_ready(plan: Plan, configs: list, job) -> Iterator[EvalJob]:
     """NVRTC through ctypes releases the GIL: a thread pool keeps the compiler busy on every core."""
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from tracea_cli.backends.base import CompileFailed
 
@@ -158,8 +161,14 @@ def _compile_all(plan: Plan, configs) -> list[Any]:
         except CompileFailed:
             return None  # the worker compiles again and records the failure with its log
 
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
-        return list(ex.map(build, configs))
+    executor = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
+    try:
+        futures = {executor.submit(build, c): i for i, c in enumerate(configs)}
+        for done in as_completed(futures):
+            i = futures[done]
+            yield job(i, configs[i], done.result())
+    finally:  # interrupted or finished: nothing waits for compiles nobody will use
+        executor.shutdown(wait=False, cancel_futures=True)
 
 
 def baseline_job(plan: Plan, policy: TimingPolicy) -> EvalJob:

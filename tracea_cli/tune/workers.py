@@ -155,18 +155,27 @@ class WorkerPool:
         return w
 
     def run(self, jobs: Iterable[EvalJob], *, retarget: Callable[[EvalJob, int | None], EvalJob] | None = None) -> Iterator[EvalOutcome]:
-        """Run jobs on free workers; `retarget(job, device)` adapts a job to the device it lands on."""
-        pending = list(jobs)
-        while pending or any(w.job is not None for w in self._workers.values()):
+        """Run jobs on free workers, in the order `jobs` gives them; `retarget(job, device)` adapts a job to the
+        device it lands on. `jobs` may be a generator that yields each job once it is ready (compiled): the next job
+        is asked for only when a worker is free to start it, so measuring begins before the slowest compile ends."""
+        source = iter(jobs)
+        exhausted = False
+        while True:
             for device in self._devices:
                 w = self._worker(device)
-                if w.job is None and pending and w.ready:
-                    job = pending.pop(0)
-                    if retarget is not None:
-                        job = retarget(job, device)
-                    w.job, w.deadline = job, time.monotonic() + self._timeout_s
-                    w.conn.send(job)
-            yield from self._collect(block=bool(pending) or any(w.job for w in self._workers.values()))
+                if w.job is not None or not w.ready or exhausted:
+                    continue
+                job = next(source, None)
+                if job is None:
+                    exhausted = True
+                    continue
+                if retarget is not None:
+                    job = retarget(job, device)
+                w.job, w.deadline = job, time.monotonic() + self._timeout_s
+                w.conn.send(job)
+            if exhausted and not any(w.job is not None for w in self._workers.values()):
+                return
+            yield from self._collect(block=True)
 
     def _collect(self, block: bool) -> Iterator[EvalOutcome]:
         workers = list(self._workers.values())
