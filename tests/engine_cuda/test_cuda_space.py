@@ -65,13 +65,26 @@ def test_shape_rules_explain_themselves(sm90):
     assert "does not divide" in space.why_invalid({**base, "warp_m": 128, "block_m": 64})
     assert "shared memory" in space.why_invalid({**base, "block_n": 256, "block_k": 64, "stages": 5})
     assert "accumulator registers" in space.why_invalid({**base, "warp_m": 128, "warp_n": 128})
-    assert "group_m=16" in gemm_space(GemmProblem(64, 1000, 1000, dtype="fp16"), sm90).why_invalid({**base, "block_m": 32, "warp_m": 32, "group_m": 16, "block_n": 64, "warp_n": 64})
+    wide = {**base, "vec": 8}  # aligned problems below: 16-byte copies
+    assert "group_m=16" in gemm_space(GemmProblem(64, 1000, 1000, dtype="fp16"), sm90).why_invalid({**wide, "block_m": 32, "warp_m": 32, "group_m": 16, "block_n": 64, "warp_n": 64})
     tiny = gemm_space(GemmProblem(17, 17, 17, dtype="fp16"), sm90)
     assert "larger than M=17" in tiny.why_invalid(base)
     assert "slice without work" in gemm_space(GemmProblem(1024, 1024, 80, dtype="fp16"), sm90).why_invalid(
-        {**base, "block_k": 16, "split_k": 4, "stages": 2})
+        {**wide, "block_k": 16, "split_k": 4, "stages": 2})
     assert "steps per slice" in gemm_space(GemmProblem(1024, 1024, 64, dtype="fp16"), sm90).why_invalid(
-        {**base, "stages": 4})
+        {**wide, "stages": 4})
+
+
+def test_element_wise_copies_only_where_rows_allow_nothing_wider(sm90):
+    base = {"family": "mma", "block_m": 32, "block_n": 64, "block_k": 64, "warp_m": 32, "warp_n": 64, "stages": 5,
+            "split_k": 1, "group_m": 1, "vec": 1}
+    aligned = gemm_space(GemmProblem(4096, 4096, 4096, dtype="fp16"), sm90)
+    assert "allow vec=2 (4-byte copies) or wider" in aligned.why_invalid(base)  # 15 s of ptxas for nothing
+    assert aligned.why_invalid({**base, "vec": 2}) is None
+    assert gemm_space(GemmProblem(4096, 4096, 777, dtype="fp16"), sm90).why_invalid(base) is None  # odd K: no choice
+    assert gemm_space(GemmProblem(4096, 777, 4096, dtype="bf16"), sm90).why_invalid(base) is None  # nn, odd N
+    assert "allow vec=2" in gemm_space(GemmProblem(4096, 777, 4096, dtype="bf16", layout="nt"), sm90).why_invalid(base)
+    assert gemm_space(GemmProblem(4096, 4096, 4096, dtype="tf32"), sm90).why_invalid(base) is None  # 4-byte elements
 
 
 def test_fp64_does_not_split_k_and_simt_double_buffers(sm90):

@@ -190,6 +190,16 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
             return f"vec={vec} loads need N to be a multiple of {vec} (rows of B); N={n}"
         return None
 
+    def element_copies(c) -> str | None:
+        # cp.async moves 4 bytes at least: narrower mma copies go one 16-bit element at a time through registers,
+        # slow to run and, on large tiles, 15-25 s for ptxas. Kept only for rows that allow nothing wider.
+        if c["family"] != "mma" or c["vec"] * get_dtype(problem.dtype).storage_bytes >= 4:
+            return None
+        if k % 2 == 0 and (problem.layout == "nt" or n % 2 == 0):
+            return (f"vec={c['vec']} copies single 16-bit elements through registers; K={k}"
+                    f"{'' if problem.layout == 'nt' else f' and N={n}'} allow vec=2 (4-byte copies) or wider")
+        return None
+
     def resources(c) -> str | None:
         t = tiling(problem, c)
         if t.threads > limits.max_threads_per_block:
@@ -249,8 +259,8 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
     if FAMILY[problem.dtype] == "simt":
         return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, grouping, split_k_slices,
                 pipeline_depth, resources)
-    return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, grouping, sliced_k, split_k_slices,
-            pipeline_depth, resources)
+    return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, element_copies, grouping, sliced_k,
+            split_k_slices, pipeline_depth, resources)
 
 
 class CudaGemmSpace(SearchSpace):
