@@ -381,13 +381,15 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
         small = [first_valid(base, split_k=split)]
         if family == "mma":
             # Better, in one launch: 32-column tiles (one block per SM for N = 4096), each pipeline step 512 bytes
-            # deep (256 16-bit elements) and shared by 8 K-slices of warps, 5 stages: 64 KiB of B in flight per SM
-            # (docs/engine.md, "Small M: sliced K").
+            # deep (256 16-bit elements) and shared by K-slices of warps, 5 stages: 64 KiB of B in flight per SM
+            # (docs/engine.md, "Small M: sliced K"). For up to 32 rows, 16 x 32 warp tiles in 4 K-slices (8 warps)
+            # measured fastest on the H200 (docs/results/gemm_small_m_h200.md).
             rows = 32 if problem.m <= 32 else 64
             depth = 512 // get_dtype(problem.dtype).storage_bytes
-            sliced = {"family": family, "block_m": rows, "block_n": 32, "block_k": depth, "warp_m": 32, "warp_n": 32,
-                      "stages": 5 if rows == 32 else 4}
-            fitting = (first_valid({**sliced, "slice_k": s}) for s in sorted(SLICE_K[1:], reverse=True))
+            sliced = {"family": family, "block_m": rows, "block_n": 32, "block_k": depth,
+                      "warp_m": 16 if rows == 32 else 32, "warp_n": 32, "stages": 5 if rows == 32 else 4}
+            order = (4, 8, 2) if rows == 32 else (8, 4, 2)
+            fitting = (first_valid({**sliced, "slice_k": s}) for s in order)
             small.insert(0, next((c for c in fitting if c is not None), None))
         for c in reversed(small):
             if c is not None and c not in picks:
