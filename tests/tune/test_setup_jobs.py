@@ -1,10 +1,15 @@
-"""setup.jobs on a GPU target: configurations compiled in parallel, each job handed over as soon as its compile ends."""
+"""tune.setup: GPU jobs handed over as their compiles end, CPU jobs compiled in the worker, several GPUs of one kind."""
 
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
+
+import pytest
 
 from tracea_cli.backends.base import Artifact, CompileFailed, Target
+from tracea_cli.doctor.profile import GpuInfo
+from tracea_cli.errors import UsageError
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.timing import TimingPolicy
 from tracea_cli.tune import setup
@@ -39,3 +44,16 @@ def test_cpu_jobs_are_compiled_in_the_worker():
                       SlowCompiler, key=None)
     jobs = list(setup.jobs(plan, [{"x": 0}, {"x": 1}], TimingPolicy(), seed=0))
     assert [j.config["x"] for j in jobs] == [0, 1] and all(j.artifact is None for j in jobs)
+
+
+def test_several_gpus_tune_together_only_when_they_are_the_same_kind():
+    def gpu(i, kind):
+        return GpuInfo(vendor="nvidia", name=kind, device_class=f"{kind} | sm_90 | 132 SMs", cuda_index=i)
+
+    same = SimpleNamespace(cuda_gpus=(gpu(0, "NVIDIA H200"), gpu(1, "NVIDIA H200")))
+    setup.check_one_device_class(same, (0, 1))
+    mixed = SimpleNamespace(cuda_gpus=(gpu(0, "NVIDIA H200"), gpu(1, "NVIDIA H100")))
+    setup.check_one_device_class(mixed, (1,))
+    with pytest.raises(UsageError) as e:
+        setup.check_one_device_class(mixed, (0, 1))
+    assert "different kinds" in e.value.message and "H100" in e.value.message and e.value.exit_code == 2

@@ -87,6 +87,7 @@ def plan(request, settings) -> Plan:
     profile = load_or_make_profile(settings)
     if backend_name == "cuda":
         devices: tuple[int | None, ...] = parse_devices(request.devices, len(profile.cuda_gpus))
+        check_one_device_class(profile, devices)
         target = cuda_target(profile, devices[0])
     else:
         if request.devices not in (None, "", "cpu"):
@@ -102,6 +103,18 @@ def plan(request, settings) -> Plan:
     )
     peak = ceiling_from_profile(profile, backend=backend_name, dtype=problem.dtype, device_index=target.device_index)
     return Plan(problem, target, devices, backend, factory, key, peak.flops_per_s)
+
+
+def check_one_device_class(profile, devices) -> None:
+    """Several GPUs tune one problem together only when they are the same kind: a tuning result (its cache key,
+    its times) belongs to one device class."""
+    from tracea_cli.doctor.profile import cuda_gpu
+
+    classes = {i: cuda_gpu(profile, i).device_class for i in devices}
+    if len(set(classes.values())) > 1:
+        kinds = "; ".join(f"{i}: {c}" for i, c in classes.items())
+        raise UsageError(f"--device names GPUs of different kinds ({kinds}), and a tuning result belongs to one kind.",
+                         "Tune each kind on its own, e.g. --device 0 and then --device 1.")
 
 
 def toolchain(backend: str) -> dict[str, str]:
