@@ -16,18 +16,14 @@ results file (date, device, command, versions, every figure) and optionally the 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import shlex
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tracea_cli.backends import nvrtc  # noqa: E402
-from tracea_cli.backends.base import CompileFailed, Evaluation  # noqa: E402
+from tracea_cli.backends.base import CompileFailed  # noqa: E402
 from tracea_cli.backends.cuda import device_target  # noqa: E402
 from tracea_cli.backends.cuda_gemm import CudaGemmBackend  # noqa: E402
 from tracea_cli.ops.gemm.cuda_space import hand_picked  # noqa: E402
@@ -35,18 +31,13 @@ from tracea_cli.ops.gemm.hopper_space import default_config, hopper_space  # noq
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.stats import summarize  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
+from gpu_run import describe, median_ms, run_meta, write_report  # noqa: E402
 
 POLICY = TimingPolicy(warmup=5, min_samples=20, max_samples=60, target_cv=0.01, max_seconds=1.5)
 # Targets of issue 3: the best hand-picked configuration's share of cuBLAS at 4096^3 (fp64: no target).
 TARGETS = {"fp16": 0.5, "bf16": 0.5, "tf32": 0.5, "fp32": 0.7}
 
 
-def median_ms(ev: Evaluation) -> float | None:
-    return summarize(ev.samples.times_ms).median if ev.ok and ev.samples else None
-
-
-def describe(config) -> str:
-    return " ".join(f"{k}={v}" for k, v in config.items())
 
 
 def best_of(rows: list[dict], families=None) -> dict | None:
@@ -164,23 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-wgmma", action="store_true", help="leave the wgmma family's default configuration out")
     args = parser.parse_args(argv)
 
-    import cupy
-
     target = device_target(0)
     backend = CudaGemmBackend()
-    props = cupy.cuda.runtime.getDeviceProperties(0)
-    meta = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
-        "driver": cupy.cuda.runtime.driverGetVersion(),
-        "runtime": cupy.cuda.runtime.runtimeGetVersion(),
-        "command": "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]),
-        "generator": __import__("tracea_cli.backends.cuda", fromlist=["GENERATOR_VERSION"]).GENERATOR_VERSION,
-        "nvrtc": nvrtc.version(),
-        "cupy": cupy.__version__,
-        "python": platform.python_version(),
-        "target": {"device_class": target.device_class, "arch": target.arch},
-    }
+    meta = run_meta(target, argv)
     results = []
     for dtype in args.dtypes.split(","):
         for layout in args.layouts.split(","):
@@ -193,11 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(bench_problem(backend, problem, target, configs, log=lambda s: print(s, flush=True)))
             r = results[-1]
             print(f"  best share of cuBLAS: {r['ratio'] and round(r['ratio'], 3)}", flush=True)
-            # written after every problem, so that a run cut short still leaves what it measured
-            args.output.parent.mkdir(parents=True, exist_ok=True)
-            args.output.write_text(render(results, meta))
-            if args.json:
-                args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+            write_report(results, meta, render, args.output, args.json)
     print(f"wrote {args.output}")
     return 0
 

@@ -16,24 +16,22 @@ every candidate for sm_90 here and print its resources.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import shlex
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tracea_cli.backends import nvrtc  # noqa: E402
-from tracea_cli.backends.base import CompileFailed, Evaluation  # noqa: E402
+from tracea_cli.backends.base import CompileFailed  # noqa: E402
 from tracea_cli.backends.cuda_gemm import CudaGemmBackend  # noqa: E402
 from tracea_cli.ops.dtypes import get_dtype  # noqa: E402
 from tracea_cli.ops.gemm.cuda_space import gemm_space, hand_picked, vector_widths  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.stats import summarize  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
+from gpu_run import describe, median_ms, run_meta, write_report  # noqa: E402
 
 POLICY = TimingPolicy(warmup=10, min_samples=30, max_samples=100, target_cv=0.01, max_seconds=1.0)
 COPY_RATE = 4.19e12  # bytes/s, the H200's measured device copy rate (docs/hopper-notes.md)
@@ -92,17 +90,11 @@ def candidates(problem: GemmProblem, target) -> tuple[list[dict], list[str]]:
     return configs, notes
 
 
-def describe(config) -> str:
-    return " ".join(f"{k}={v}" for k, v in config.items())
-
 
 def floor_ms(problem: GemmProblem) -> float:
     elem = get_dtype(problem.dtype).storage_bytes
     return (problem.m * problem.k + problem.k * problem.n + problem.m * problem.n) * elem / COPY_RATE * 1e3
 
-
-def median_ms(ev: Evaluation) -> float | None:
-    return summarize(ev.samples.times_ms).median if ev.ok and ev.samples else None
 
 
 def compile_all(backend: CudaGemmBackend, jobs: list[tuple[GemmProblem, dict]], target) -> list[tuple]:
@@ -244,25 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.output is None:
         parser.error("OUTPUT.md is needed unless --dry-run")
 
-    import cupy
-
-    from tracea_cli.backends.cuda import GENERATOR_VERSION, device_target
+    from tracea_cli.backends.cuda import device_target
 
     target = device_target(0)
     backend = CudaGemmBackend()
-    props = cupy.cuda.runtime.getDeviceProperties(0)
-    meta = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
-        "driver": cupy.cuda.runtime.driverGetVersion(),
-        "runtime": cupy.cuda.runtime.runtimeGetVersion(),
-        "command": "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]),
-        "generator": GENERATOR_VERSION,
-        "nvrtc": nvrtc.version(),
-        "cupy": cupy.__version__,
-        "python": platform.python_version(),
-        "target": {"device_class": target.device_class, "arch": target.arch},
-    }
+    meta = run_meta(target, argv)
     plans = [(problem, *candidates(problem, target)) for problem in PROBLEMS]
     jobs = [(problem, c) for problem, configs, _ in plans for c in configs]
     t0 = time.perf_counter()
@@ -277,11 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         best = results[-1]["best"]
         print(f"  best: {best and round(best['median_ms'], 4)} ms, ratio {best and best['ratio'] and round(best['ratio'], 2)}",
               flush=True)
-        # written after every problem, so that a run cut short still leaves what it measured
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(render(results, meta))
-        if args.json:
-            args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+        write_report(results, meta, render, args.output, args.json)
     print(f"wrote {args.output}")
     return 0
 
