@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tracea_cli.backends.base import CompileFailed  # noqa: E402
 from tracea_cli.backends.cuda import device_target  # noqa: E402
 from tracea_cli.backends.cuda_gemm import CudaGemmBackend  # noqa: E402
 from tracea_cli.ops.gemm.cuda_space import hand_picked  # noqa: E402
@@ -31,7 +29,7 @@ from tracea_cli.ops.gemm.hopper_space import default_config, hopper_space  # noq
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.stats import summarize  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
-from gpu_run import describe, median_ms, run_meta, write_report  # noqa: E402
+from gpu_run import compile_all, describe, median_ms, num, provenance_lines, run_meta, write_report  # noqa: E402
 
 POLICY = TimingPolicy(warmup=5, min_samples=20, max_samples=60, target_cv=0.01, max_seconds=1.5)
 # Targets of issue 3: the best hand-picked configuration's share of cuBLAS at 4096^3 (fp64: no target).
@@ -46,14 +44,7 @@ def best_of(rows: list[dict], families=None) -> dict | None:
 
 
 def bench_problem(backend: CudaGemmBackend, problem: GemmProblem, target, configs, *, log) -> dict:
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        def build(config):
-            try:
-                return backend.compile(problem, config, target), ""
-            except CompileFailed as e:
-                return None, str(e)
-
-        built = list(pool.map(build, configs))
+    built = compile_all(backend, [(problem, c) for c in configs], target)
     name, before = backend.baseline(problem, target, policy=POLICY, seed=1)
     log(f"  {name}: {before.status.value} {median_ms(before)} ms {before.reason}")
     rows = []
@@ -93,17 +84,11 @@ def bench_problem(backend: CudaGemmBackend, problem: GemmProblem, target, config
     }
 
 
-def _num(x: float | None, digits: int) -> str:
-    return "" if x is None else f"{x:.{digits}f}"
-
-
 def render(results: list[dict], meta: dict) -> str:
     lines = [
         "# CUDA GEMM engine against cuBLAS",
         "",
-        f"- date: {meta['date']}",
-        f"- device: {meta['device']} (driver {meta['driver']}, CUDA runtime {meta['runtime']})",
-        f"- command: `{meta['command']}`",
+        *provenance_lines(meta),
         f"- versions: tracea engine (kernels/cuda, generator {meta['generator']}), NVRTC {meta['nvrtc']}, "
         f"CuPy {meta['cupy']}, Python {meta['python']}",
         "- method: every configuration is checked against the float64 reference (fresh random inputs, output "
@@ -122,9 +107,9 @@ def render(results: list[dict], meta: dict) -> str:
         best = r["best"] or {}
         ratio, target = r["ratio"], r["target"]
         met = "—" if target is None or ratio is None else ("yes" if ratio >= target else "no")
-        before, after = (_num(x, 4) or "failed" for x in r["baseline_ms"])
-        cells = [p.label, f"{before} / {after}", _num(r["baseline_tflops"], 1), _num(best.get("median_ms"), 4),
-                 _num(best.get("tflops"), 1), best.get("config", {}).get("family", "—"),
+        before, after = (num(x, 4) or "failed" for x in r["baseline_ms"])
+        cells = [p.label, f"{before} / {after}", num(r["baseline_tflops"], 1), num(best.get("median_ms"), 4),
+                 num(best.get("tflops"), 1), best.get("config", {}).get("family", "—"),
                  "—" if ratio is None else f"{100 * ratio:.1f}%",
                  "—" if r.get("engine_ratio") is None else f"{100 * r['engine_ratio']:.1f}%",
                  "—" if target is None else f"{100 * target:.0f}%", met]
@@ -136,8 +121,8 @@ def render(results: list[dict], meta: dict) -> str:
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for row in r["rows"]:
             status = row["status"] + (": " + row["reason"][:120] if row.get("reason") else "")
-            cells = [describe(row["config"]), status, _num(row.get("median_ms"), 4), _num(row.get("cv"), 4),
-                     str(row.get("n", 0)), _num(row.get("tflops"), 1),
+            cells = [describe(row["config"]), status, num(row.get("median_ms"), 4), num(row.get("cv"), 4),
+                     str(row.get("n", 0)), num(row.get("tflops"), 1),
                      "" if row.get("rel_error") is None else f"{row['rel_error']:.2e}",
                      str(row.get("registers", "")), str(row.get("spill_bytes", "")), str(row.get("smem_bytes", ""))]
             lines.append("| " + " | ".join(cells) + " |")

@@ -18,20 +18,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tracea_cli.backends.base import CompileFailed  # noqa: E402
 from tracea_cli.backends.cuda_gemm import CudaGemmBackend  # noqa: E402
 from tracea_cli.ops.dtypes import get_dtype  # noqa: E402
 from tracea_cli.ops.gemm.cuda_space import gemm_space, hand_picked, vector_widths  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.stats import summarize  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
-from gpu_run import describe, median_ms, run_meta, write_report  # noqa: E402
+from gpu_run import compile_all, describe, median_ms, num, provenance_lines, run_meta, write_report  # noqa: E402
 
 POLICY = TimingPolicy(warmup=10, min_samples=30, max_samples=100, target_cv=0.01, max_seconds=1.0)
 COPY_RATE = 4.19e12  # bytes/s, the H200's measured device copy rate (docs/hopper-notes.md)
@@ -97,19 +95,6 @@ def floor_ms(problem: GemmProblem) -> float:
 
 
 
-def compile_all(backend: CudaGemmBackend, jobs: list[tuple[GemmProblem, dict]], target) -> list[tuple]:
-    """(artifact or None, error) per job, compiled 16 at a time."""
-    def build(job):
-        problem, config = job
-        try:
-            return backend.compile(problem, config, target), ""
-        except CompileFailed as e:
-            return None, str(e)
-
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        return list(pool.map(build, jobs))
-
-
 def resources_of(artifact) -> dict:
     r = artifact.resources
     return {"registers": r.get("registers"), "spill_bytes": r.get("spill_store_bytes"),
@@ -149,17 +134,11 @@ def bench_problem(backend, problem, target, configs, built, *, log) -> dict:
             "best": best and {"config": best["config"], "median_ms": best["median_ms"], "ratio": best["ratio"]}}
 
 
-def _num(x, digits: int) -> str:
-    return "" if x is None else f"{x:.{digits}f}"
-
-
 def render(results: list[dict], meta: dict) -> str:
     lines = [
         "# Small-M GEMM: sliced K against cuBLAS",
         "",
-        f"- date: {meta['date']}",
-        f"- device: {meta['device']} (driver {meta['driver']}, CUDA runtime {meta['runtime']})",
-        f"- command: `{meta['command']}`",
+        *provenance_lines(meta),
         f"- versions: NVRTC {meta['nvrtc']}, CuPy {meta['cupy']}, Python {meta['python']}",
         "- method: every candidate is checked against the float64 reference (fresh random inputs, output poisoned "
         f"with NaN) before it is timed; CUDA events, L2 flushed between samples, {POLICY.warmup} warm-up runs, "
@@ -174,9 +153,9 @@ def render(results: list[dict], meta: dict) -> str:
     ]
     for r in results:
         best = r["best"] or {}
-        before, after = (_num(x, 4) or "failed" for x in r["baseline_ms"])
-        lines.append(f"| {r['label']} | {_num(r['floor_ms'], 4)} | {before} / {after} | "
-                     f"{_num(best.get('median_ms'), 4)} | {_num(best.get('ratio'), 2)} | "
+        before, after = (num(x, 4) or "failed" for x in r["baseline_ms"])
+        lines.append(f"| {r['label']} | {num(r['floor_ms'], 4)} | {before} / {after} | "
+                     f"{num(best.get('median_ms'), 4)} | {num(best.get('ratio'), 2)} | "
                      f"{describe(best['config']) if best else '—'} |")
     for r in results:
         lines += ["", f"## {r['label']}", "", "cuBLAS: " + ", ".join(r["baseline_status"]), "",
@@ -186,8 +165,8 @@ def render(results: list[dict], meta: dict) -> str:
         for row in r["rows"]:
             status = row["status"] + (": " + row["reason"][:120] if row.get("reason") else "")
             share = r["floor_ms"] / row["median_ms"] if row.get("median_ms") else None
-            cells = [describe(row["config"]), status, _num(row.get("median_ms"), 4), _num(row.get("cv"), 3),
-                     str(row.get("n", 0)), _num(row.get("ratio"), 2), "" if share is None else f"{100 * share:.0f}%",
+            cells = [describe(row["config"]), status, num(row.get("median_ms"), 4), num(row.get("cv"), 3),
+                     str(row.get("n", 0)), num(row.get("ratio"), 2), "" if share is None else f"{100 * share:.0f}%",
                      "" if row.get("rel_error") is None else f"{row['rel_error']:.2e}", str(row.get("threads", "")),
                      str(row.get("registers", "")), str(row.get("spill_bytes", "")), str(row.get("smem_bytes", ""))]
             lines.append("| " + " | ".join(cells) + " |")
@@ -198,8 +177,9 @@ def render(results: list[dict], meta: dict) -> str:
 
 def dry_run() -> int:
     """Compile every candidate for sm_90 here (no GPU) and print its resources."""
-    from tracea_cli.backends.archs import limits_for
     from dataclasses import replace
+
+    from tracea_cli.backends.archs import limits_for
     from tracea_cli.backends.base import Target
 
     target = Target(backend="cuda", device_class="H200 (dry run)", arch="sm_90",

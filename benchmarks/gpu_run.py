@@ -1,5 +1,5 @@
 """Pieces the GPU benchmark scripts share: the run's provenance (date, device, versions, command), a configuration
-and a median in one line each, and writing the report after every problem (a run cut short keeps what it measured).
+and a median in one line each, compiling candidates in parallel, and writing the report after every problem (a run cut short keeps what it measured).
 Not a script: `gemm_engine.py` and `gemm_small_m.py` import it."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from tracea_cli.backends.base import Evaluation
+from tracea_cli.backends.base import CompileFailed, Evaluation
 from tracea_cli.stats import summarize
 
 
@@ -36,6 +36,33 @@ def run_meta(target: Any, argv: list[str] | None) -> dict[str, Any]:
         "python": platform.python_version(),
         "target": {"device_class": target.device_class, "arch": target.arch},
     }
+
+
+def provenance_lines(meta: dict[str, Any]) -> list[str]:
+    """The report's first facts: when, on what, by which command."""
+    return [f"- date: {meta['date']}",
+            f"- device: {meta['device']} (driver {meta['driver']}, CUDA runtime {meta['runtime']})",
+            f"- command: `{meta['command']}`"]
+
+
+def compile_all(backend: Any, jobs: list[tuple[Any, dict]], target: Any) -> list[tuple[Any, str]]:
+    """(artifact or None, compile error) per (problem, configuration), 16 compiles at a time (NVRTC releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def build(job):
+        problem, config = job
+        try:
+            return backend.compile(problem, config, target), ""
+        except CompileFailed as e:
+            return None, str(e)
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        return list(pool.map(build, jobs))
+
+
+def num(x: float | None, digits: int) -> str:
+    """A figure with `digits` decimals, or nothing when it was not measured."""
+    return "" if x is None else f"{x:.{digits}f}"
 
 
 def describe(config) -> str:
