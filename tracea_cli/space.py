@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Iterable, Iterator, Literal, Mapping, Sequence
 
 Value = int | float | str | bool
@@ -24,6 +25,7 @@ class Param:
     values: tuple[Value, ...]
     kind: Literal["ordinal", "categorical"] = "ordinal"
     doc: str = ""
+    default: Value | None = None  # what a configuration lacking it means (one stored before the parameter existed)
 
     def __post_init__(self) -> None:
         if not self.values:
@@ -57,8 +59,20 @@ class SearchSpace:
     def param(self, name: str) -> Param:
         return _find(self.params, name)
 
+    @cached_property
+    def _defaults(self) -> dict[str, Value]:
+        return {p.name: p.default for p in self.params if p.default is not None}
+
+    def complete(self, config: Mapping[str, Value]) -> Mapping[str, Value]:
+        """`config` with each parameter it lacks that has a default set to that default."""
+        if all(name in config for name in self._defaults):
+            return config
+        return {**config, **{name: value for name, value in self._defaults.items() if name not in config}}
+
     def why_invalid(self, config: Mapping[str, Value]) -> str | None:
-        """None if `config` is in the space and passes every rule, else a sentence saying why not."""
+        """None if `config` (completed with the defaults of parameters it lacks) is in the space and passes every
+        rule, else a sentence saying why not."""
+        config = self.complete(config)
         for p in self.params:
             if p.name not in config:
                 return f"parameter {p.name} is missing"

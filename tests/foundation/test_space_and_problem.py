@@ -122,3 +122,14 @@ def test_every_strategy_searches_a_union_of_families():
                 s.tell(i, 1.0 / c["tile"] if c["family"] == "wgmma" else float(c["tile"]))
                 seen.add(i)
         assert seen == set(range(len(cands)))
+
+
+def test_a_parameter_with_a_default_may_be_missing_from_a_configuration():
+    from tracea_cli.space import Param, SearchSpace
+
+    space = SearchSpace(params=(Param("tile", (16, 32)), Param("slices", (1, 2), default=1)),
+                        rules=(lambda c: "two slices need 32" if c["slices"] == 2 and c["tile"] != 32 else None,))
+    assert space.why_invalid({"tile": 16}) is None  # stored before "slices" existed: means slices=1
+    assert space.complete({"tile": 16}) == {"tile": 16, "slices": 1}
+    assert "two slices" in space.why_invalid({"tile": 16, "slices": 2})
+    assert "parameter tile is missing" in space.why_invalid({"slices": 1})

@@ -27,9 +27,6 @@ from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 
 FAMILY = {"fp32": "simt", "fp64": "simt", "tf32": "mma", "fp16": "mma", "bf16": "mma"}
-# Parameters added after configurations were stored (tuning caches, profiles/defaults): a configuration without one
-# means this value, which generates the kernel it named before.
-PARAM_DEFAULTS = {"slice_k": 1}
 
 BLOCK_MN = (32, 64, 128, 256)
 GROUP_M = (1, 4, 8, 16)
@@ -38,6 +35,9 @@ MMA_BLOCK_K = (16, 32, 64, 128, 256)
 DEEP_BLOCK_K = 128  # steps at least this deep only with sliced K (one grid of warps keeps too many addresses live)
 MMA_SHALLOW_BLOCK_K = tuple(bk for bk in MMA_BLOCK_K if bk < DEEP_BLOCK_K)
 SLICE_K = (1, 2, 4, 8)
+# slice_k came after configurations were stored (tuning caches, profiles/defaults): one without it means 1, the kernel
+# it named before.
+SLICE_K_DEFAULT = 1
 SLICED_K_MAX_M = 128  # sliced K (and steps that deep) only for a few rows of C, where output tiles are too few
 SIMT_WARP_M, SIMT_WARP_N = (16, 32, 64), (32, 64)
 MMA_WARP = (16, 32, 64, 128)
@@ -79,7 +79,7 @@ class Tiling:
 
 def slice_k_of(config: Mapping[str, Value]) -> int:
     """The configuration's K-slices of warps (1 where it predates the parameter or its family has none)."""
-    return int(config.get("slice_k", PARAM_DEFAULTS["slice_k"]))
+    return int(config.get("slice_k", SLICE_K_DEFAULT))
 
 
 def tiling(problem: GemmProblem, config: Mapping[str, Value]) -> Tiling:
@@ -152,7 +152,7 @@ def _params(problem: GemmProblem) -> tuple[Param, ...]:
         Param("split_k", (1,) if problem.dtype == "fp64" else SPLIT_K, doc="slices of K summed in an fp32 workspace"),
         Param("group_m", GROUP_M, doc="tile rows walked column by column (rasterization)"),
         Param("vec", vector_widths(problem.dtype), doc="elements per global load; 1 is the predicated variant"),
-        *(() if simt else (Param("slice_k", SLICE_K if sliced else (1,),
+        *(() if simt else (Param("slice_k", SLICE_K if sliced else (SLICE_K_DEFAULT,), default=SLICE_K_DEFAULT,
                                  doc=f"groups of warps sharing each pipeline step's K (M at most {SLICED_K_MAX_M})"),)),
     )
 
@@ -263,21 +263,9 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
             split_k_slices, pipeline_depth, resources)
 
 
-class CudaGemmSpace(SearchSpace):
-    """The engine's space; a configuration lacking a parameter of PARAM_DEFAULTS is checked with that default."""
-
-    def complete(self, config: Mapping[str, Value]) -> Config:
-        """The configuration with every parameter of this space it lacks set to its default."""
-        missing = {name: value for name, value in PARAM_DEFAULTS.items() if name in self.names and name not in config}
-        return {**config, **missing}
-
-    def why_invalid(self, config: Mapping[str, Value]) -> str | None:
-        return super().why_invalid(self.complete(config))
-
-
 def gemm_space(problem: GemmProblem, target: Target) -> SearchSpace:
     """The space of CUDA GEMM configurations for `problem` on `target` (limits from the target or its architecture)."""
-    return CudaGemmSpace(params=_params(problem), rules=_rules(problem, _limits(target)))
+    return SearchSpace(params=_params(problem), rules=_rules(problem, _limits(target)))
 
 
 # Hand-picked starting points: (block_m, block_n, block_k, warp_m, warp_n, stages), best first for large squares
