@@ -39,3 +39,17 @@ def test_bench_one_problem_on_the_gpu_against_cublas(gpu, tmp_path, dtype):
         assert r["status"] == "ok" and r["n"] >= 15 and r["rel_error"] <= get_dtype(dtype).bound
         assert r["flops_per_s"] == pytest.approx(2 * 1024**3 / (r["median_ms"] / 1e3))
     assert tuned["speedup"]["low"] <= tuned["speedup"]["estimate"] <= tuned["speedup"]["high"]
+
+
+@pytest.mark.parametrize("dtype,layout", [("fp16", "nn"), ("bf16", "nt"), ("tf32", "nn")])
+def test_torch_baseline_checks_on_the_gpu(gpu, dtype, layout):
+    pytest.importorskip("torch", reason="--baseline torch needs PyTorch")
+    from tracea_cli.backends.cuda import device_target
+    from tracea_cli.bench.baselines import torch_gemm
+    from tracea_cli.ops.gemm.problem import GemmProblem
+    from tracea_cli.timing import TimingPolicy
+
+    name, ev = torch_gemm(GemmProblem(1000, 777, 513, dtype, layout), device_target(0),
+                          policy=TimingPolicy(warmup=1, min_samples=5, max_samples=5), seed=3)
+    assert name == "torch" and ev.ok, ev.reason
+    assert 0 < ev.rel_error <= get_dtype(dtype).bound and len(ev.samples.times_ms) == 5

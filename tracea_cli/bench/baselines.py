@@ -72,25 +72,43 @@ _TORCH_DTYPES = {"fp64": "float64", "fp32": "float32", "tf32": "float32", "fp16"
 
 
 def torch_gemm(problem: GemmProblem, target: Target, *, policy: TimingPolicy, seed: int) -> tuple[str, Evaluation]:
-    """torch.matmul on the target's device (TF32 allowed only for tf32); L2 flushed between samples on a GPU."""
-    import numpy as np
+    """torch.matmul on the target's device (TF32 allowed only for tf32); L2 flushed between samples on a GPU.
+
+    On a GPU the inputs and the float64 reference are made there (CuPy) and handed to torch through DLPack, and the
+    check runs there too: at 8192³ a host reference would take seconds."""
     import torch
 
-    inputs = make_inputs(problem, np.random.default_rng(seed))
-    ref = reference(problem, inputs)
     gpu = target.backend == "cuda"
     device = torch.device(f"cuda:{target.device_index or 0}") if gpu else torch.device("cpu")
     dt = getattr(torch, _TORCH_DTYPES[problem.dtype])
-    a = torch.from_numpy(np.ascontiguousarray(inputs.a)).to(device=device, dtype=dt)
-    b = torch.from_numpy(np.ascontiguousarray(inputs.b)).to(device=device, dtype=dt)
+    if gpu:
+        import cupy
+
+        with cupy.cuda.Device(target.device_index or 0):
+            inputs = make_inputs(problem, cupy.random.RandomState(seed))
+            ref = reference(problem, inputs)
+            cupy.cuda.get_current_stream().synchronize()
+        a, b = (torch.from_dlpack(x).to(dtype=dt) for x in (inputs.a, inputs.b))
+    else:
+        import numpy as np
+
+        inputs = make_inputs(problem, np.random.default_rng(seed))
+        ref = reference(problem, inputs)
+        a, b = (torch.from_numpy(np.ascontiguousarray(x)).to(dtype=dt) for x in (inputs.a, inputs.b))
     rhs = b if problem.layout == "nn" else b.t()
     prior = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = problem.dtype == "tf32"
     try:
         out = torch.matmul(a, rhs)
+        out64 = out.to(torch.float64)
         if gpu:
             torch.cuda.synchronize(device)
-        verdict = check(out.to(torch.float64).cpu().numpy(), ref, problem.dtype)
+            import cupy
+
+            with cupy.cuda.Device(target.device_index or 0):
+                verdict = check(cupy.from_dlpack(out64), ref, problem.dtype)
+        else:
+            verdict = check(out64.numpy(), ref, problem.dtype)
         if not verdict.ok:
             return "torch", Evaluation(Status.WRONG_RESULT, reason=verdict.reason, rel_error=verdict.rel_error)
         if gpu:
