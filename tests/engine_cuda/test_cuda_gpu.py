@@ -125,4 +125,4 @@ def test_a_wrong_kernel_is_reported_not_timed(gpu_target):
     assert ev.status is Status.LAUNCH_ERROR and ev.reason
     ev = backend.evaluate(good, problem, gpu_target, policy=QUICK, seed=5)  # and the device is still usable
     assert ev.status is Status.OK, ev.reason
-    assert isinstance(good, Artifact) and cuda.grid_extent("tiles", good.launch, 256, 256) >= 1
+    assert isinstance(good, Artifact) and cuda.grid_extent("tiles", good.launch, 256, 256, 256) >= 1

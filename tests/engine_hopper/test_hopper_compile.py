@@ -12,6 +12,7 @@ from tracea_cli.backends import cuda_hopper as ch
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.archs import limits_for
 from tracea_cli.backends.base import CompileFailed, Target
+from tracea_cli.backends.cuda import grid_extent
 from tracea_cli.ops.gemm import hopper_space as hs
 from tracea_cli.ops.gemm.problem import GemmProblem
 
@@ -148,7 +149,8 @@ def test_scratch_layout_follows_the_description():
     (a,), total = ch.scratch_layout(launch | {"scratch": launch["scratch"][:1]}, 999, 3000, 1)
     assert a.ld == 64 and total == 999 * 64 * 2
     assert ch.scratch_layout(ch.launch_description(GemmProblem(512, 512, 512, "bf16", "nt"), BASE), 512, 512, 512) == ([], 0)
-    assert ch.grid_size("m/8", problem) == 125 and ch.grid_size("k/256", problem) == 4 and ch.grid_size(1, problem) == 1
+    sizes = (problem.m, problem.n, problem.k)  # 1000 x 3000 x 777
+    assert [grid_extent(rule, launch, *sizes) for rule in ("m/8", "n/8", "k/256", "k/64", 1)] == [125, 375, 4, 13, 1]
 
 
 def test_unstaged_sources_have_no_stage_entries():

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tracea_cli.backends import nvrtc
+from tracea_cli.backends.cuda import grid_extent
 from tracea_cli.cli import app
 
 HERE = Path(__file__).parent
@@ -54,6 +55,13 @@ def build(tool: str, sources: list[str], out: Path, include: list[str], *extra: 
 
 def read_manifest(folder: Path) -> dict:
     return json.loads((folder / "manifest.json").read_text())
+
+
+def backend_grid(description: dict, kernel: str, m: int, n: int, k: int) -> str:
+    """The grid the CUDA backends give kernel step `kernel` of a launch description for an M x N x K call
+    (cuda.grid_extent), written as the fake driver logs it: the exported runtime must compute the same."""
+    step = next(s for s in description["steps"] if s.get("name") == kernel)
+    return ",".join(str(grid_extent(step["grid"][axis], description, m, n, k)) for axis in "xyz")
 
 
 def run_with_fake(program: Path, args: list[str], fake_library: Path, **fake: str) -> tuple[list[str], list[str]]:

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from export_helpers import build, build_probe, cli, fields, needs_nvrtc, read_manifest, run_with_fake
+from export_helpers import backend_grid, build, build_probe, cli, fields, needs_nvrtc, read_manifest, run_with_fake
 
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import CompileFailed
@@ -227,7 +227,7 @@ def test_bad_calls_get_their_error_codes(fp16_probe, fake_driver):
     assert run_with_fake(fp16_probe, ["512", "512", "512", "load=3"], fake_driver)[0][-1].startswith("status=4 ")
 
 
-def test_split_k_zeroes_the_workspace_then_reduces(splitk_probe, fake_driver):
+def test_split_k_zeroes_the_workspace_then_reduces(splitk, splitk_probe, fake_driver):
     out, log = run_with_fake(splitk_probe, ["256", "256", "256"], fake_driver, cc="8.0")
     assert out == [f"workspace_bytes={4 * 256 * 256}", "status=0 ok"]
     memset = next(fields(line) for line in log if line.startswith("memset"))
@@ -237,6 +237,9 @@ def test_split_k_zeroes_the_workspace_then_reduces(splitk_probe, fake_driver):
     assert memset["bytes"] == str(4 * 256 * 256) and memset["value"] == "0" and memset["ptr"] == main["workspace"]
     assert main["name"] == "gemm_main" and main["grid"] == f"{(256 // 64) ** 2},1,2"
     assert reduce["name"] == "gemm_splitk_reduce" and reduce["grid"] == f"{256 * 256 // 256},1,1"
+    description = read_manifest(splitk)["launch"][0]["description"]  # both tuned shapes share the configuration
+    assert [main["grid"], reduce["grid"]] == [backend_grid(description, name, 256, 256, 256) for name in
+                                              ("gemm_main", "gemm_splitk_reduce")]
 
 
 @pytest.mark.parametrize("shape, module", [("256 256 256", "1"), ("1024 1024 1024", "2"), ("900 900 900", "2"),

@@ -12,8 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from export_helpers import build, build_probe, cli, fields, needs_nvrtc, read_manifest, run_probe
+from export_helpers import backend_grid, build, build_probe, cli, fields, needs_nvrtc, read_manifest, run_probe
 
+from tracea_cli.backends.cuda import grid_extent
 from tracea_cli.export import c_header
 from tracea_cli.export.elf import function_symbols
 from tracea_cli.export.manifest import validate
@@ -152,6 +153,7 @@ def test_the_stage_kernels_run_first_and_the_maps_read_the_workspace(exports, pr
 
     ran = launches(log)
     assert [launch["name"] for launch in ran] == [*stages, "gemm_wgmma"]
+    (described,) = read_manifest(exports[name])["launch"]
     for launch, stage in zip(ran, stages):
         buffer = stage[-1].upper() + "_staged"
         offset, ld = scratch[buffer]
@@ -163,7 +165,7 @@ def test_the_stage_kernels_run_first_and_the_maps_read_the_workspace(exports, pr
             grid = f"{math.ceil(rows / 8)},{math.ceil(k / (512 // e))},1"
         source_ld = k if buffer == "A_staged" or layout == "nt" else n
         assert launch["api"] == "plain" and launch["block"] == "256,1,1" and launch["smem"] == "0"
-        assert launch["grid"] == grid
+        assert launch["grid"] == grid == backend_grid(described["description"], stage, m, n, k)
         assert launch["src"] == buffers["a" if buffer == "A_staged" else "b"]
         assert int(launch["dst"]) == workspace + offset and int(launch["dst"]) % 256 == 0
         assert [launch[key] for key in ("rows", "cols", "ld_src", "ld_dst")] == [str(rows), str(k), str(source_ld), str(ld)]
@@ -217,6 +219,22 @@ def test_stage_grid_rules_and_params_become_c_rules():
         "TRACEA_PARAM_LDA_STAGED")
     with pytest.raises(c_header.UnsupportedLaunch, match="params"):
         c_header.step_params(["map_a"])
+
+
+@pytest.mark.parametrize("rule", [1, 7, "tiles", "tiles_m", "tiles_n", "split_k", "mn/256", "m/8", "n/64", "k/256",
+                                  "k/0", "m/08", "x/8", "mn", "m/", "rows", "m/8/2"])
+def test_the_export_and_the_backend_know_the_same_grid_rules(rule):
+    # c_header.grid_rule turns a rule into the exported runtime's; cuda.grid_extent computes it for the backends.
+    # (The cluster rules are left out: their size needs the device, which grid_extent does not see.)
+    def known(read) -> bool:
+        try:
+            read()
+        except (c_header.UnsupportedLaunch, ValueError):
+            return False
+        return True
+
+    description = {"tile_m": 128, "tile_n": 64, "split_k": 2}
+    assert known(lambda: c_header.grid_rule(rule)) == known(lambda: grid_extent(rule, description, 1000, 3000, 777))
 
 
 # ---- on an H200 (the lead runs these) --------------------------------------------------------------------------------

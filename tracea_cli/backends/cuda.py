@@ -114,21 +114,24 @@ def launch_description(problem: GemmProblem, config: Mapping[str, Value]) -> dic
     }
 
 
-def grid_extent(rule: Any, launch: Mapping[str, Any], m: int, n: int) -> int:
-    """One grid dimension from its rule in a launch description."""
+_DIVIDED_RULE = re.compile(r"(mn|m|n|k)/([1-9][0-9]*)")  # the forms export/c_header.grid_rule accepts
+
+
+def grid_extent(rule: Any, launch: Mapping[str, Any], m: int, n: int, k: int) -> int:
+    """One grid dimension of an M x N x K call from its rule in a launch description (docs/kernel-abi.md): an
+    integer; "tiles", "tiles_m", "tiles_n" (output tiles of tile_m x tile_n); "split_k"; "mn/Q", "m/Q", "n/Q", "k/Q"
+    (the size divided by Q, rounded up). The Hopper family's cluster rules need the device: cuda_hopper sizes those."""
     if isinstance(rule, int):
         return rule
-    tiles_m, tiles_n = -(-m // launch["tile_m"]), -(-n // launch["tile_n"])
-    if rule == "tiles":
-        return tiles_m * tiles_n
-    if rule == "tiles_m":
-        return tiles_m
-    if rule == "tiles_n":
-        return tiles_n
+    if rule in ("tiles", "tiles_m", "tiles_n"):
+        tiles_m, tiles_n = -(-m // int(launch["tile_m"])), -(-n // int(launch["tile_n"]))
+        return {"tiles": tiles_m * tiles_n, "tiles_m": tiles_m, "tiles_n": tiles_n}[rule]
     if rule == "split_k":
         return int(launch["split_k"])
-    if isinstance(rule, str) and rule.startswith("mn/"):
-        return -(-(m * n) // int(rule[3:]))
+    divided = _DIVIDED_RULE.fullmatch(rule) if isinstance(rule, str) else None
+    if divided:
+        size = {"mn": m * n, "m": m, "n": n, "k": k}[divided.group(1)]
+        return -(-size // int(divided.group(2)))
     raise ValueError(f"unknown grid rule {rule!r}")
 
 
@@ -314,7 +317,7 @@ class LoadedGemm:
                 nbytes = p.m * p.n * int(step["elem_bytes"])
                 cupy.cuda.runtime.memsetAsync(ops.workspace.data.ptr, 0, nbytes, stream.ptr)
                 continue
-            grid = tuple(grid_extent(step["grid"][axis], self.launch, p.m, p.n) for axis in ("x", "y", "z"))
+            grid = tuple(grid_extent(step["grid"][axis], self.launch, p.m, p.n, p.k) for axis in ("x", "y", "z"))
             self._functions[step["name"]](grid, tuple(step["block"]), args,
                                           shared_mem=int(step["dynamic_smem_bytes"]), stream=stream)
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status, Target
+from tracea_cli.backends.cuda import grid_extent
 from tracea_cli.errors import UsageError
 from tracea_cli.ops.dtypes import from_storage, to_storage
 from tracea_cli.ops.gemm import hopper_space as hs
@@ -206,14 +207,6 @@ def scratch_layout(launch: Mapping[str, Any], m: int, n: int, k: int) -> tuple[l
     return buffers, offset
 
 
-def grid_size(rule: int | str, problem: GemmProblem) -> int:
-    """A staging step's grid rule (an integer, or "m/Q", "n/Q", "k/Q" = ceil(size / Q))."""
-    if isinstance(rule, int):
-        return rule
-    dim, q = rule.split("/")
-    return hs.ceil_div(getattr(problem, dim), int(q))
-
-
 def compile_config(problem: GemmProblem, config: Mapping[str, Value], target: Target) -> Artifact:
     """Build one configuration for sm_90a. Raises CompileFailed (with the reason) for a rejected or failing one."""
     space = hs.hopper_space(problem, target)
@@ -389,7 +382,8 @@ class LoadedKernel:
         args = [ctypes.c_void_p(values[name]) if name in POINTER_PARAMS else ctypes.c_int(values[name])
                 for name in step["params"]]
         params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(x) for x in args])
-        grid = [grid_size(step["grid"][axis], problem) for axis in "xyz"]
+        sizes = (problem.m, problem.n, problem.k)
+        grid = [grid_extent(step["grid"][axis], self.artifact.launch, *sizes) for axis in "xyz"]
         block = [int(v) for v in step["block"]]
         function = self.functions[step["name"]]
         stream = d.CUstream(stream_ptr)

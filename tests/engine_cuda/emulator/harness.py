@@ -76,7 +76,7 @@ def run(exe: Path, problem: GemmProblem, config: Mapping, inputs: GemmInputs, wo
         if step["kind"] == "memset":
             lines.append(f"memset {problem.m * problem.n * step['elem_bytes']}")
         else:
-            grid = [grid_extent(step["grid"][axis], launch, problem.m, problem.n) for axis in ("x", "y", "z")]
+            grid = [grid_extent(step["grid"][axis], launch, problem.m, problem.n, problem.k) for axis in ("x", "y", "z")]
             lines.append(f"kernel {step['name']} {grid[0]} {grid[1]} {grid[2]} {step['block'][0]}")
     (workdir / "launch.txt").write_text("\n".join(lines) + "\n")
     result = subprocess.run([str(exe), str(workdir)], capture_output=True, text=True, timeout=timeout_s)
