@@ -216,12 +216,13 @@ def _cupy():
 
 
 class L2Flush:
-    """Overwrites a buffer of twice the L2 size, so that no sample finds its inputs in the cache (outside the timing)."""
+    """Overwrites a buffer of twice the current device's L2 size (64 MiB assumed where CuPy reports none), so that no
+    sample finds its inputs in the cache (outside the timing)."""
 
-    def __init__(self, l2_bytes: int | None) -> None:
+    def __init__(self) -> None:
         cupy = _cupy()
-        size = 2 * (l2_bytes or 64 << 20)
-        self._buffer = cupy.empty(size // 4, dtype=cupy.int32)
+        l2_bytes = int(cupy.cuda.Device().attributes.get("L2CacheSize", 0)) or 64 << 20
+        self._buffer = cupy.empty(2 * l2_bytes // 4, dtype=cupy.int32)
 
     def __call__(self) -> None:
         self._buffer.fill(0)
@@ -334,8 +335,8 @@ def _failure(status: Status, error: BaseException | str, compile_s: float = 0.0)
     return Evaluation(status, reason=text.strip()[:500], compile_s=compile_s)
 
 
-def _verify_and_time(run: Callable[[], None], ops: DeviceOperands, ref: np.ndarray, target: Target, *,
-                     policy: TimingPolicy | None, compile_s: float = 0.0) -> Evaluation:
+def _verify_and_time(run: Callable[[], None], ops: DeviceOperands, ref: np.ndarray, *, policy: TimingPolicy | None,
+                     compile_s: float = 0.0) -> Evaluation:
     """Poison, run once, check; only a correct result is timed. `policy=None` checks without timing."""
     cupy = _cupy()
     try:
@@ -353,8 +354,7 @@ def _verify_and_time(run: Callable[[], None], ops: DeviceOperands, ref: np.ndarr
     from tracea_cli.backends.cuda_clock import CudaEventClock
 
     try:
-        l2 = target.limits.l2_bytes if target.limits else None
-        samples: Samples = measure(run, clock=CudaEventClock(), policy=policy, prepare=L2Flush(l2))
+        samples: Samples = measure(run, clock=CudaEventClock(), policy=policy, prepare=L2Flush())
     except Exception as e:
         return _failure(Status.LAUNCH_ERROR, e, compile_s)
     return Evaluation(Status.OK, samples=samples, rel_error=verdict.rel_error, compile_s=compile_s)
@@ -369,7 +369,7 @@ def run_artifact(artifact: Artifact, problem: GemmProblem, target: Target, *, se
             inputs, ref = checked_inputs(problem, seed)
             kernel = LoadedGemm(artifact)
             ops = upload(problem, inputs, workspace_bytes=kernel.workspace_bytes(problem))
-            return _verify_and_time(lambda: kernel(ops), ops, ref, target, policy=policy, compile_s=artifact.compile_s)
+            return _verify_and_time(lambda: kernel(ops), ops, ref, policy=policy, compile_s=artifact.compile_s)
     except Exception as e:
         return _failure(Status.LAUNCH_ERROR, e, artifact.compile_s)
 
@@ -543,8 +543,8 @@ class CudaBackend:
                 name, run = cublas_runner(problem, ops)
                 if problem.dtype == "tf32":
                     with _Tf32Math():
-                        return name, _verify_and_time(run, ops, ref, target, policy=policy)
-                return name, _verify_and_time(run, ops, ref, target, policy=policy)
+                        return name, _verify_and_time(run, ops, ref, policy=policy)
+                return name, _verify_and_time(run, ops, ref, policy=policy)
         except ToolchainMissing as e:
             return name, _failure(Status.LAUNCH_ERROR, str(e))
         except Exception as e:
