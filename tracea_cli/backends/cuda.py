@@ -11,6 +11,7 @@ CuPy is imported inside functions only: importing this module stays cheap and wo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import re
@@ -18,7 +19,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -410,7 +411,8 @@ def _epilogue_pass(epilogue: str):
 
 def cublas_runner(problem: GemmProblem, ops: DeviceOperands) -> tuple[str, Callable[[], None]]:
     """(name, run): C = epilogue(A·B) with cupy.matmul (cuBLAS), then the epilogue as a separate pass when there is
-    one. bf16 needs ml_dtypes for CuPy; without it, cuBLAS is reached through torch when that is installed."""
+    one. bf16 needs ml_dtypes for CuPy; without it, cuBLAS is reached through torch when that is installed. tf32 runs
+    on TF32 tensor cores only inside `cublas_math(problem)`."""
     cupy = _cupy()
     name = baseline_name(problem)
     a, b, c, bias, res = (_cublas_view(cupy, x, problem.dtype) for x in (ops.a, ops.b, ops.c, ops.bias, ops.residual))
@@ -451,18 +453,21 @@ def _torch_bf16_runner(problem: GemmProblem, ops: DeviceOperands) -> Callable[[]
     return lambda: torch.matmul(a, b_kn, out=c)
 
 
-class _Tf32Math:
-    """cuBLAS fp32 GEMMs with TF32 tensor cores (CuPy's compute type) inside the block, the previous mode after."""
+@contextlib.contextmanager
+def cublas_math(problem: GemmProblem) -> Iterator[None]:
+    """The math `cublas_runner`'s run needs, inside the block: for a tf32 problem, cuBLAS fp32 GEMMs on TF32 tensor
+    cores (CuPy's compute type; the previous one restored after). Other dtypes: nothing changes."""
+    if problem.dtype != "tf32":
+        yield
+        return
+    from cupy._core import _routines_linalg as linalg
 
-    def __enter__(self) -> None:
-        from cupy._core import _routines_linalg as linalg
-
-        self._linalg = linalg
-        self._previous = linalg.get_compute_type(np.float32)
-        linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_TF32)
-
-    def __exit__(self, *exc: object) -> None:
-        self._linalg.set_compute_type(np.float32, self._previous)
+    previous = linalg.get_compute_type(np.float32)
+    linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_TF32)
+    try:
+        yield
+    finally:
+        linalg.set_compute_type(np.float32, previous)
 
 
 def baseline_name(problem: GemmProblem) -> str:
@@ -541,10 +546,8 @@ class CudaBackend:
                 inputs, ref = checked_inputs(problem, seed)
                 ops = upload(problem, inputs)
                 name, run = cublas_runner(problem, ops)
-                if problem.dtype == "tf32":
-                    with _Tf32Math():
-                        return name, _verify_and_time(run, ops, ref, policy=policy)
-                return name, _verify_and_time(run, ops, ref, policy=policy)
+                with cublas_math(problem):
+                    return name, _verify_and_time(run, ops, ref, policy=policy)
         except ToolchainMissing as e:
             return name, _failure(Status.LAUNCH_ERROR, str(e))
         except Exception as e:
@@ -553,6 +556,6 @@ class CudaBackend:
 
 __all__ = [
     "CudaBackend", "DeviceOperands", "L2Flush", "LoadedGemm", "baseline_name", "checked_inputs",
-    "compile_config", "cublas_runner", "device_target", "gemm_source", "grid_extent", "launch_description",
-    "run_artifact", "upload",
+    "compile_config", "cublas_math", "cublas_runner", "device_target", "gemm_source", "grid_extent",
+    "launch_description", "run_artifact", "upload",
 ]
