@@ -361,18 +361,32 @@ def _verify_and_time(run: Callable[[], None], ops: DeviceOperands, ref: np.ndarr
     return Evaluation(Status.OK, samples=samples, rel_error=verdict.rel_error, compile_s=compile_s)
 
 
-def run_artifact(artifact: Artifact, problem: GemmProblem, target: Target, *, seed: int,
-                 policy: TimingPolicy | None) -> Evaluation:
-    """Load, check against the float64 reference, and (with a policy) time one compiled configuration."""
+def run_checked(problem: GemmProblem, target: Target,
+                launcher: Callable[[GemmInputs], tuple[DeviceOperands, Callable[[], None]]], *, seed: int,
+                policy: TimingPolicy | None, compile_s: float = 0.0) -> Evaluation:
+    """On the target's GPU: fresh inputs for `seed` and their reference; `launcher(inputs)` puts them in device memory
+    and gives (operands, launch); the launch is checked, and (with a policy) timed only when its result is right.
+    A failure to load or launch is a LAUNCH_ERROR evaluation."""
     cupy = _cupy()
     try:
         with cupy.cuda.Device(target.device_index or 0):
             inputs, ref = checked_inputs(problem, seed)
-            kernel = LoadedGemm(artifact)
-            ops = upload(problem, inputs, workspace_bytes=kernel.workspace_bytes(problem))
-            return _verify_and_time(lambda: kernel(ops), ops, ref, policy=policy, compile_s=artifact.compile_s)
+            ops, run = launcher(inputs)
+            return _verify_and_time(run, ops, ref, policy=policy, compile_s=compile_s)
     except Exception as e:
-        return _failure(Status.LAUNCH_ERROR, e, artifact.compile_s)
+        return _failure(Status.LAUNCH_ERROR, e, compile_s)
+
+
+def run_artifact(artifact: Artifact, problem: GemmProblem, target: Target, *, seed: int,
+                 policy: TimingPolicy | None) -> Evaluation:
+    """Load, check against the float64 reference, and (with a policy) time one compiled configuration."""
+
+    def launcher(inputs: GemmInputs) -> tuple[DeviceOperands, Callable[[], None]]:
+        kernel = LoadedGemm(artifact)
+        ops = upload(problem, inputs, workspace_bytes=kernel.workspace_bytes(problem))
+        return ops, lambda: kernel(ops)
+
+    return run_checked(problem, target, launcher, seed=seed, policy=policy, compile_s=artifact.compile_s)
 
 
 # ---- the vendor baseline -----------------------------------------------------------------------------------------
@@ -557,5 +571,5 @@ class CudaBackend:
 __all__ = [
     "CudaBackend", "DeviceOperands", "L2Flush", "LoadedGemm", "baseline_name", "checked_inputs",
     "compile_config", "cublas_math", "cublas_runner", "device_target", "gemm_source", "grid_extent",
-    "launch_description", "run_artifact", "upload",
+    "launch_description", "run_artifact", "run_checked", "upload",
 ]
