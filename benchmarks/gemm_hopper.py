@@ -231,15 +231,16 @@ def child_main(jobs_path: str, results_path: str, current_path: str) -> int:
     import numpy as np
     import cupy
 
-    from tracea_cli.backends import cuda_hopper as ch
+    from tracea_cli.backends import cuda, cuda_hopper as ch
     from tracea_cli.backends.base import Artifact
+    from tracea_cli.backends.cuda_clock import CudaEventClock
     from tracea_cli.ops.gemm.problem import apply_epilogue, make_inputs, reference
     from tracea_cli.ops.verify import check
     from tracea_cli.stats import summarize
-    from tracea_cli.timing import TimingPolicy
+    from tracea_cli.timing import TimingPolicy, measure
 
     policy = TimingPolicy(warmup=5, min_samples=12, max_samples=30, target_cv=0.01, max_seconds=1.0)
-    flush = ch.l2_flusher()
+    flush = cuda.L2Flush()
     stream = cupy.cuda.get_current_stream()
 
     def artifact(entry: dict) -> Artifact:
@@ -250,15 +251,15 @@ def child_main(jobs_path: str, results_path: str, current_path: str) -> int:
         kernel = ch.load(artifact(entry))
         return kernel.bind(problem, buffers, stream.ptr)
 
-    def checked(run, buffers, problem, ref_host, dtype):
+    def checked(run, buffers, ref_host):
         """Poison, run, compare; then again, bit for bit (a race moves the result)."""
-        ch.poison(buffers.c, dtype)
+        buffers.poison()
         run()
         stream.synchronize()
         first = buffers.c.copy()
-        verdict = check(ch.download(buffers.c, dtype), ref_host, dtype)
+        verdict = check(cupy.asnumpy(buffers.output()), ref_host, buffers.problem.dtype)
         if verdict.ok:
-            ch.poison(buffers.c, dtype)
+            buffers.poison()
             run()
             stream.synchronize()
             if not bool(cupy.array_equal(first.view(np.uint8), buffers.c.view(np.uint8))):
@@ -310,7 +311,7 @@ extern "C" __global__ void bias_silu(T* c, const T* bias, long long total, int n
         rng = np.random.default_rng(job["seed"])
         inputs = make_inputs(problem, rng)
         ref = reference(problem, inputs)
-        buffers = ch.upload(problem, inputs)
+        buffers = cuda.upload(problem, inputs)
         out = []
         for entry in job["entries"]:
             saved = dict(ch._MAP_DTYPE)
@@ -318,7 +319,7 @@ extern "C" __global__ void bias_silu(T* c, const T* bias, long long total, int n
                 ch._MAP_DTYPE["tf32"] = entry["tf32_map"]
             try:
                 run = our_runner(entry, problem, buffers)
-                out.append({"name": entry["name"], **checked(run, buffers, problem, ref, problem.dtype)})
+                out.append({"name": entry["name"], **checked(run, buffers, ref)})
             finally:
                 ch._MAP_DTYPE.clear()
                 ch._MAP_DTYPE.update(saved)
@@ -329,7 +330,7 @@ extern "C" __global__ void bias_silu(T* c, const T* bias, long long total, int n
         x = cupy.empty(n, dtype=np.uint8)
         x.fill(3)
         y = cupy.empty_like(x)
-        samples = ch.time_launch(lambda: cupy.copyto(y, x), policy=policy)
+        samples = measure(lambda: cupy.copyto(y, x), clock=CudaEventClock(), policy=policy)
         med = summarize(samples.times_ms).median
         return {"status": "ok", "median_ms": med, "tb_per_s": 2 * n / (med * 1e-3) / 1e12, "samples_ms": list(samples.times_ms)}
 
@@ -348,39 +349,41 @@ extern "C" __global__ void bias_silu(T* c, const T* bias, long long total, int n
             refs["bias_silu"] = apply_epilogue(plain, GemmProblem(**{**job["problem"], "epilogue": "bias_silu"}), bias64, None)
         refs_host = {k: cupy.asnumpy(v) for k, v in refs.items()}
         del refs, plain
-        c = cupy.empty((problem.m, problem.n), dtype=ch._STORAGE[dtype])
-        buffers = ch.GemmBuffers(a=a, b=b, c=c, bias=bias)
+        c = cupy.empty((problem.m, problem.n), dtype=a.dtype)  # storage format, as A and B
+        buffers = cuda.DeviceOperands(problem, a=a, b=b, c=c, bias=bias, residual=None, workspace=None)
         runs, results = {}, {}
-        for entry in job["entries"]:
-            name, kind = entry["name"], entry["kind"]
-            epi = entry.get("epilogue", "none")
-            try:
-                if kind == "ours":
-                    p = GemmProblem(**{**job["problem"], "epilogue": epi})
-                    run = our_runner(entry, p, buffers)
-                    provider = "tracea wgmma"
-                else:
-                    provider, matmul = ch.vendor_matmul(problem, buffers)
-                    if kind == "vendor_silu":
-                        post = bias_silu_pass(problem)
-                        run = (lambda mm=matmul, pp=post: (mm(), pp(buffers.c, buffers.bias)))
-                        provider += " + bias/SiLU pass"
+        with cuda.cublas_math(problem):  # cuBLAS on TF32 tensor cores for a tf32 problem (checked and timed)
+            for entry in job["entries"]:
+                name, kind = entry["name"], entry["kind"]
+                epi = entry.get("epilogue", "none")
+                try:
+                    if kind == "ours":
+                        p = GemmProblem(**{**job["problem"], "epilogue": epi})
+                        run = our_runner(entry, p, buffers)
+                        provider = "tracea wgmma"
                     else:
-                        run = matmul
-                verdict = checked(run, buffers, problem, refs_host[epi], dtype)
-                results[name] = {"provider": provider, "check": verdict, "samples_ms": [], "config": entry.get("config"),
-                                 "epilogue": epi}
-                if verdict["ok"]:
-                    runs[name] = run
-                else:
-                    results[name]["status"] = "wrong_result"
-            except Exception as e:  # launch failures: the context may be gone; the parent restarts us
-                results[name] = {"status": "launch_error", "reason": f"{type(e).__name__}: {e}", "config": entry.get("config")}
-                cupy.cuda.runtime.deviceSynchronize()
-        for _ in range(job.get("rounds", 1)):  # A B A B: drift hits every entry alike
-            for name, run in runs.items():
-                s = ch.time_launch(run, policy=policy, flush=flush)
-                results[name]["samples_ms"] += list(s.times_ms)
+                        provider, matmul = cuda.cublas_runner(problem, buffers)
+                        if kind == "vendor_silu":
+                            post = bias_silu_pass(problem)
+                            run = (lambda mm=matmul, pp=post: (mm(), pp(buffers.c, buffers.bias)))
+                            provider += " + bias/SiLU pass"
+                        else:
+                            run = matmul
+                    verdict = checked(run, buffers, refs_host[epi])
+                    results[name] = {"provider": provider, "check": verdict, "samples_ms": [],
+                                     "config": entry.get("config"), "epilogue": epi}
+                    if verdict["ok"]:
+                        runs[name] = run
+                    else:
+                        results[name]["status"] = "wrong_result"
+                except Exception as e:  # launch failures: the context may be gone; the parent restarts us
+                    results[name] = {"status": "launch_error", "reason": f"{type(e).__name__}: {e}",
+                                     "config": entry.get("config")}
+                    cupy.cuda.runtime.deviceSynchronize()
+            for _ in range(job.get("rounds", 1)):  # A B A B: drift hits every entry alike
+                for name, run in runs.items():
+                    s = measure(run, clock=CudaEventClock(), policy=policy, prepare=flush)
+                    results[name]["samples_ms"] += list(s.times_ms)
         for name in runs:
             summary = summarize(results[name]["samples_ms"])
             results[name].update(status="ok", median_ms=summary.median, cv=summary.cv, n=summary.n,

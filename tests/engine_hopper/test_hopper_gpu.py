@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracea_cli.backends import cuda_hopper as ch
+from tracea_cli.backends import cuda, cuda_hopper as ch
 from tracea_cli.backends.archs import limits_for
 from tracea_cli.backends.base import Status, Target
 from tracea_cli.ops.dtypes import get_dtype
@@ -82,10 +82,11 @@ def test_a_staged_launch_leaves_its_inputs_alone_and_repeats_bit_for_bit():
 
     problem = GemmProblem(1000, 3000, 777, "tf32", "nt")  # both operands staged
     artifact = ch.compile_config(problem, cfg(128, 256, 4, group=4), H200)
-    buffers = ch.upload(problem, make_inputs(problem, np.random.default_rng(6)))
+    buffers = cuda.upload(problem, make_inputs(problem, np.random.default_rng(6)))
     a, b = buffers.a.copy(), buffers.b.copy()
     stream = cupy.cuda.get_current_stream()
     launch = ch.load(artifact).bind(problem, buffers, stream.ptr)
+    buffers.poison()  # C NaN: an element the launch leaves unwritten shows below
     launch()
     stream.synchronize()
     first = buffers.c.copy()

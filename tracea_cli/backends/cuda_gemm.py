@@ -57,12 +57,8 @@ class CudaGemmBackend:
 
     def evaluate(self, artifact: Artifact, problem: GemmProblem, target: Target, *, policy: TimingPolicy,
                  seed: int) -> Evaluation:
-        if not _is_wgmma(artifact.config):
-            return self._engine.evaluate(artifact, problem, target, policy=policy, seed=seed)
-        import cupy
-
-        with cupy.cuda.Device(target.device_index or 0):
-            return self._hopper.evaluate(artifact, problem, target, policy=policy, seed=seed)
+        family = self._hopper if _is_wgmma(artifact.config) else self._engine
+        return family.evaluate(artifact, problem, target, policy=policy, seed=seed)  # on the target's device
 
     def baseline(self, problem: GemmProblem, target: Target, *, policy: TimingPolicy, seed: int) -> tuple[str, Evaluation]:
         return self._engine.baseline(problem, target, policy=policy, seed=seed)

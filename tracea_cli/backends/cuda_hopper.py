@@ -2,10 +2,11 @@
 
 Compiling needs no GPU (NVRTC through `backends.nvrtc`). Running needs CuPy, which owns the memory, the stream and the
 events, and cuda.bindings, which loads the cubin, encodes the TMA tensor maps (`cuTensorMapEncodeTiled`) and launches
-with cluster dimensions (`cuLaunchKernelEx`): CuPy can do neither. The kernel ABI is in docs/kernel-abi.md ("Hopper
-family"); `launch_description` is its machine-readable form, which the C header export follows. Problems that TMA
-cannot read in place (hopper_space.staging) get staging kernels in the same cubin, launched first on the same stream
-into scratch that `LoadedKernel.bind` allocates (`scratch_layout`).
+with cluster dimensions (`cuLaunchKernelEx`): CuPy can do neither. The operands (`cuda.upload`), the check before
+timing, the timing and the cuBLAS baseline are the CUDA engine's (backends/cuda.py). The kernel ABI is in
+docs/kernel-abi.md ("Hopper family"); `launch_description` is its machine-readable form, which the C header export
+follows. Problems that TMA cannot read in place (hopper_space.staging) get staging kernels in the same cubin, launched
+first on the same stream into scratch that `LoadedKernel.bind` allocates (`scratch_layout`).
 """
 
 from __future__ import annotations
@@ -20,15 +21,13 @@ import numpy as np
 
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status, Target
-from tracea_cli.backends.cuda import grid_extent
+from tracea_cli.backends.cuda import CudaBackend, DeviceOperands, grid_extent, run_checked, upload
 from tracea_cli.errors import UsageError
-from tracea_cli.ops.dtypes import from_storage, to_storage
 from tracea_cli.ops.gemm import hopper_space as hs
-from tracea_cli.ops.gemm.problem import GemmProblem, make_inputs, reference
-from tracea_cli.ops.verify import check
+from tracea_cli.ops.gemm.problem import GemmInputs, GemmProblem
 from tracea_cli.resources import kernel_source
 from tracea_cli.space import SearchSpace, Value, config_key
-from tracea_cli.timing import Samples, TimingPolicy, measure
+from tracea_cli.timing import TimingPolicy
 
 KERNEL_NAME = "gemm_wgmma"
 STAGE_A_NAME = "gemm_stage_a"
@@ -273,18 +272,6 @@ def _ok(result: tuple, what: str) -> Any:
     return rest[0] if len(rest) == 1 else rest
 
 
-@dataclass(frozen=True)
-class GemmBuffers:
-    """Device arrays (CuPy) in storage format: A M×K, B K×N (nn) or N×K (nt), C M×N, bias N, residual M×N."""
-
-    a: Any
-    b: Any
-    c: Any
-    bias: Any = None
-    residual: Any = None
-
-
-_STORAGE = {"fp16": np.float16, "bf16": np.uint16, "tf32": np.float32}
 # tf32 operands load through TFLOAT32 maps: relative error 2.6e-4 on the H200, against 6.9e-4 through FLOAT32 maps
 # (where wgmma truncates); a tf32 problem's C is plain fp32.
 _MAP_DTYPE = {"fp16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
@@ -395,16 +382,17 @@ class LoadedKernel:
 
         return launch
 
-    def bind(self, problem: GemmProblem, buffers: GemmBuffers, stream_ptr: int) -> Callable[[], None]:
-        """A launcher for these buffers: scratch allocated, tensor maps encoded and arguments packed once; each call
-        launches the staging kernels (if any) and then the GEMM, in order on the stream."""
+    def bind(self, problem: GemmProblem, ops: DeviceOperands, stream_ptr: int) -> Callable[[], None]:
+        """A launcher for these operands (`cuda.upload`; A M×K, B K×N in nn or N×K in nt, C M×N, bias N, residual
+        M×N): scratch allocated, tensor maps encoded and arguments packed once; each call launches the staging kernels
+        (if any) and then the GEMM, in order on the stream."""
         import cupy
 
         d = _driver()
         values: dict[str, Any] = {
             "M": problem.m, "N": problem.n, "K": problem.k, "lda": problem.k,
             "ldb": problem.n if problem.layout == "nn" else problem.k, "ldc": problem.n,
-            "A": buffers.a.data.ptr, "B": buffers.b.data.ptr, "C": buffers.c.data.ptr}
+            "A": ops.a.data.ptr, "B": ops.b.data.ptr, "C": ops.c.data.ptr}
         scratch, total = scratch_layout(self.artifact.launch, problem.m, problem.n, problem.k)
         workspace = cupy.empty(total, dtype=np.uint8) if scratch else None
         for buf in scratch:
@@ -415,8 +403,8 @@ class LoadedKernel:
                 for spec in (self.artifact.launch["tensor_maps"][k] for k in ("map_a", "map_b", "map_c"))]
         keep: list[Any] = [ctypes.create_string_buffer(m, 128) for m in maps]
         keep += [ctypes.c_void_p(values["C"]),
-                 ctypes.c_void_p(buffers.bias.data.ptr if buffers.bias is not None else 0),
-                 ctypes.c_void_p(buffers.residual.data.ptr if buffers.residual is not None else 0)]
+                 ctypes.c_void_p(ops.bias.data.ptr if ops.bias is not None else 0),
+                 ctypes.c_void_p(ops.residual.data.ptr if ops.residual is not None else 0)]
         keep += [ctypes.c_int(v) for v in (problem.m, problem.n, problem.k, values["ldc"])]
         params = (ctypes.c_void_p * len(keep))(*[ctypes.addressof(x) for x in keep])
         cfg = self._config(self.grid_x(problem), stream_ptr)
@@ -444,82 +432,18 @@ def load(artifact: Artifact) -> LoadedKernel:
     return _LOADED[key]
 
 
-def upload(problem: GemmProblem, inputs) -> GemmBuffers:
-    """Inputs (float64 values from `make_inputs`, on the host or this GPU) to device arrays in storage format; C poisoned
-    with NaN."""
-    import cupy
-
-    def dev(x):
-        return None if x is None else cupy.asarray(to_storage(x, problem.dtype))
-
-    c = cupy.empty((problem.m, problem.n), dtype=_STORAGE[problem.dtype])
-    poison(c, problem.dtype)
-    return GemmBuffers(a=dev(inputs.a), b=dev(inputs.b), c=c, bias=dev(inputs.bias), residual=dev(inputs.residual))
-
-
-def poison(c, dtype: str) -> None:
-    """Fill an output with NaN so that an unwritten element can never pass the check."""
-    if dtype == "bf16":
-        c.fill(0x7FC0)  # a quiet-NaN bf16 bit pattern
-    else:
-        c.fill(np.nan)
-
-
-def download(c, dtype: str) -> np.ndarray:
-    """float64 values of a device array in storage format."""
-    return from_storage(c.get(), dtype)
-
-
-class EventClock:
-    """Times a region of a CUDA stream with a pair of CUDA events (milliseconds)."""
-
-    def __init__(self, stream) -> None:
-        import cupy
-
-        self._stream = stream
-        self._start = cupy.cuda.Event()
-        self._stop = cupy.cuda.Event()
-
-    def start(self) -> None:
-        self._start.record(self._stream)
-
-    def stop(self) -> float:
-        import cupy
-
-        self._stop.record(self._stream)
-        self._stop.synchronize()
-        return float(cupy.cuda.get_elapsed_time(self._start, self._stop))
-
-
-def l2_flusher(nbytes: int | None = None) -> Callable[[], None]:
-    """Writes a buffer twice the L2's size, so that no sample starts with its inputs in L2."""
-    import cupy
-
-    if nbytes is None:
-        l2 = int(cupy.cuda.Device().attributes.get("L2CacheSize", 64 << 20))
-        nbytes = 2 * l2 + (16 << 20)
-    scratch = cupy.empty(nbytes, dtype=np.uint8)
-    return lambda: scratch.fill(1)
-
-
-def time_launch(launch: Callable[[], None], *, policy: TimingPolicy, flush: Callable[[], None] | None = None) -> Samples:
-    import cupy
-
-    stream = cupy.cuda.get_current_stream()
-    return measure(launch, clock=EventClock(stream), policy=policy, prepare=flush)
-
-
-def _gpu_ready() -> str | None:
-    """None if CuPy, cuda.bindings and an sm_90 GPU are here, else what is missing."""
+def _gpu_ready(index: int = 0) -> str | None:
+    """None if CuPy, cuda.bindings and an sm_90 GPU as device `index` are here, else what is missing."""
     try:
         import cupy
 
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            return "no CUDA device is visible"
+        count = cupy.cuda.runtime.getDeviceCount()
+        if count <= index:
+            return "no CUDA device is visible" if count < 1 else f"there is no CUDA device {index} ({count} visible)"
         _driver()
     except Exception as e:  # ImportError, or a CUDA runtime error without a driver
         return f"CuPy/cuda.bindings are not usable here ({type(e).__name__}: {e})"
-    cc = str(cupy.cuda.Device().compute_capability)  # "90" on Hopper
+    cc = str(cupy.cuda.Device(index).compute_capability)  # "90" on Hopper
     if cc != "90":
         return f"this GPU is compute capability {cc[:-1]}.{cc[-1]}; the wgmma family runs on 9.0 (Hopper) only"
     return None
@@ -547,70 +471,23 @@ class HopperBackend:
 
     def evaluate(self, artifact: Artifact, problem: GemmProblem, target: Target, *, policy: TimingPolicy,
                  seed: int) -> Evaluation:
-        """Fresh inputs, one checked run against the float64 reference, then timing. Kernel faults become statuses."""
-        missing = _gpu_ready()
+        """Fresh inputs, one checked run against the float64 reference, then timing, as the engine does
+        (`cuda.run_checked`). Kernel faults become statuses."""
+        missing = _gpu_ready(target.device_index or 0)
         if missing:
             return Evaluation(Status.LAUNCH_ERROR, missing, compile_s=artifact.compile_s)
-        import cupy
 
-        try:
-            inputs = make_inputs(problem, cupy.random.RandomState(seed))  # made on the GPU, checked there
-            kernel = load(artifact)
-            buffers = upload(problem, inputs)
-            launch = kernel.bind(problem, buffers, cupy.cuda.get_current_stream().ptr)
-            launch()
-            cupy.cuda.get_current_stream().synchronize()
-            out = from_storage(buffers.c, problem.dtype)
-            verdict = check(out, reference(problem, inputs), problem.dtype)
-        except Exception as e:  # launch failures, illegal addresses, traps: the context may be gone
-            return Evaluation(Status.LAUNCH_ERROR, f"{type(e).__name__}: {e}", compile_s=artifact.compile_s)
-        if not verdict.ok:
-            return Evaluation(Status.WRONG_RESULT, verdict.reason, rel_error=verdict.rel_error, compile_s=artifact.compile_s)
-        try:
-            samples = time_launch(launch, policy=policy, flush=l2_flusher())
-        except Exception as e:
-            return Evaluation(Status.LAUNCH_ERROR, f"{type(e).__name__}: {e}", compile_s=artifact.compile_s)
-        return Evaluation(Status.OK, samples=samples, rel_error=verdict.rel_error, compile_s=artifact.compile_s)
+        def launcher(inputs: GemmInputs) -> tuple[DeviceOperands, Callable[[], None]]:
+            import cupy
+
+            ops = upload(problem, inputs)
+            return ops, load(artifact).bind(problem, ops, cupy.cuda.get_current_stream().ptr)
+
+        return run_checked(problem, target, launcher, seed=seed, policy=policy, compile_s=artifact.compile_s)
 
     def baseline(self, problem: GemmProblem, target: Target, *, policy: TimingPolicy, seed: int) -> tuple[str, Evaluation]:
-        """cuBLAS on the same problem (CuPy's matmul; torch's where CuPy lacks the dtype), epilogue left out."""
-        missing = _gpu_ready()
-        if missing:
-            return "cublas", Evaluation(Status.LAUNCH_ERROR, missing)
-        import cupy
-
-        buffers = upload(problem, make_inputs(problem, cupy.random.RandomState(seed)))
-        name, run = vendor_matmul(problem, buffers)
-        samples = time_launch(run, policy=policy, flush=l2_flusher())
-        return name, Evaluation(Status.OK, samples=samples)
-
-
-def vendor_matmul(problem: GemmProblem, buffers: GemmBuffers) -> tuple[str, Callable[[], None]]:
-    """(name, run) computing C = A·B with cuBLAS into buffers.c. bf16 goes through ml_dtypes in CuPy when CuPy has it,
-    else through torch (the same cuBLAS); tf32 through torch with TF32 allowed."""
-    import cupy
-
-    b = buffers.b if problem.layout == "nn" else buffers.b.T
-    if problem.dtype == "fp16":
-        return "cupy.matmul", lambda: cupy.matmul(buffers.a, b, out=buffers.c)
-    if problem.dtype == "bf16":
-        try:
-            import ml_dtypes
-
-            bf = np.dtype(ml_dtypes.bfloat16)
-            a16, b16, c16 = buffers.a.view(bf), b.view(bf), buffers.c.view(bf)
-            cupy.matmul(a16, b16, out=c16)
-            return "cupy.matmul", lambda: cupy.matmul(a16, b16, out=c16)
-        except Exception:
-            pass
-    import torch
-
-    torch.backends.cuda.matmul.allow_tf32 = problem.dtype == "tf32"
-    view = torch.bfloat16 if problem.dtype == "bf16" else torch.float32
-    ta = torch.from_dlpack(buffers.a).view(view)
-    tb = torch.from_dlpack(b).view(view) if problem.layout == "nn" else torch.from_dlpack(buffers.b).view(view).t()
-    tc = torch.from_dlpack(buffers.c).view(view)
-    return "torch.matmul", lambda: torch.matmul(ta, tb, out=tc)
+        """cuBLAS on the same problem, checked and timed as the engine's baseline (`CudaBackend.baseline`)."""
+        return CudaBackend().baseline(problem, target, policy=policy, seed=seed)
 
 
 def hopper_backend() -> HopperBackend:
