@@ -277,7 +277,7 @@ def fake_cupy(free_bytes: int = 1 << 30) -> tuple[types.ModuleType, types.Module
             assert f"void {name}(" in source
             self.name = name
 
-        def __call__(self, grid, block, args):
+        def __call__(self, grid, block, args, stream=None):  # the event clock's stream hold does nothing here
             if self.name == "tracea_copy":
                 src, dst, n4 = args
                 assert grid[0] * block[0] * 4 >= int(n4) * 1 and dst.nbytes == 16 * int(n4)
@@ -311,10 +311,15 @@ def fake_cupy(free_bytes: int = 1 << 30) -> tuple[types.ModuleType, types.Module
     runtime = types.SimpleNamespace(
         memGetInfo=lambda: (free_bytes, 2 * free_bytes), memcpyHostToDevice=1, memcpyDeviceToHost=2,
         memcpyAsync=lambda dst, src, n, kind, stream: ctypes.memmove(dst, src, n), getDeviceCount=lambda: 1)
+    class PinnedMemory(bytearray):
+        @property
+        def ptr(self):
+            return ctypes.addressof((ctypes.c_char * len(self)).from_buffer(self))
+
     stream = Stream()
     cp.cuda = types.SimpleNamespace(
         Device=Device, Event=Event, get_current_stream=lambda: stream, runtime=runtime, ExternalStream=lambda ptr: stream,
-        get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3, alloc_pinned_memory=lambda n: bytearray(n))
+        get_elapsed_time=lambda a, b: (b.t - a.t) * 1e3, alloc_pinned_memory=PinnedMemory)
 
     linalg = types.ModuleType("cupy._core._routines_linalg")
     linalg.COMPUTE_TYPE_TF32 = 7

@@ -6,8 +6,6 @@ Every baseline is checked against the float64 reference before it is timed, like
 
 from __future__ import annotations
 
-from typing import Any
-
 from tracea_cli.backends.base import Evaluation, Status, Target
 from tracea_cli.errors import ToolchainMissing, UsageError
 from tracea_cli.ops.gemm.problem import GemmProblem, make_inputs, reference
@@ -49,23 +47,6 @@ def check_baseline(choice: str, *, ops: tuple[str, ...], backend: str | None) ->
             import torch  # noqa: F401
         except ImportError:
             raise ToolchainMissing("--baseline torch needs PyTorch, which is not installed.", "Install torch, or use --baseline auto.") from None
-
-
-class _TorchEventClock:
-    """CUDA events on torch's current stream."""
-
-    def __init__(self, torch: Any) -> None:
-        self._torch = torch
-        self._start = torch.cuda.Event(enable_timing=True)
-        self._stop = torch.cuda.Event(enable_timing=True)
-
-    def start(self) -> None:
-        self._start.record()
-
-    def stop(self) -> float:
-        self._stop.record()
-        self._stop.synchronize()
-        return float(self._start.elapsed_time(self._stop))
 
 
 _TORCH_DTYPES = {"fp64": "float64", "fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -114,8 +95,11 @@ def torch_gemm(problem: GemmProblem, target: Target, *, policy: TimingPolicy, se
         if gpu:
             l2 = (target.limits.l2_bytes if target.limits and target.limits.l2_bytes else 64 << 20)
             flush = torch.empty(2 * l2 // 4, dtype=torch.float32, device=device)
-            with torch.cuda.device(device):
-                samples = measure(lambda: torch.matmul(a, rhs, out=out), clock=_TorchEventClock(torch), policy=policy, prepare=flush.zero_)
+            from tracea_cli.backends.cuda_clock import CudaEventClock
+
+            with torch.cuda.device(device), cupy.cuda.Device(target.device_index or 0):
+                clock = CudaEventClock(cupy.cuda.ExternalStream(torch.cuda.current_stream(device).cuda_stream))
+                samples = measure(lambda: torch.matmul(a, rhs, out=out), clock=clock, policy=policy, prepare=flush.zero_)
         else:
             samples = measure(lambda: torch.matmul(a, rhs, out=out), clock=HostClock(), policy=policy)
     finally:
