@@ -38,8 +38,12 @@ PROBLEMS = (GemmProblem(16, 4096, 4096, "fp16", "nn"), GemmProblem(16, 4096, 409
 WGMMA_SMALL_M = {"family": "wgmma", "tile_m": 64, "tile_n": 64, "stages": 6, "consumers": 1,
                  "schedule": "cooperative", "cluster_m": 1, "persistent": 0, "group_m": 1, "store": "direct"}
 # Sliced-K candidates: (block_m, block_n, block_k, warp_m, warp_n, stages, slice_k, split_k), none spilling on sm_90
-# (--dry-run). 32-row tiles for M <= 32; 64-row tiles, and 32-row ones (two blocks per tile column), for M = 64.
+# (--dry-run). 16- and 32-row tiles for M <= 32; 64-row tiles, and 32-row ones (two blocks per tile column), for M = 64.
 SLICED_32 = (
+    (16, 32, 256, 16, 32, 5, 8, 1),
+    (16, 32, 256, 16, 32, 4, 8, 1),
+    (16, 32, 256, 16, 32, 5, 4, 1),
+    (16, 32, 128, 16, 32, 5, 8, 1),
     (32, 32, 256, 32, 32, 5, 8, 1),
     (32, 32, 256, 32, 32, 4, 8, 1),
     (32, 32, 256, 32, 32, 3, 8, 1),

@@ -87,6 +87,25 @@ def test_a_sample_of_the_space_on_a_ragged_shape(dtype, gpu_target):
     assert not failures, f"{len(failures)} of {len(jobs)} failed:\n" + "\n".join(failures[:20])
 
 
+@pytest.mark.parametrize("layout", ("nn", "nt"))
+@pytest.mark.parametrize("dtype", ("tf32", "fp16", "bf16"))
+def test_sixteen_row_blocks_over_small_and_ragged_m(dtype, layout, gpu_target):
+    """block_m = 16 (sliced K or not, split-K, every vector width the rows allow) where M is 1, 16, 17 or 40."""
+    shapes = ((256, 16, 32, 5, 8, 1), (128, 16, 32, 4, 4, 1), (64, 16, 32, 3, 2, 1), (32, 16, 16, 3, 1, 4), (64, 16, 64, 2, 1, 1))
+    jobs = []
+    for m in (1, 16, 17, 40):
+        problem = GemmProblem(m, 1000, 1016, dtype=dtype, layout=layout, epilogue="bias_relu" if m == 17 else "none")
+        space = gemm_space(problem, gpu_target)
+        for (bk, wm, wn, stages, slice_k, split_k), vec in itertools.product(shapes, space.param("vec").values):
+            config = space.complete({"family": "mma", "block_m": 16, "block_n": 64 if wn == 64 else 32, "block_k": bk,
+                                     "warp_m": wm, "warp_n": wn, "stages": stages, "slice_k": slice_k,
+                                     "split_k": split_k, "group_m": 1, "vec": vec})
+            if space.why_invalid(config) is None:
+                jobs.append((problem, config))
+    failures = _check_all(jobs, gpu_target)
+    assert len(jobs) >= 20 and not failures, f"{len(failures)} of {len(jobs)} failed:\n" + "\n".join(failures[:20])
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_evaluate_times_only_after_checking_and_the_baseline_runs(dtype, gpu_target):
     backend = CudaBackend()

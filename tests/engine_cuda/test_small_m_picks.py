@@ -46,3 +46,15 @@ def test_simt_small_m_first_pick_splits_k_over_several_waves(sm90):
 def test_large_problems_keep_their_picks(sm90):
     picks = hand_picked(GemmProblem(4096, 4096, 4096, "fp16"), sm90, limit=3)
     assert all(c["split_k"] == 1 and c["slice_k"] == 1 and c["block_m"] >= 128 for c in picks)
+
+
+@pytest.mark.parametrize("m", (1, 16))
+def test_up_to_sixteen_rows_the_sliced_pick_has_no_padded_block_rows(sm90, m):
+    first = hand_picked(GemmProblem(m, 4096, 4096, "fp16"), sm90, limit=1)[0]
+    assert first["block_m"] == 16 and first["warp_m"] == 16 and first["slice_k"] == 8
+
+
+def test_sixteen_row_blocks_exist_only_where_k_is_sliced(sm90):
+    assert 16 in gemm_space(GemmProblem(16, 4096, 4096, "fp16"), sm90).param("block_m").values
+    assert 16 not in gemm_space(GemmProblem(4096, 4096, 4096, "fp16"), sm90).param("block_m").values
+    assert 16 not in gemm_space(GemmProblem(16, 4096, 4096, "fp32"), sm90).param("block_m").values  # SIMT

@@ -29,6 +29,7 @@ from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 FAMILY = {"fp32": "simt", "fp64": "simt", "tf32": "mma", "fp16": "mma", "bf16": "mma"}
 
 BLOCK_MN = (32, 64, 128, 256)
+SLICED_BLOCK_M = (16, *BLOCK_MN)  # 16-row blocks where K is sliced: no padded rows for M <= 16
 GROUP_M = (1, 4, 8, 16)
 SIMT_BLOCK_K = (8, 16, 32)
 MMA_BLOCK_K = (16, 32, 64, 128, 256)
@@ -142,7 +143,7 @@ def _params(problem: GemmProblem) -> tuple[Param, ...]:
     sliced = problem.m <= SLICED_K_MAX_M  # elsewhere the space keeps the size it had before sliced K
     return (
         Param("family", (family,), "categorical", "kernel family: simt (FMA) or mma (mma.sync tensor cores)"),
-        Param("block_m", BLOCK_MN, doc="rows of C per block"),
+        Param("block_m", SLICED_BLOCK_M if sliced and not simt else BLOCK_MN, doc="rows of C per block"),
         Param("block_n", BLOCK_MN, doc="columns of C per block"),
         Param("block_k", SIMT_BLOCK_K if simt else MMA_BLOCK_K if sliced else MMA_SHALLOW_BLOCK_K,
               doc="depth of one pipeline step"),
@@ -160,7 +161,9 @@ def _params(problem: GemmProblem) -> tuple[Param, ...]:
 def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
     m, n, k = problem.m, problem.n, problem.k
     params = {p.name: p for p in _params(problem)}
-    smallest = {name: min(int(v) for v in params[name].values) for name in ("block_m", "block_n", "block_k")}
+    # a tile may exceed a small dimension up to the size of the common smallest tile (32 rows stay valid for M = 16)
+    smallest = {"block_m": min(BLOCK_MN), "block_n": min(BLOCK_MN),
+                "block_k": min(int(v) for v in params["block_k"].values)}
 
     def warp_divides_block(c) -> str | None:
         if c["block_m"] % c["warp_m"] or c["block_n"] % c["warp_n"]:
@@ -370,12 +373,13 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
         if family == "mma":
             # Better, in one launch: 32-column tiles (one block per SM for N = 4096), each pipeline step 512 bytes
             # deep (256 16-bit elements) and shared by K-slices of warps, 5 stages: 64 KiB of B in flight per SM
-            # (docs/engine.md, "Small M: sliced K"). For up to 32 rows, 16 x 32 warp tiles in 4 K-slices (8 warps)
-            # measured fastest on the H200 (docs/results/gemm_small_m_h200.md).
-            rows = 32 if problem.m <= 32 else 64
+            # (docs/engine.md, "Small M: sliced K"). Measured fastest on the H200 (docs/results/gemm_small_m_h200.md):
+            # up to 16 rows, 16-row blocks of one 16 x 32 warp tile in 8 K-slices; up to 32 rows, 16 x 32 warp tiles
+            # in 4 K-slices (8 warps).
+            rows = 16 if problem.m <= 16 else 32 if problem.m <= 32 else 64
             depth = 512 // get_dtype(problem.dtype).storage_bytes
             sliced = {"family": family, "block_m": rows, "block_n": 32, "block_k": depth,
-                      "warp_m": 16 if rows == 32 else 32, "warp_n": 32, "stages": 5 if rows == 32 else 4}
+                      "warp_m": 32 if rows == 64 else 16, "warp_n": 32, "stages": 4 if rows == 64 else 5}
             order = (4, 8, 2) if rows == 32 else (8, 4, 2)
             fitting = (first_valid({**sliced, "slice_k": s}) for s in order)
             small.insert(0, next((c for c in fitting if c is not None), None))
