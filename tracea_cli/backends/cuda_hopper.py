@@ -488,7 +488,3 @@ class HopperBackend:
     def baseline(self, problem: GemmProblem, target: Target, *, policy: TimingPolicy, seed: int) -> tuple[str, Evaluation]:
         """cuBLAS on the same problem, checked and timed as the engine's baseline (`CudaBackend.baseline`)."""
         return CudaBackend().baseline(problem, target, policy=policy, seed=seed)
-
-
-def hopper_backend() -> HopperBackend:
-    return HopperBackend()
