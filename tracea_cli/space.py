@@ -92,7 +92,8 @@ class SearchSpace:
             yield dict(zip(self.names, combo))
 
     def valid_configs(self) -> list[Config]:
-        return [c for c in self.all_configs() if self.why_invalid(c) is None]
+        # every combination is complete and in range: only the rules can reject it
+        return [c for c in self.all_configs() if not any(rule(c) for rule in self.rules)]
 
     def rejections(self) -> Iterator[tuple[Config, str]]:
         for c in self.all_configs():
