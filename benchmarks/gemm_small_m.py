@@ -37,9 +37,17 @@ PROBLEMS = (GemmProblem(16, 4096, 4096, "fp16", "nn"), GemmProblem(16, 4096, 409
             GemmProblem(1, 4096, 4096, "fp16", "nn"), GemmProblem(64, 4096, 4096, "fp16", "nn"))
 WGMMA_SMALL_M = {"family": "wgmma", "tile_m": 64, "tile_n": 64, "stages": 6, "consumers": 1,
                  "schedule": "cooperative", "cluster_m": 1, "persistent": 0, "group_m": 1, "store": "direct"}
-# Sliced-K candidates: (block_m, block_n, block_k, warp_m, warp_n, stages, slice_k, split_k), none spilling on sm_90
+# Sliced-K candidates: (block_m, block_n, block_k, warp_m, warp_n, stages, slice_k, split_k[, cluster_k]), none spilling on sm_90
 # (--dry-run). 16- and 32-row tiles for M <= 32; 64-row tiles, and 32-row ones (two blocks per tile column), for M = 64.
 SLICED_32 = (
+    # K split across a cluster of 2 or 4 blocks (the 9th field), wider tiles: B read in 128- or 256-byte row pieces
+    (16, 64, 256, 16, 32, 4, 4, 1, 2),
+    (16, 64, 256, 16, 32, 5, 4, 1, 2),
+    (16, 64, 256, 16, 64, 4, 8, 1, 2),
+    (16, 64, 128, 16, 32, 5, 4, 1, 2),
+    (16, 128, 128, 16, 64, 4, 4, 1, 4),
+    (16, 128, 128, 16, 32, 4, 8, 1, 4),
+    (32, 64, 256, 16, 32, 4, 4, 1, 2),
     (16, 32, 256, 16, 32, 5, 8, 1),
     (16, 32, 256, 16, 32, 4, 8, 1),
     (16, 32, 256, 16, 32, 5, 4, 1),
@@ -78,9 +86,10 @@ def candidates(problem: GemmProblem, target) -> tuple[list[dict], list[str]]:
     vec = next(v for v in vector_widths(problem.dtype) if problem.k % v == 0 and problem.n % v == 0)
     configs: list[dict] = []
     notes: list[str] = []
-    for bm, bn, bk, wm, wn, stages, slice_k, split_k in SLICED_32 if problem.m <= 32 else SLICED_64:
+    for bm, bn, bk, wm, wn, stages, slice_k, split_k, *cluster in SLICED_32 if problem.m <= 32 else SLICED_64:
         config = {"family": "mma", "block_m": bm, "block_n": bn, "block_k": bk, "warp_m": wm, "warp_n": wn,
-                  "stages": stages, "split_k": split_k, "group_m": 1, "vec": vec, "slice_k": slice_k}
+                  "stages": stages, "split_k": split_k, "group_m": 1, "vec": vec, "slice_k": slice_k,
+                  **({"cluster_k": cluster[0]} if cluster else {})}
         reason = space.why_invalid(config)
         if reason:
             notes.append(f"{describe(config)}: {reason}")

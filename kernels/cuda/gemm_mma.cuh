@@ -8,6 +8,10 @@
 // slices' partial sums meet in shared memory (the pipeline's, no longer needed) and slice 0 runs the epilogue. Tiles
 // of a few rows then get many warps and deep steps: bytes in flight for a GEMM bound by reading B (small M).
 //
+// Cluster K (CLUSTER_K > 1, sm_90): the CLUSTER_K blocks of a thread-block cluster (grid z, __cluster_dims__ on the
+// entry) share one tile, each taking an equal run of K's steps; after their own slice sums, blocks 1.. add theirs into
+// block 0's shared memory (DSMEM), which runs the epilogue. Split K without a workspace or a second launch.
+//
 // Main loop, a STAGES-deep pipeline over BLOCK_K steps of K (each made of BLOCK_K/MMA_K instruction steps, STEPS of
 // them per warp):
 //   prologue: start copying steps 0 .. STAGES-2 into their shared-memory stages (cp.async); wait for step 0;
@@ -27,7 +31,7 @@
 namespace tracea {
 
 template <class T_, Layout LAYOUT_, Epilogue EPILOGUE_, int BLOCK_M_, int BLOCK_N_, int BLOCK_K_, int WARP_M_, int WARP_N_,
-          int STAGES_, int VEC_, int SPLIT_K_, int GROUP_M_, int SLICE_K_ = 1>
+          int STAGES_, int VEC_, int SPLIT_K_, int GROUP_M_, int SLICE_K_ = 1, int CLUSTER_K_ = 1>
 struct MmaGemm {
   using T = T_;
   static constexpr Layout LAYOUT = LAYOUT_;
@@ -35,6 +39,7 @@ struct MmaGemm {
   static constexpr int BLOCK_M = BLOCK_M_, BLOCK_N = BLOCK_N_, BLOCK_K = BLOCK_K_;
   static constexpr int WARP_M = WARP_M_, WARP_N = WARP_N_;
   static constexpr int STAGES = STAGES_, VEC = VEC_, SPLIT_K = SPLIT_K_, GROUP_M = GROUP_M_, SLICE_K = SLICE_K_;
+  static constexpr int CLUSTER_K = CLUSTER_K_;
 
   static constexpr bool TF32 = SameType<T, float>::value;
   static constexpr int MMA_K = TF32 ? 8 : 16;
@@ -60,13 +65,16 @@ struct MmaGemm {
   static constexpr int STAGE_A = BLOCK_M * LDA_S, STAGE_B = B_ROWS * LDB_S;
   static constexpr int PIPELINE_BYTES = STAGES * (STAGE_A + STAGE_B) * int(sizeof(T));
   // Slices 1 .. SLICE_K-1 leave their accumulators here for slice 0: float [SLICE_K-1][ACCUMULATORS][TILE_WARPS*32].
-  static constexpr int REDUCTION_BYTES = (SLICE_K - 1) * ACCUMULATORS * TILE_WARPS * 32 * int(sizeof(float));
+  // The larger of the K-slices' and (in block 0) the cluster's other blocks' sums, same layout.
+  static constexpr int REDUCTION_BYTES =
+      ((SLICE_K > CLUSTER_K ? SLICE_K : CLUSTER_K) - 1) * ACCUMULATORS * TILE_WARPS * 32 * int(sizeof(float));
   static constexpr int SMEM_BYTES = PIPELINE_BYTES > REDUCTION_BYTES ? PIPELINE_BYTES : REDUCTION_BYTES;
 
   static_assert(BLOCK_M % WARP_M == 0 && BLOCK_N % WARP_N == 0, "warp tiles must divide the block tile");
   static_assert(WARP_M % 16 == 0 && WARP_N % 16 == 0, "a warp tile is made of 16 x 16 pieces");
   static_assert(BLOCK_K % (MMA_K * SLICE_K) == 0, "each K-slice multiplies whole instruction steps of a pipeline step");
   static_assert(STAGES >= 2, "the pipeline needs two stages at least");
+  static_assert(CLUSTER_K == 1 || (SPLIT_K == 1 && CLUSTER_K <= 8), "cluster K replaces split K; clusters of 8 at most");
   static_assert(VEC * sizeof(T) <= 16 && BLOCK_K % VEC == 0 && BLOCK_N % VEC == 0, "bad vector width");
 };
 
@@ -153,6 +161,37 @@ __device__ __forceinline__ void multiply(float (&acc)[G::TILES_M][G::TILES_N][4]
     for (int j = 0; j < G::TILES_N; ++j) mma_16x8<typename G::T>(acc[i][j], f.a[i], f.b[j]);
 }
 
+// Adds COUNT partial sums laid out [COUNT][ACCUMULATORS][TILE_WARPS*32] (from this thread's slot) into acc.
+template <class G, int COUNT>
+__device__ __forceinline__ void add_partials(float (&acc)[G::TILES_M][G::TILES_N][4], const float *partial) {
+  constexpr int TILE_THREADS = G::TILE_WARPS * 32;
+#pragma unroll
+  for (int s = 0; s < COUNT; ++s) {
+    const float *theirs = partial + s * G::ACCUMULATORS * TILE_THREADS;
+#pragma unroll
+    for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+      for (int j = 0; j < G::TILES_N; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] += theirs[((i * G::TILES_N + j) * 4 + e) * TILE_THREADS];
+  }
+}
+
+// Cluster-wide barrier: release this block's shared-memory writes (local or remote), acquire the others'.
+__device__ __forceinline__ void cluster_barrier() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+// Stores v at shared-memory address `addr` (this block's layout) of block 0 of the cluster.
+__device__ __forceinline__ void store_to_block0(unsigned addr, float v) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("{\n.reg .u32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nst.shared::cluster.f32 [remote], %2;\n}"
+               ::"r"(addr), "r"(0u), "f"(v) : "memory");
+#endif
+}
+
 template <class G> __device__ void gemm_mma(const GemmArgs &args) {
   using T = typename G::T;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -162,7 +201,7 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
 
   const int2 tile = tile_coords(blockIdx.x, ceil_div(args.m, G::BLOCK_M), ceil_div(args.n, G::BLOCK_N), G::GROUP_M);
   const int m0 = tile.x * G::BLOCK_M, n0 = tile.y * G::BLOCK_N;
-  const KSlice slice = k_slice<G::BLOCK_K, G::SPLIT_K>(args.k, blockIdx.z);
+  const KSlice slice = k_slice<G::BLOCK_K, G::SPLIT_K * G::CLUSTER_K>(args.k, blockIdx.z);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tile_warp = G::SLICE_K > 1 ? warp % G::TILE_WARPS : warp;  // this warp's place in the block tile
@@ -254,18 +293,33 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
           for (int e = 0; e < 4; ++e) mine[((i * G::TILES_N + j) * 4 + e) * TILE_THREADS] = acc[i][j][e];
     }
     __syncthreads();
-    if (warp_slice > 0) return;
-#pragma unroll
-    for (int s = 0; s < G::SLICE_K - 1; ++s) {
-      const float *theirs = partial + s * G::ACCUMULATORS * TILE_THREADS + tile_thread;
+    if (warp_slice == 0) add_partials<G, G::SLICE_K - 1>(acc, partial + tile_thread);
+  }
+  if constexpr (G::CLUSTER_K > 1) {
+    // Every block of the cluster is past its own reduction (block 0's shared memory is free), then blocks 1.. store
+    // their sums into block 0's, lane-minor as above, and block 0 adds them once they have landed. Every thread
+    // takes part in both cluster barriers.
+    const unsigned rank = blockIdx.z;  // __cluster_dims__(1, 1, CLUSTER_K): the cluster is the grid's z
+    const int tile_thread = tile_warp * 32 + lane;
+    constexpr int TILE_THREADS = G::TILE_WARPS * 32;
+    float *partial = reinterpret_cast<float *>(smem_raw);
+    cluster_barrier();
+    if (rank > 0 && warp_slice == 0) {
+      const unsigned mine = static_cast<unsigned>(__cvta_generic_to_shared(
+          partial + (rank - 1) * G::ACCUMULATORS * TILE_THREADS + tile_thread));
 #pragma unroll
       for (int i = 0; i < G::TILES_M; ++i)
 #pragma unroll
         for (int j = 0; j < G::TILES_N; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[i][j][e] += theirs[((i * G::TILES_N + j) * 4 + e) * TILE_THREADS];
+          for (int e = 0; e < 4; ++e)
+            store_to_block0(mine + 4u * ((i * G::TILES_N + j) * 4 + e) * TILE_THREADS, acc[i][j][e]);
     }
+    cluster_barrier();
+    if (rank > 0) return;
+    if (warp_slice == 0) add_partials<G, G::CLUSTER_K - 1>(acc, partial + tile_thread);
   }
+  if (warp_slice > 0) return;
 
   // Epilogue: accumulator e of tile (i, j) holds C(g + 8·(e/2), 2t + e%2) of that 16 x 8 tile.
   const int g = lane / 4, t = lane % 4;

@@ -233,3 +233,23 @@ def test_the_example_in_docs_engine_runs():
     text = (Path(__file__).resolve().parents[2] / "docs" / "engine.md").read_text()
     example = text.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(example, "docs/engine.md", "exec"), {})
+
+
+def test_a_k_cluster_kernel_declares_its_cluster_and_adds_through_dsmem(sm90):
+    """cluster_k = 2: the entry carries its cluster shape (so a plain launch makes the clusters), the blocks meet at
+    cluster barriers and store into block 0's shared memory; grid z is the cluster; no workspace, one launch."""
+    from tracea_cli.backends.cuda import launch_description
+
+    problem = GemmProblem(16, 4096, 4096, dtype="fp16")
+    config = gemm_space(problem, sm90).complete(
+        {"family": "mma", "block_m": 16, "block_n": 64, "block_k": 256, "warp_m": 16, "warp_n": 32, "stages": 5,
+         "split_k": 1, "group_m": 1, "vec": 8, "slice_k": 4, "cluster_k": 2})
+    assert gemm_space(problem, sm90).why_invalid(config) is None
+    source = gemm_source(problem, config)
+    assert "__cluster_dims__(1, 1, 2)" in source
+    ptx = nvrtc.compile_source(source, nvrtc.CompileOptions(arch="sm_90")).ptx
+    assert ".reqnctapercluster 1, 1, 2" in ptx or ".explicitcluster" in ptx
+    assert "barrier.cluster.arrive" in ptx and "mapa.shared::cluster" in ptx and "st.shared::cluster" in ptx
+    launch = launch_description(problem, config)
+    assert [s["kind"] for s in launch["steps"]] == ["kernel"] and launch["steps"][0]["grid"]["z"] == 2
+    assert launch["workspace_bytes_per_mn"] == 0

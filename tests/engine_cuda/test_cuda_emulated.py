@@ -109,7 +109,7 @@ def test_the_emulator_catches_a_sliced_k_sum_that_drops_a_slice(emulator, sm90, 
     problem = GemmProblem(16, 32, 256, dtype="fp16")
     config = _config("mma", 32, 32, 64, 32, 32, stages=2, vec=8, slice_k=4)
     right = cuda.gemm_source(problem, config)
-    wrong = right.replace("for (int s = 0; s < G::SLICE_K - 1; ++s)", "for (int s = 0; s < G::SLICE_K - 2; ++s)")
+    wrong = right.replace("add_partials<G, G::SLICE_K - 1>", "add_partials<G, G::SLICE_K - 2>")
     assert wrong != right
     harness, workdir, launcher = emulator
     monkeypatch.setattr(harness, "gemm_source", lambda p, c: wrong)

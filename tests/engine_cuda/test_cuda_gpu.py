@@ -106,6 +106,29 @@ def test_sixteen_row_blocks_over_small_and_ragged_m(dtype, layout, gpu_target):
     assert len(jobs) >= 20 and not failures, f"{len(failures)} of {len(jobs)} failed:\n" + "\n".join(failures[:20])
 
 
+@pytest.mark.parametrize("layout", ("nn", "nt"))
+@pytest.mark.parametrize("dtype", ("tf32", "fp16", "bf16"))
+def test_k_clusters_over_small_and_ragged_shapes(dtype, layout, gpu_target):
+    """cluster_k = 2 and 4 (sm_90): K split across a cluster's blocks, sums added through DSMEM, with and without
+    sliced K, every vector width the rows allow, ragged M, N and K, a fused epilogue."""
+    if gpu_target.limits.compute_capability < (9, 0):
+        pytest.skip("thread-block clusters need compute capability 9.0")
+    shapes = ((256, 16, 32, 32, 4, 8, 2), (128, 16, 64, 32, 4, 4, 4), (64, 32, 32, 32, 3, 1, 2), (256, 16, 128, 64, 4, 4, 2),
+              (64, 16, 32, 32, 2, 2, 4), (32, 32, 64, 32, 2, 1, 2))
+    jobs = []
+    for m, n, k in ((1, 1000, 1016), (16, 4096, 4096), (17, 1000, 1016), (40, 1023, 777)):
+        problem = GemmProblem(m, n, k, dtype=dtype, layout=layout, epilogue="bias_silu" if m == 17 else "none")
+        space = gemm_space(problem, gpu_target)
+        for (bk, bm, bn, wn, stages, slice_k, cluster_k), vec in itertools.product(shapes, space.param("vec").values):
+            config = space.complete({"family": "mma", "block_m": bm, "block_n": bn, "block_k": bk, "warp_m": 16,
+                                     "warp_n": wn, "stages": stages, "slice_k": slice_k, "cluster_k": cluster_k,
+                                     "split_k": 1, "group_m": 1, "vec": vec})
+            if space.why_invalid(config) is None:
+                jobs.append((problem, config))
+    failures = _check_all(jobs, gpu_target)
+    assert len(jobs) >= 20 and not failures, f"{len(failures)} of {len(jobs)} failed:\n" + "\n".join(failures[:20])
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_evaluate_times_only_after_checking_and_the_baseline_runs(dtype, gpu_target):
     backend = CudaBackend()

@@ -20,16 +20,16 @@ def test_small_m_first_pick_is_sliced_k_in_one_launch(sm90, m, dtype, layout):
     assert gemm_space(problem, sm90).why_invalid(first) is None
     assert first["slice_k"] > 1 and first["split_k"] == 1
     assert [s["kind"] for s in launch_description(problem, first)["steps"]] == ["kernel"]
-    blocks = -(-problem.m // first["block_m"]) * -(-problem.n // first["block_n"])
+    blocks = -(-problem.m // first["block_m"]) * -(-problem.n // first["block_n"]) * first["cluster_k"]
     assert blocks >= sm90.limits.sm_count * 0.9  # one block per SM, nearly all of them
     stage_b = first["block_k"] * first["block_n"] * tiling(problem, first).elem_bytes
     assert (first["stages"] - 1) * stage_b >= 32 * 1024  # B bytes in flight per SM
 
 
 @pytest.mark.parametrize("dtype,layout", [("fp16", "nn"), ("bf16", "nt")])
-def test_the_split_k_pick_follows_the_sliced_one(sm90, dtype, layout):
+def test_the_split_k_pick_follows_the_sliced_ones(sm90, dtype, layout):
     problem = GemmProblem(16, 4096, 4096, dtype, layout)
-    second = hand_picked(problem, sm90, limit=3)[1]
+    second = hand_picked(problem, sm90, limit=3)[2]  # after the K-cluster pick and the one-block sliced pick
     assert gemm_space(problem, sm90).why_invalid(second) is None
     blocks = -(-problem.n // second["block_n"]) * second["split_k"]
     assert second["slice_k"] == 1 and second["block_m"] == 32 and blocks >= SMALL_M_WAVES * sm90.limits.sm_count
@@ -49,9 +49,20 @@ def test_large_problems_keep_their_picks(sm90):
 
 
 @pytest.mark.parametrize("m", (1, 16))
-def test_up_to_sixteen_rows_the_sliced_pick_has_no_padded_block_rows(sm90, m):
-    first = hand_picked(GemmProblem(m, 4096, 4096, "fp16"), sm90, limit=1)[0]
-    assert first["block_m"] == 16 and first["warp_m"] == 16 and first["slice_k"] == 8
+def test_up_to_sixteen_rows_the_sliced_picks_have_no_padded_block_rows(sm90, sm80, m):
+    """On sm_90, 16-bit: K split across a cluster of two 16 x 64 blocks first, then one 16 x 32 block in 8 K-slices
+    (the first pick where there are no clusters)."""
+    cluster, sliced = hand_picked(GemmProblem(m, 4096, 4096, "fp16"), sm90, limit=2)
+    assert (cluster["block_m"], cluster["block_n"], cluster["slice_k"], cluster["cluster_k"]) == (16, 64, 4, 2)
+    assert sliced["block_m"] == 16 and sliced["warp_m"] == 16 and sliced["slice_k"] == 8 and sliced["cluster_k"] == 1
+    assert hand_picked(GemmProblem(m, 4096, 4096, "fp16"), sm80, limit=1)[0] == {**sliced, "cluster_k": 1}
+    assert hand_picked(GemmProblem(m, 4096, 4096, "tf32"), sm90, limit=1)[0]["cluster_k"] == 1  # not measured
+
+
+def test_k_clusters_exist_only_where_k_is_sliced_on_sm90(sm90, sm80):
+    assert gemm_space(GemmProblem(16, 4096, 4096, "fp16"), sm90).param("cluster_k").values == (1, 2, 4)
+    assert gemm_space(GemmProblem(16, 4096, 4096, "fp16"), sm80).param("cluster_k").values == (1,)
+    assert gemm_space(GemmProblem(4096, 4096, 4096, "fp16"), sm90).param("cluster_k").values == (1,)
 
 
 def test_sixteen_row_blocks_exist_only_where_k_is_sliced(sm90):

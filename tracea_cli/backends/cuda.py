@@ -27,7 +27,7 @@ from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import Artifact, CompileFailed, DeviceLimits, Evaluation, Status, Target
 from tracea_cli.errors import ToolchainMissing, UsageError
 from tracea_cli.ops.dtypes import from_storage, to_storage
-from tracea_cli.ops.gemm.cuda_space import SPLITK_REDUCE_THREADS, gemm_space, slice_k_of, tiling
+from tracea_cli.ops.gemm.cuda_space import SPLITK_REDUCE_THREADS, cluster_k_of, gemm_space, slice_k_of, tiling
 from tracea_cli.ops.gemm.problem import GemmInputs, GemmProblem, make_inputs, reference
 from tracea_cli.ops.verify import check
 from tracea_cli.resources import kernel_source
@@ -71,8 +71,11 @@ def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
             f"tracea::Epilogue::{EPILOGUE[problem.epilogue]}, ")
     if family == "mma":
         args = [config[p] for p in ("block_m", "block_n", "block_k", "warp_m", "warp_n", "stages", "vec", "split_k", "group_m")]
-        if slice_k_of(config) > 1:  # slice_k = 1 is the template's default: the instantiation of before
+        cluster = cluster_k_of(config)
+        if slice_k_of(config) > 1 or cluster > 1:  # 1 is the template's default: the instantiation of before
             args.append(slice_k_of(config))
+        if cluster > 1:
+            args.append(cluster)
         entry, bounds = "tracea::gemm_mma<Gemm>", "Gemm::THREADS"
     else:
         args = [config[p] for p in ("block_m", "block_n", "block_k", "warp_m", "warp_n", "vec", "split_k", "group_m")]
@@ -84,13 +87,25 @@ def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
         f"using Gemm = {head}{', '.join(str(int(a)) for a in args)}>;",
         f'static_assert(Gemm::THREADS == {t.threads}, "block size differs from the launch description");',
         f'static_assert(Gemm::SMEM_BYTES == {t.smem_bytes}, "shared memory differs from the launch description");',
-        f"extern \"C\" __global__ void __launch_bounds__({bounds}) {MAIN_KERNEL}(TRACEA_GEMM_PARAMS) "
+        f"extern \"C\" __global__ void __launch_bounds__({bounds}) {_cluster_dims(config)}{MAIN_KERNEL}(TRACEA_GEMM_PARAMS) "
         f"{{ {entry}(TRACEA_GEMM_ARGS); }}",
     ]
     if int(config["split_k"]) > 1:
         lines.append(f"extern \"C\" __global__ void __launch_bounds__({SPLITK_REDUCE_THREADS}) {REDUCE_KERNEL}"
                      f"(TRACEA_GEMM_PARAMS) {{ tracea::splitk_reduce<Gemm::T, Gemm::EPILOGUE>(TRACEA_GEMM_ARGS); }}")
     return "\n".join(lines) + "\n"
+
+
+def _cluster_z(config: Mapping[str, Value]) -> int | str:
+    """Grid z: the split-K slices, or the blocks of a K cluster (a fixed number)."""
+    cluster = cluster_k_of(config)
+    return cluster if cluster > 1 else "split_k"
+
+
+def _cluster_dims(config: Mapping[str, Value]) -> str:
+    """The entry's compile-time cluster shape (an ordinary launch then makes the clusters), or nothing."""
+    cluster = cluster_k_of(config)
+    return f"__cluster_dims__(1, 1, {cluster}) " if cluster > 1 else ""
 
 
 def launch_description(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, Any]:
@@ -101,7 +116,7 @@ def launch_description(problem: GemmProblem, config: Mapping[str, Value]) -> dic
     if split > 1:
         steps.append({"kind": "memset", "buffer": "workspace", "bytes_per": "mn", "elem_bytes": 4})
     steps.append({"kind": "kernel", "name": MAIN_KERNEL, "block": [t.threads, 1, 1],
-                  "grid": {"x": "tiles", "y": 1, "z": "split_k"}, "dynamic_smem_bytes": t.smem_bytes})
+                  "grid": {"x": "tiles", "y": 1, "z": _cluster_z(config)}, "dynamic_smem_bytes": t.smem_bytes})
     if split > 1:
         steps.append({"kind": "kernel", "name": REDUCE_KERNEL, "block": [SPLITK_REDUCE_THREADS, 1, 1],
                       "grid": {"x": f"mn/{SPLITK_REDUCE_THREADS}", "y": 1, "z": 1}, "dynamic_smem_bytes": 0})

@@ -39,6 +39,8 @@ SLICE_K = (1, 2, 4, 8)
 # slice_k came after configurations were stored (tuning caches, profiles/defaults): one without it means 1, the kernel
 # it named before.
 SLICE_K_DEFAULT = 1
+CLUSTER_K = (1, 2, 4)  # blocks of a thread-block cluster sharing a tile's K (sm_90), sums added through DSMEM
+MIN_CLUSTER_CC = (9, 0)
 SLICED_K_MAX_M = 128  # sliced K (and steps that deep) only for a few rows of C, where output tiles are too few
 SIMT_WARP_M, SIMT_WARP_N = (16, 32, 64), (32, 64)
 MMA_WARP = (16, 32, 64, 128)
@@ -78,6 +80,11 @@ class Tiling:
     copy_bytes: int  # bytes per global load (vec · element size)
 
 
+def cluster_k_of(config: Mapping[str, Value]) -> int:
+    """Blocks of a K cluster; 1 for configurations without the parameter (stored before it, or SIMT)."""
+    return int(config.get("cluster_k", 1))
+
+
 def slice_k_of(config: Mapping[str, Value]) -> int:
     """The configuration's K-slices of warps (1 where it predates the parameter or its family has none)."""
     return int(config.get("slice_k", SLICE_K_DEFAULT))
@@ -99,7 +106,8 @@ def tiling(problem: GemmProblem, config: Mapping[str, Value]) -> Tiling:
         b_rows, ldb_s = (bk, bn + pad_n_rows) if problem.layout == "nn" else (bn, bk + pad_k_rows)
         pipeline = int(config["stages"]) * (bm * lda_s + b_rows * ldb_s) * elem
         slices = slice_k_of(config)
-        reduction = (slices - 1) * bm * bn * 4  # the other K-slices' fp32 sums, for slice 0 (MmaGemm::REDUCTION_BYTES)
+        # the other K-slices' or cluster blocks' fp32 sums, for slice 0 of block 0 (MmaGemm::REDUCTION_BYTES)
+        reduction = (max(slices, cluster_k_of(config)) - 1) * bm * bn * 4
         smem = max(pipeline, reduction)
         threads *= slices
         acc = wm * wn // 32
@@ -137,10 +145,11 @@ def _limits(target: Target) -> DeviceLimits:
     return limits_for(target.arch)
 
 
-def _params(problem: GemmProblem) -> tuple[Param, ...]:
+def _params(problem: GemmProblem, limits: DeviceLimits) -> tuple[Param, ...]:
     family = FAMILY[problem.dtype]
     simt = family == "simt"
     sliced = problem.m <= SLICED_K_MAX_M  # elsewhere the space keeps the size it had before sliced K
+    clusters = limits.compute_capability >= MIN_CLUSTER_CC
     return (
         Param("family", (family,), "categorical", "kernel family: simt (FMA) or mma (mma.sync tensor cores)"),
         Param("block_m", SLICED_BLOCK_M if sliced and not simt else BLOCK_MN, doc="rows of C per block"),
@@ -154,13 +163,15 @@ def _params(problem: GemmProblem) -> tuple[Param, ...]:
         Param("group_m", GROUP_M, doc="tile rows walked column by column (rasterization)"),
         Param("vec", vector_widths(problem.dtype), doc="elements per global load; 1 is the predicated variant"),
         *(() if simt else (Param("slice_k", SLICE_K if sliced else (SLICE_K_DEFAULT,), default=SLICE_K_DEFAULT,
-                                 doc=f"groups of warps sharing each pipeline step's K (M at most {SLICED_K_MAX_M})"),)),
+                                 doc=f"groups of warps sharing each pipeline step's K (M at most {SLICED_K_MAX_M})"),
+                           Param("cluster_k", CLUSTER_K if sliced and clusters else (1,), default=1,
+                                 doc="blocks of a cluster splitting K, sums added through DSMEM (sm_90)"))),
     )
 
 
 def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
     m, n, k = problem.m, problem.n, problem.k
-    params = {p.name: p for p in _params(problem)}
+    params = {p.name: p for p in _params(problem, limits)}
     # a tile may exceed a small dimension up to the size of the common smallest tile (32 rows stay valid for M = 16)
     smallest = {"block_m": min(BLOCK_MN), "block_n": min(BLOCK_MN),
                 "block_k": min(int(v) for v in params["block_k"].values)}
@@ -220,19 +231,30 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
                     f"{limits.max_shared_per_block_optin} per block")
         return None
 
+    def cluster(c) -> str | None:
+        blocks = cluster_k_of(c)
+        if blocks == 1:
+            return None
+        if limits.compute_capability < MIN_CLUSTER_CC:
+            return f"cluster_k={blocks} needs thread-block clusters (compute capability 9.0), {limits.arch} has none"
+        if c["split_k"] > 1:
+            return f"cluster_k={blocks} splits K itself: split_k must be 1"
+        return None
+
     def split_k_slices(c) -> str | None:
-        split = c["split_k"]
+        split = c["split_k"] * cluster_k_of(c)
         if split == 1:
             return None
         steps = -(-k // c["block_k"])
         per_slice = -(-steps // split)
         if per_slice * (split - 1) >= steps:
-            return f"split_k={split} leaves a slice without work: K={k} has {steps} steps of block_k={c['block_k']}"
+            return (f"splitting K {split} ways leaves a slice without work: K={k} has {steps} steps of "
+                    f"block_k={c['block_k']}")
         return None
 
     def pipeline_depth(c) -> str | None:
         steps = -(-k // c["block_k"])
-        per_slice = -(-steps // c["split_k"])
+        per_slice = -(-steps // (c["split_k"] * cluster_k_of(c)))
         if c["stages"] > 2 and c["stages"] > per_slice + 1:
             return (f"a {c['stages']}-stage pipeline needs {c['stages'] - 1} steps per slice; "
                     f"K={k} gives {per_slice} of block_k={c['block_k']}")
@@ -263,12 +285,13 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, grouping, split_k_slices,
                 pipeline_depth, resources)
     return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, element_copies, grouping, sliced_k,
-            split_k_slices, pipeline_depth, resources)
+            cluster, split_k_slices, pipeline_depth, resources)
 
 
 def gemm_space(problem: GemmProblem, target: Target) -> SearchSpace:
     """The space of CUDA GEMM configurations for `problem` on `target` (limits from the target or its architecture)."""
-    return SearchSpace(params=_params(problem), rules=_rules(problem, _limits(target)))
+    limits = _limits(target)
+    return SearchSpace(params=_params(problem, limits), rules=_rules(problem, limits))
 
 
 # Hand-picked starting points: (block_m, block_n, block_k, warp_m, warp_n, stages), best first for large squares
@@ -383,6 +406,10 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
             order = (4, 8, 2) if rows == 32 else (8, 4, 2)
             fitting = (first_valid({**sliced, "slice_k": s}) for s in order)
             small.insert(0, next((c for c in fitting if c is not None), None))
+            if rows == 16 and problem.dtype in ("fp16", "bf16") and 2 in space.param("cluster_k").values:
+                # Better still on sm_90 (measured for fp16 and bf16): 64-column tiles, so that B is read in 128-byte
+                # pieces, with K split across a cluster of two blocks (docs/engine.md, "Small M: K clusters").
+                small.insert(0, first_valid({**sliced, "block_n": 64, "slice_k": 4, "cluster_k": 2}))
         for c in reversed(small):
             if c is not None and c not in picks:
                 picks.insert(0, c)
