@@ -27,9 +27,8 @@ from tracea_cli.backends.cuda_gemm import CudaGemmBackend  # noqa: E402
 from tracea_cli.ops.gemm.cuda_space import hand_picked  # noqa: E402
 from tracea_cli.ops.gemm.hopper_space import default_config, hopper_space  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
-from tracea_cli.stats import summarize  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
-from gpu_run import compile_all, describe, median_ms, num, provenance_lines, run_meta, write_report  # noqa: E402
+from gpu_run import compile_all, describe, measure_between_baselines, num, provenance_lines, run_meta, write_report  # noqa: E402
 
 POLICY = TimingPolicy(warmup=5, min_samples=20, max_samples=60, target_cv=0.01, max_seconds=1.5)
 # Targets of issue 3: the best hand-picked configuration's share of cuBLAS at 4096^3 (fp64: no target).
@@ -45,38 +44,12 @@ def best_of(rows: list[dict], families=None) -> dict | None:
 
 def bench_problem(backend: CudaGemmBackend, problem: GemmProblem, target, configs, *, log) -> dict:
     built = compile_all(backend, [(problem, c) for c in configs], target)
-    name, before = backend.baseline(problem, target, policy=POLICY, seed=1)
-    log(f"  {name}: {before.status.value} {median_ms(before)} ms {before.reason}")
-    rows = []
-    for config, (artifact, error) in zip(configs, built):
-        if artifact is None:
-            rows.append({"config": config, "status": "compile_error", "reason": error[:300]})
-            continue
-        ev = backend.evaluate(artifact, problem, target, policy=POLICY, seed=1)
-        med = median_ms(ev)
-        s = summarize(ev.samples.times_ms) if med else None
-        row = {"config": config, "status": ev.status.value, "reason": ev.reason, "rel_error": ev.rel_error,
-               "median_ms": med, "cv": s.cv if s else None, "n": s.n if s else 0,
-               "tflops": problem.flops / (med * 1e-3) / 1e12 if med else None,
-               "samples_ms": list(ev.samples.times_ms) if ev.samples else [],
-               "registers": artifact.resources["registers"], "spill_bytes": artifact.resources["spill_store_bytes"],
-               "smem_bytes": artifact.resources.get("dynamic_shared_bytes", artifact.resources.get("shared_bytes")), "compile_s": artifact.compile_s}
-        rows.append(row)
-        log(f"  {describe(config)}: {ev.status.value} {med and round(med, 4)} ms "
-            f"{row['tflops'] and round(row['tflops'], 1)} TFLOP/s err {ev.rel_error} {ev.reason[:200]}")
-    _, after = backend.baseline(problem, target, policy=POLICY, seed=1)
-    log(f"  {name} again: {after.status.value} {median_ms(after)} ms")
-    base_meds = [m for m in (median_ms(before), median_ms(after)) if m]
-    base = min(base_meds) if base_meds else None
+    run = measure_between_baselines(backend, problem, target, configs, built, policy=POLICY, log=log)
+    base, rows = run.pop("base"), run["rows"]
     best, engine = best_of(rows), best_of(rows, ("simt", "mma"))
     return {
-        "problem": problem.as_dict(), "baseline": name,
-        "baseline_ms": [median_ms(before), median_ms(after)],
-        "baseline_samples_ms": [list(e.samples.times_ms) if e.samples else [] for e in (before, after)],
-        "baseline_status": [before.status.value + (f": {before.reason}" if before.reason else ""),
-                            after.status.value + (f": {after.reason}" if after.reason else "")],
+        "problem": problem.as_dict(), **run,
         "baseline_tflops": problem.flops / (base * 1e-3) / 1e12 if base else None,
-        "rows": rows,
         "best": best and {"config": best["config"], "median_ms": best["median_ms"], "tflops": best["tflops"]},
         "ratio": base / best["median_ms"] if base and best else None,
         "engine_ratio": base / engine["median_ms"] if base and engine else None,

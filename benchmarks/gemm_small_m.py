@@ -27,9 +27,9 @@ from tracea_cli.backends.cuda_gemm import CudaGemmBackend  # noqa: E402
 from tracea_cli.ops.dtypes import get_dtype  # noqa: E402
 from tracea_cli.ops.gemm.cuda_space import gemm_space, hand_picked, vector_widths  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
-from tracea_cli.stats import summarize  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
-from gpu_run import compile_all, describe, median_ms, num, provenance_lines, run_meta, write_report  # noqa: E402
+from gpu_run import (compile_all, describe, measure_between_baselines, num, provenance_lines, resources_of,  # noqa: E402
+                     run_meta, write_report)
 
 POLICY = TimingPolicy(warmup=10, min_samples=30, max_samples=100, target_cv=0.01, max_seconds=1.0)
 COPY_RATE = 4.19e12  # bytes/s, the H200's measured device copy rate (docs/hopper-notes.md)
@@ -108,42 +108,13 @@ def floor_ms(problem: GemmProblem) -> float:
 
 
 
-def resources_of(artifact) -> dict:
-    r = artifact.resources
-    return {"registers": r.get("registers"), "spill_bytes": r.get("spill_store_bytes"),
-            "smem_bytes": r.get("dynamic_shared_bytes", r.get("shared_bytes")),
-            "threads": next((s["block"][0] for s in artifact.launch.get("steps", []) if s.get("kind") == "kernel"), None)}
-
-
 def bench_problem(backend, problem, target, configs, built, *, log) -> dict:
-    name, before = backend.baseline(problem, target, policy=POLICY, seed=1)
-    log(f"  {name}: {before.status.value} {median_ms(before)} ms {before.reason}")
-    rows = []
-    for config, (artifact, error) in zip(configs, built):
-        if artifact is None:
-            rows.append({"config": config, "status": "compile_error", "reason": error[:300]})
-            log(f"  {describe(config)}: compile_error {error[:200]}")
-            continue
-        ev = backend.evaluate(artifact, problem, target, policy=POLICY, seed=1)
-        med = median_ms(ev)
-        s = summarize(ev.samples.times_ms) if med else None
-        rows.append({"config": config, "status": ev.status.value, "reason": ev.reason, "rel_error": ev.rel_error,
-                     "median_ms": med, "cv": s.cv if s else None, "n": s.n if s else 0,
-                     "samples_ms": list(ev.samples.times_ms) if ev.samples else [], **resources_of(artifact)})
-        log(f"  {describe(config)}: {ev.status.value} {med and round(med, 4)} ms err {ev.rel_error} {ev.reason[:200]}")
-    _, after = backend.baseline(problem, target, policy=POLICY, seed=1)
-    log(f"  {name} again: {after.status.value} {median_ms(after)} ms")
-    meds = [m for m in (median_ms(before), median_ms(after)) if m]
-    base = min(meds) if meds else None
-    for row in rows:
+    run = measure_between_baselines(backend, problem, target, configs, built, policy=POLICY, log=log)
+    base = run.pop("base")
+    for row in run["rows"]:
         row["ratio"] = base / row["median_ms"] if base and row.get("median_ms") else None
-    timed = [r for r in rows if r.get("median_ms")]
-    best = min(timed, key=lambda r: r["median_ms"], default=None)
-    return {"problem": problem.as_dict(), "label": problem.label, "baseline": name,
-            "baseline_ms": [median_ms(before), median_ms(after)],
-            "baseline_samples_ms": [list(e.samples.times_ms) if e.samples else [] for e in (before, after)],
-            "baseline_status": [e.status.value + (f": {e.reason}" if e.reason else "") for e in (before, after)],
-            "floor_ms": floor_ms(problem), "rows": rows,
+    best = min((r for r in run["rows"] if r.get("median_ms")), key=lambda r: r["median_ms"], default=None)
+    return {"problem": problem.as_dict(), "label": problem.label, **run, "floor_ms": floor_ms(problem),
             "best": best and {"config": best["config"], "median_ms": best["median_ms"], "ratio": best["ratio"]}}
 
 

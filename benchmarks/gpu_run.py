@@ -1,6 +1,6 @@
 """Pieces the GPU benchmark scripts share: the run's provenance (date, device, versions, command), a configuration
 and a median in one line each, compiling candidates in parallel, and writing the report after every problem (a run cut short keeps what it measured).
-Not a script: `gemm_engine.py` and `gemm_small_m.py` import it."""
+Not a script: `gemm_engine.py` and `gemm_small_m.py` import it (one candidate sweep between two baselines too)."""
 
 from __future__ import annotations
 
@@ -71,6 +71,46 @@ def describe(config) -> str:
 
 def median_ms(ev: Evaluation) -> float | None:
     return summarize(ev.samples.times_ms).median if ev.ok and ev.samples else None
+
+
+def resources_of(artifact: Any) -> dict[str, Any]:
+    """Registers, spills, shared memory and block size of a compiled candidate, as the reports show them."""
+    r = artifact.resources
+    return {"registers": r.get("registers"), "spill_bytes": r.get("spill_store_bytes"),
+            "smem_bytes": r.get("dynamic_shared_bytes", r.get("shared_bytes")),
+            "threads": next((s["block"][0] for s in artifact.launch.get("steps", []) if s.get("kind") == "kernel"), None)}
+
+
+def measure_between_baselines(backend: Any, problem: Any, target: Any, configs: list[dict],
+                              built: list[tuple[Any, str]], *, policy: Any, log: Callable[[str], None]) -> dict:
+    """cuBLAS, then every compiled candidate (checked before it is timed), then cuBLAS again. Returns the baseline's
+    name, both medians and samples and statuses, `base` (the faster median), and one row per candidate."""
+    name, before = backend.baseline(problem, target, policy=policy, seed=1)
+    log(f"  {name}: {before.status.value} {median_ms(before)} ms {before.reason}")
+    rows = []
+    for config, (artifact, error) in zip(configs, built):
+        if artifact is None:
+            rows.append({"config": config, "status": "compile_error", "reason": error[:300]})
+            log(f"  {describe(config)}: compile_error {error[:200]}")
+            continue
+        ev = backend.evaluate(artifact, problem, target, policy=policy, seed=1)
+        med = median_ms(ev)
+        s = summarize(ev.samples.times_ms) if med else None
+        row = {"config": config, "status": ev.status.value, "reason": ev.reason, "rel_error": ev.rel_error,
+               "median_ms": med, "cv": s.cv if s else None, "n": s.n if s else 0,
+               "tflops": problem.flops / (med * 1e-3) / 1e12 if med else None,
+               "samples_ms": list(ev.samples.times_ms) if ev.samples else [],
+               **resources_of(artifact), "compile_s": artifact.compile_s}
+        rows.append(row)
+        log(f"  {describe(config)}: {ev.status.value} {med and round(med, 4)} ms "
+            f"{row['tflops'] and round(row['tflops'], 1)} TFLOP/s err {ev.rel_error} {ev.reason[:200]}")
+    _, after = backend.baseline(problem, target, policy=policy, seed=1)
+    log(f"  {name} again: {after.status.value} {median_ms(after)} ms")
+    meds = [m for m in (median_ms(before), median_ms(after)) if m]
+    return {"baseline": name, "baseline_ms": [median_ms(before), median_ms(after)],
+            "baseline_samples_ms": [list(e.samples.times_ms) if e.samples else [] for e in (before, after)],
+            "baseline_status": [e.status.value + (f": {e.reason}" if e.reason else "") for e in (before, after)],
+            "base": min(meds) if meds else None, "rows": rows}
 
 
 def write_report(results: list[dict], meta: dict, render: Callable[[list[dict], dict], str], output: Path,
