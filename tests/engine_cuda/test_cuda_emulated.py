@@ -71,49 +71,40 @@ def test_emulated_kernel_matches_the_reference(case, emulator, sm90):
     assert verdict.ok, verdict.reason
 
 
-def test_the_emulator_catches_a_wrong_kernel(emulator, sm90, monkeypatch):
-    """A fragment mix-up (two B registers swapped) must fail the check: the emulation is not vacuous."""
+def _emulate_mutant(emulator, monkeypatch, problem, config, old: str, new: str, *, seed: int, name: str):
+    """The verdict on the kernel's source with `old` replaced by `new` (which must change it)."""
     import tracea_cli.backends.cuda as cuda
 
-    problem = GemmProblem(32, 32, 32, dtype="fp16", layout="nt")
-    config = _config("mma", 32, 32, 16, 16, 16, stages=2, vec=8)
     right = cuda.gemm_source(problem, config)
-    wrong = right.replace("f.b[j][0] = r[0], f.b[j][1] = r[1]", "f.b[j][0] = r[1], f.b[j][1] = r[0]")
+    wrong = right.replace(old, new)
     assert wrong != right
-    monkeypatch.setattr("tracea_cli.backends.cuda.gemm_source", lambda p, c: wrong)
     harness, workdir, launcher = emulator
     monkeypatch.setattr(harness, "gemm_source", lambda p, c: wrong)
-    verdict = _emulate(emulator, problem, config, seed=1, name="wrong")
+    return _emulate(emulator, problem, config, seed=seed, name=name)
+
+
+def test_the_emulator_catches_a_wrong_kernel(emulator, sm90, monkeypatch):
+    """A fragment mix-up (two B registers swapped) must fail the check: the emulation is not vacuous."""
+    verdict = _emulate_mutant(emulator, monkeypatch, GemmProblem(32, 32, 32, dtype="fp16", layout="nt"),
+                              _config("mma", 32, 32, 16, 16, 16, stages=2, vec=8),
+                              "f.b[j][0] = r[0], f.b[j][1] = r[1]", "f.b[j][0] = r[1], f.b[j][1] = r[0]", seed=1, name="wrong")
     assert not verdict.ok
 
 
 def test_the_emulator_catches_a_simt_prefetch_from_the_wrong_buffer(emulator, sm90, monkeypatch):
     """The next step's first fragments must come from the buffer just stored: reading the old one must fail."""
-    import tracea_cli.backends.cuda as cuda
-
-    problem = GemmProblem(32, 32, 40, dtype="fp32")
-    config = _config("simt", 32, 32, 8, 16, 32, vec=4)
-    right = cuda.gemm_source(problem, config)
-    wrong = right.replace("load_fragments(next, other, 0);", "load_fragments(next, buf, 0);")
-    assert wrong != right
-    harness, workdir, launcher = emulator
-    monkeypatch.setattr(harness, "gemm_source", lambda p, c: wrong)
-    verdict = _emulate(emulator, problem, config, seed=2, name="wrong_simt")
+    verdict = _emulate_mutant(emulator, monkeypatch, GemmProblem(32, 32, 40, dtype="fp32"),
+                              _config("simt", 32, 32, 8, 16, 32, vec=4),
+                              "load_fragments(next, other, 0);", "load_fragments(next, buf, 0);", seed=2, name="wrong_simt")
     assert not verdict.ok
 
 
 def test_the_emulator_catches_a_sliced_k_sum_that_drops_a_slice(emulator, sm90, monkeypatch):
     """Slice 0 must add every other K-slice's partial sums: leaving the last one out must fail."""
-    import tracea_cli.backends.cuda as cuda
-
-    problem = GemmProblem(16, 32, 256, dtype="fp16")
-    config = _config("mma", 32, 32, 64, 32, 32, stages=2, vec=8, slice_k=4)
-    right = cuda.gemm_source(problem, config)
-    wrong = right.replace("add_partials<G, G::SLICE_K - 1>", "add_partials<G, G::SLICE_K - 2>")
-    assert wrong != right
-    harness, workdir, launcher = emulator
-    monkeypatch.setattr(harness, "gemm_source", lambda p, c: wrong)
-    verdict = _emulate(emulator, problem, config, seed=3, name="wrong_slices")
+    verdict = _emulate_mutant(emulator, monkeypatch, GemmProblem(16, 32, 256, dtype="fp16"),
+                              _config("mma", 32, 32, 64, 32, 32, stages=2, vec=8, slice_k=4),
+                              "add_partials<G, G::SLICE_K - 1>", "add_partials<G, G::SLICE_K - 2>", seed=3,
+                              name="wrong_slices")
     assert not verdict.ok
 
 
