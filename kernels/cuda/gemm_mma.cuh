@@ -45,7 +45,8 @@ struct MmaGemm {
   static constexpr int MMA_K = TF32 ? 8 : 16;
   static constexpr int WARPS_M = BLOCK_M / WARP_M, WARPS_N = BLOCK_N / WARP_N;
   static constexpr int TILE_WARPS = WARPS_M * WARPS_N;  // the warps of one K-slice, covering the block tile
-  static constexpr int THREADS = TILE_WARPS * SLICE_K * 32;
+  static constexpr int TILE_THREADS = TILE_WARPS * 32;  // the threads of one K-slice
+  static constexpr int THREADS = TILE_THREADS * SLICE_K;
   static constexpr int TILES_M = WARP_M / 16, TILES_N = WARP_N / 8;  // tensor-core tiles per warp
   static constexpr int STEPS = BLOCK_K / MMA_K / SLICE_K;              // a warp's instruction steps per pipeline step
   static constexpr int ACCUMULATORS = TILES_M * TILES_N * 4;           // per thread
@@ -164,16 +165,15 @@ __device__ __forceinline__ void multiply(float (&acc)[G::TILES_M][G::TILES_N][4]
 // Adds COUNT partial sums laid out [COUNT][ACCUMULATORS][TILE_WARPS*32] (from this thread's slot) into acc.
 template <class G, int COUNT>
 __device__ __forceinline__ void add_partials(float (&acc)[G::TILES_M][G::TILES_N][4], const float *partial) {
-  constexpr int TILE_THREADS = G::TILE_WARPS * 32;
 #pragma unroll
   for (int s = 0; s < COUNT; ++s) {
-    const float *theirs = partial + s * G::ACCUMULATORS * TILE_THREADS;
+    const float *theirs = partial + s * G::ACCUMULATORS * G::TILE_THREADS;
 #pragma unroll
     for (int i = 0; i < G::TILES_M; ++i)
 #pragma unroll
       for (int j = 0; j < G::TILES_N; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] += theirs[((i * G::TILES_N + j) * 4 + e) * TILE_THREADS];
+        for (int e = 0; e < 4; ++e) acc[i][j][e] += theirs[((i * G::TILES_N + j) * 4 + e) * G::TILE_THREADS];
   }
 }
 
@@ -276,21 +276,21 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
   }
   cp_async_wait<0>();
 
+  // After the main loop the pipeline's shared memory holds partial sums: the K-slices', then the cluster blocks'.
+  float *partial = reinterpret_cast<float *>(smem_raw);
+  const int tile_thread = tile_warp * 32 + lane;
   if constexpr (G::SLICE_K > 1) {
     // Slices 1.. leave their sums in shared memory (every warp is past the main loop's last read of a stage), slice 0
     // adds them in slice order. Lane-minor layout: a warp's 32 stores or loads of one accumulator hit 32 banks.
-    float *partial = reinterpret_cast<float *>(smem_raw);
-    constexpr int TILE_THREADS = G::TILE_WARPS * 32;
-    const int tile_thread = tile_warp * 32 + lane;
     __syncthreads();
     if (warp_slice > 0) {
-      float *mine = partial + (warp_slice - 1) * G::ACCUMULATORS * TILE_THREADS + tile_thread;
+      float *mine = partial + (warp_slice - 1) * G::ACCUMULATORS * G::TILE_THREADS + tile_thread;
 #pragma unroll
       for (int i = 0; i < G::TILES_M; ++i)
 #pragma unroll
         for (int j = 0; j < G::TILES_N; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) mine[((i * G::TILES_N + j) * 4 + e) * TILE_THREADS] = acc[i][j][e];
+          for (int e = 0; e < 4; ++e) mine[((i * G::TILES_N + j) * 4 + e) * G::TILE_THREADS] = acc[i][j][e];
     }
     __syncthreads();
     if (warp_slice == 0) add_partials<G, G::SLICE_K - 1>(acc, partial + tile_thread);
@@ -300,20 +300,17 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
     // their sums into block 0's, lane-minor as above, and block 0 adds them once they have landed. Every thread
     // takes part in both cluster barriers.
     const unsigned rank = blockIdx.z;  // __cluster_dims__(1, 1, CLUSTER_K): the cluster is the grid's z
-    const int tile_thread = tile_warp * 32 + lane;
-    constexpr int TILE_THREADS = G::TILE_WARPS * 32;
-    float *partial = reinterpret_cast<float *>(smem_raw);
     cluster_barrier();
     if (rank > 0 && warp_slice == 0) {
       const unsigned mine = static_cast<unsigned>(__cvta_generic_to_shared(
-          partial + (rank - 1) * G::ACCUMULATORS * TILE_THREADS + tile_thread));
+          partial + (rank - 1) * G::ACCUMULATORS * G::TILE_THREADS + tile_thread));
 #pragma unroll
       for (int i = 0; i < G::TILES_M; ++i)
 #pragma unroll
         for (int j = 0; j < G::TILES_N; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e)
-            store_to_block0(mine + 4u * ((i * G::TILES_N + j) * 4 + e) * TILE_THREADS, acc[i][j][e]);
+            store_to_block0(mine + 4u * ((i * G::TILES_N + j) * 4 + e) * G::TILE_THREADS, acc[i][j][e]);
     }
     cluster_barrier();
     if (rank > 0) return;
