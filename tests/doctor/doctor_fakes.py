@@ -299,7 +299,7 @@ def fake_cupy(free_bytes: int = 1 << 30) -> tuple[types.ModuleType, types.Module
             pass
 
     class Device:
-        def __init__(self, index):
+        def __init__(self, index=0):  # CuPy's Device() is the current device
             self.id = index
 
         def __enter__(self):

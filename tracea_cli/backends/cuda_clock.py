@@ -12,6 +12,7 @@ CuPy is imported when a clock is made, never at import.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,14 @@ extern "C" __global__ void tracea_stream_hold(const volatile int *release, int *
 """
 
 
+@functools.lru_cache(maxsize=None)
+def _hold_kernel(device: int) -> Any:
+    """The hold kernel, compiled once per process and device (clocks are made per measurement)."""
+    import cupy
+
+    return cupy.RawKernel(_HOLD_SOURCE, "tracea_stream_hold")
+
+
 class StreamHold:
     """Holds a stream (a spinning one-thread kernel) until `release()`: work queued behind it runs back to back."""
 
@@ -40,7 +49,7 @@ class StreamHold:
         import cupy
 
         self._stream = stream
-        self._kernel = cupy.RawKernel(_HOLD_SOURCE, "tracea_stream_hold")
+        self._kernel = _hold_kernel(cupy.cuda.Device().id)
         self._memory = cupy.cuda.alloc_pinned_memory(8)  # [release flag, timed-out count], seen by host and device
         self._flags = np.frombuffer(self._memory, dtype=np.int32, count=2)
         self._flags[:] = 0
