@@ -32,12 +32,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tracea_cli.backends.base import Evaluation, Target  # noqa: E402
+from tracea_cli.backends.base import Evaluation
 from tracea_cli.backends.cpu import CpuBackend  # noqa: E402
 from tracea_cli.doctor.inventory import probe_cpu  # noqa: E402
 from tracea_cli.ops.gemm.cpu_space import describe, hand_picked  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.stats import speedup_interval, summarize  # noqa: E402
+from tracea_cli.target import Target  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
 
 TARGET_RATIO = 0.40

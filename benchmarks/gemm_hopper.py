@@ -43,11 +43,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tracea_cli.backends.archs import limits_for  # noqa: E402
-from tracea_cli.backends.base import CompileFailed, Target  # noqa: E402
+from tracea_cli.backends.base import CompileFailed
 from tracea_cli.ops.gemm import hopper_space as hs  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.space import config_key  # noqa: E402
+from tracea_cli.target import (
+    Target,  # noqa: E402
+    limits_for,  # noqa: E402
+)
 
 TARGET = Target(backend="cuda", device_class="NVIDIA H200", arch="sm_90a", limits=limits_for("sm_90a"))
 TARGET_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 7168, 2048), (4096, 2112, 7168)]
@@ -178,7 +181,8 @@ def _compile_one(item: tuple[dict, dict, str]) -> dict:
 def _compile_alt(item: tuple[dict, dict, str, str]) -> dict:
     """Compiles a configuration against another version of the kernel header (A/B of kernel revisions)."""
     pd, config, workdir, header = item
-    from tracea_cli.backends import cuda_hopper as ch, nvrtc
+    from tracea_cli.backends import cuda_hopper as ch
+    from tracea_cli.backends import nvrtc
     from tracea_cli.resources import kernel_source
 
     problem = GemmProblem(**pd)
@@ -228,10 +232,11 @@ class Builds:
 # ---- child: runs GPU jobs, one JSON line per job -------------------------------------------------------------------
 
 def child_main(jobs_path: str, results_path: str, current_path: str) -> int:
-    import numpy as np
     import cupy
+    import numpy as np
 
-    from tracea_cli.backends import cuda, cuda_hopper as ch
+    from tracea_cli.backends import cuda
+    from tracea_cli.backends import cuda_hopper as ch
     from tracea_cli.backends.base import Artifact
     from tracea_cli.backends.cuda_clock import CudaEventClock
     from tracea_cli.ops.gemm.problem import apply_epilogue, make_inputs, reference

@@ -23,13 +23,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_run import (  # noqa: E402
+    compile_all,
+    describe,
+    measure_between_baselines,
+    num,
+    provenance_lines,
+    resources_of,
+    run_meta,
+    write_report,
+)
+
 from tracea_cli.backends.cuda_gemm import CudaGemmBackend  # noqa: E402
 from tracea_cli.ops.dtypes import get_dtype  # noqa: E402
 from tracea_cli.ops.gemm.cuda_space import gemm_space, hand_picked, vector_widths  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
-from gpu_run import (compile_all, describe, measure_between_baselines, num, provenance_lines, resources_of,  # noqa: E402
-                     run_meta, write_report)
 
 POLICY = TimingPolicy(warmup=10, min_samples=30, max_samples=100, target_cv=0.01, max_seconds=1.0)
 COPY_RATE = 4.19e12  # bytes/s, the H200's measured device copy rate (docs/hopper-notes.md)
@@ -163,8 +172,7 @@ def dry_run() -> int:
     """Compile every candidate for sm_90 here (no GPU) and print its resources."""
     from dataclasses import replace
 
-    from tracea_cli.backends.archs import limits_for
-    from tracea_cli.backends.base import Target
+    from tracea_cli.target import Target, limits_for
 
     target = Target(backend="cuda", device_class="H200 (dry run)", arch="sm_90",
                     limits=replace(limits_for("sm_90"), sm_count=132))

@@ -31,11 +31,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gpu_run import compile_all, describe, num, provenance_lines, run_meta, write_report  # noqa: E402
+
 from tracea_cli.backends.cuda_gemm import CudaGemmBackend  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.stats import summarize  # noqa: E402
 from tracea_cli.timing import TimingPolicy, measure  # noqa: E402
-from gpu_run import compile_all, describe, num, provenance_lines, run_meta, write_report  # noqa: E402
 
 POLICY = TimingPolicy(warmup=10, min_samples=200, max_samples=200, target_cv=0.0, max_seconds=5.0)
 COPY_RATE = 4.19e12
@@ -83,8 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         from dataclasses import replace
 
-        from tracea_cli.backends.archs import limits_for
-        from tracea_cli.backends.base import Target
+        from tracea_cli.target import Target, limits_for
 
         target = Target(backend="cuda", device_class="H200 (dry run)", arch="sm_90",
                         limits=replace(limits_for("sm_90"), sm_count=132))

@@ -2,8 +2,8 @@
 
 import json
 import sys
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,10 +12,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_fakes import FakeEngine  # noqa: E402
 
 from tracea_cli.bench import results as res  # noqa: E402
-from tracea_cli.bench.ceilings import ceiling_from_profile, unit_scale  # noqa: E402
-from tracea_cli.doctor.profile import Measurement  # noqa: E402
 from tracea_cli.bench.runner import BenchRequest, run_bench  # noqa: E402
-from tracea_cli.bench.suites import Suite, default_suite, parse_suite, quick_suite, resolve_suite  # noqa: E402
+from tracea_cli.bench.suites import (  # noqa: E402
+    Suite,
+    default_suite,
+    parse_suite,
+    quick_suite,
+    resolve_suite,
+)
+from tracea_cli.doctor.ceilings import ceiling_from_profile, unit_scale  # noqa: E402
+from tracea_cli.doctor.profile import Measurement  # noqa: E402
 from tracea_cli.errors import UsageError  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 

@@ -149,7 +149,7 @@ def test_export_to_an_unwritable_place_is_exit_2(run, filled, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     result = run("export", str(blocker / "out.json"))
-    assert result.exit_code == 2 and "cannot write the export" in result.stderr
+    assert result.exit_code == 2 and "for the cache export" in result.stderr
 
 
 def test_clear_needs_yes(run, filled):

@@ -206,8 +206,8 @@ NVRTC = toolchain.NvrtcInfo(available=True, version="13.0", archs=("sm_75", "sm_
 
 def runtime_for(system: FakeSystem) -> cuda_runtime.RuntimeReport:
     """What CuPy would report for the system's GPUs (limits from the architecture table, as a stand-in)."""
-    from tracea_cli.backends.archs import arch_of, limits_for
     from tracea_cli.doctor.profile import with_limits
+    from tracea_cli.target import arch_of, limits_for
 
     devices = tuple(
         cuda_runtime.CudaDevice(index=i, name=g.name, pci_bus_id=nvidia.normalise_bus_id(g.bus_id), uuid=g.uuid,

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from tracea_cli.backends import cpu_gemm_kernels
-from tracea_cli.backends.base import CompileFailed, Status, Target
+from tracea_cli.backends.base import CompileFailed, Status
 from tracea_cli.backends.cpu import CpuBackend, kernel_source_hash
 from tracea_cli.ops.gemm.cpu_space import hand_picked
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.target import Target
 from tracea_cli.timing import TimingPolicy
 
 POLICY = TimingPolicy(warmup=1, min_samples=3, max_samples=5, target_cv=1.0, max_seconds=0.5)

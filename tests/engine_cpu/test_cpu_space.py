@@ -4,7 +4,6 @@ import itertools
 
 import pytest
 
-from tracea_cli.backends.base import Target
 from tracea_cli.ops.gemm.cpu_space import (
     VECTOR_REGISTERS,
     describe,
@@ -16,6 +15,7 @@ from tracea_cli.ops.gemm.cpu_space import (
 )
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.ops.gemm.spaces import space_for
+from tracea_cli.target import Target
 
 AWKWARD = (1, 17, 127, 1000, 1023)
 # A Latin square: every awkward size in every dimension, every (M, N) pair once.

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tracea_cli.backends.archs import limits_for
-from tracea_cli.backends.base import Target
+from tracea_cli.target import Target, limits_for
 
 HERE = Path(__file__).resolve().parent
 

@@ -10,11 +10,11 @@ import pytest
 
 from tracea_cli.backends import cuda_hopper as ch
 from tracea_cli.backends import nvrtc
-from tracea_cli.backends.archs import limits_for
-from tracea_cli.backends.base import CompileFailed, Target
+from tracea_cli.backends.base import CompileFailed
 from tracea_cli.backends.cuda import grid_extent
 from tracea_cli.ops.gemm import hopper_space as hs
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.target import Target, limits_for
 
 pytestmark = pytest.mark.skipif(not nvrtc.available(), reason="NVRTC is not installed")
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tracea_cli.backends import cuda, cuda_hopper as ch
-from tracea_cli.backends.archs import limits_for
-from tracea_cli.backends.base import Status, Target
+from tracea_cli.backends import cuda
+from tracea_cli.backends import cuda_hopper as ch
+from tracea_cli.backends.base import Status
 from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.target import Target, limits_for
 from tracea_cli.timing import TimingPolicy
 
 pytestmark = pytest.mark.gpu

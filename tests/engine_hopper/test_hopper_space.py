@@ -6,10 +6,9 @@ import dataclasses
 
 import pytest
 
-from tracea_cli.backends.archs import limits_for
-from tracea_cli.backends.base import Target
 from tracea_cli.ops.gemm import hopper_space as hs
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.target import Target, limits_for
 
 H200 = Target(backend="cuda", device_class="NVIDIA H200", arch="sm_90a", limits=limits_for("sm_90a"))
 GOOD = {"family": "wgmma", "tile_m": 128, "tile_n": 256, "stages": 4, "consumers": 2, "schedule": "cooperative",

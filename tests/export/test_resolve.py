@@ -6,8 +6,6 @@ import json
 
 import pytest
 
-from tracea_cli.backends.archs import limits_for
-from tracea_cli.backends.base import Target
 from tracea_cli.cache import CacheKey, Trial, TuningCache
 from tracea_cli.errors import UsageError
 from tracea_cli.export import resolve
@@ -15,6 +13,7 @@ from tracea_cli.export.defaults import FAMILIES, load_defaults
 from tracea_cli.export.manifest import COMPILED_ONLY, VERIFIED
 from tracea_cli.ops.gemm.cuda_space import gemm_space
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.target import Target, limits_for
 
 FP16 = GemmProblem(512, 512, 512, "fp16")
 GOOD = {"family": "mma", "block_m": 64, "block_n": 64, "block_k": 32, "warp_m": 32, "warp_n": 32, "stages": 3, "vec": 8,

@@ -7,10 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from tracea_cli.backends.base import Artifact, CompileFailed, Target
+from tracea_cli.backends.base import Artifact, CompileFailed
 from tracea_cli.doctor.profile import GpuInfo
 from tracea_cli.errors import UsageError
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.target import Target
 from tracea_cli.timing import TimingPolicy
 from tracea_cli.tune import setup
 

@@ -9,7 +9,8 @@ sys.path.insert(0, str(Path(__file__).parent))  # spawned workers import faulty_
 
 from faulty_backend import FaultyBackend  # noqa: E402
 
-from tracea_cli.backends.base import Status, Target  # noqa: E402
+from tracea_cli.backends.base import Status
+from tracea_cli.target import Target  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
 from tracea_cli.tune.workers import EvalJob, WorkerPool  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""What a backend is, what it is given and what it returns. Data only; no device code here."""
+"""What a backend is, what it is given and what it returns. Data only; no device code here. (Where kernels run, the
+`Target`, is ground floor: tracea_cli/target.py.)"""
 
 from __future__ import annotations
 
@@ -7,48 +8,8 @@ from enum import Enum
 from typing import Any, Mapping, Protocol
 
 from tracea_cli.space import SearchSpace, Value
+from tracea_cli.target import Target
 from tracea_cli.timing import Samples, TimingPolicy
-
-
-@dataclass(frozen=True)
-class DeviceLimits:
-    """The limits kernels are built against (from the CUDA runtime, or the per-architecture table)."""
-
-    arch: str  # "sm_90"
-    compute_capability: tuple[int, int]
-    max_threads_per_block: int
-    max_threads_per_sm: int
-    max_shared_per_block: int  # bytes without opting in (48 KiB)
-    max_shared_per_block_optin: int  # bytes with cudaFuncAttributeMaxDynamicSharedMemorySize
-    max_shared_per_sm: int
-    registers_per_sm: int
-    registers_per_block: int
-    warp_size: int = 32
-    sm_count: int | None = None  # None when building for an absent GPU
-    l2_bytes: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        d = dict(self.__dict__)
-        d["compute_capability"] = list(self.compute_capability)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "DeviceLimits":
-        d = dict(d)
-        d["compute_capability"] = tuple(d["compute_capability"])
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where kernels are built and run: a backend, and for CUDA an architecture, its limits and (if present) a device."""
-
-    backend: str  # "cuda" | "cpu" | "rocm"
-    device_class: str  # what makes two devices interchangeable; part of every cache key
-    arch: str | None = None  # "sm_90", "sm_90a"; None for the CPU
-    limits: DeviceLimits | None = None
-    device_index: int | None = None  # CUDA ordinal as this process sees it; None when building only
-    threads: int | None = None  # CPU threads
 
 
 class Status(str, Enum):

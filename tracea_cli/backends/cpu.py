@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
-from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status, Target
+from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status
 from tracea_cli.ops.gemm.cpu_space import DTYPES, gemm_space
-from tracea_cli.space import Config
 from tracea_cli.ops.gemm.problem import GemmInputs, GemmProblem, make_inputs, reference
 from tracea_cli.ops.verify import check
-from tracea_cli.space import SearchSpace, Value
+from tracea_cli.space import Config, SearchSpace, Value
+from tracea_cli.target import Target
 from tracea_cli.timing import HostClock, TimingPolicy, measure
 
 if TYPE_CHECKING:

@@ -24,14 +24,21 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from tracea_cli.backends import nvrtc
-from tracea_cli.backends.base import Artifact, CompileFailed, DeviceLimits, Evaluation, Status, Target
+from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status
 from tracea_cli.errors import ToolchainMissing, UsageError
 from tracea_cli.ops.dtypes import from_storage, to_storage
-from tracea_cli.ops.gemm.cuda_space import SPLITK_REDUCE_THREADS, cluster_k_of, gemm_space, slice_k_of, tiling
+from tracea_cli.ops.gemm.cuda_space import (
+    SPLITK_REDUCE_THREADS,
+    cluster_k_of,
+    gemm_space,
+    slice_k_of,
+    tiling,
+)
 from tracea_cli.ops.gemm.problem import GemmInputs, GemmProblem, make_inputs, reference
 from tracea_cli.ops.verify import check
 from tracea_cli.resources import kernel_source
 from tracea_cli.space import Value, config_key
+from tracea_cli.target import DeviceLimits, Target
 from tracea_cli.timing import Samples, TimingPolicy, measure
 
 GENERATOR_VERSION = 1  # bump when the text `gemm_source` generates around the templates changes

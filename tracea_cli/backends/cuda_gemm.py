@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from tracea_cli.backends.base import Artifact, Evaluation, Target
+from tracea_cli.backends.base import Artifact, Evaluation
 from tracea_cli.backends.cuda import CudaBackend
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import SearchSpace, UnionSpace, Value
+from tracea_cli.target import Target
 from tracea_cli.timing import TimingPolicy
 
 WGMMA = "wgmma"

@@ -20,13 +20,20 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from tracea_cli.backends import nvrtc
-from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status, Target
-from tracea_cli.backends.cuda import CudaBackend, DeviceOperands, grid_extent, run_checked, upload
+from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status
+from tracea_cli.backends.cuda import (
+    CudaBackend,
+    DeviceOperands,
+    grid_extent,
+    run_checked,
+    upload,
+)
 from tracea_cli.errors import UsageError
 from tracea_cli.ops.gemm import hopper_space as hs
 from tracea_cli.ops.gemm.problem import GemmInputs, GemmProblem
 from tracea_cli.resources import kernel_source
 from tracea_cli.space import SearchSpace, Value, config_key
+from tracea_cli.target import Target
 from tracea_cli.timing import TimingPolicy
 
 KERNEL_NAME = "gemm_wgmma"

@@ -4,6 +4,6 @@ report renders from.
 - `suites`: the built-in `quick` and `default` suites and suite files.
 - `runner`: `run_bench(BenchRequest, engine)` -> `BenchResults`; the `Engine` protocol is its only way to the machine.
 - `engine`: `LiveEngine`, the real engine (tuning driver, cache, backend, capability profile).
-- `ceilings`: the measured ceilings from the profile; `baselines`: which baselines exist, and the torch one.
+- `baselines`: which baselines exist, and the torch one. (The measured ceilings come from doctor/ceilings.py.)
 - `results`: the frozen data and its versioned JSON; `compare`: `--compare` decisions.
 """

@@ -6,10 +6,11 @@ Every baseline is checked against the float64 reference before it is timed, like
 
 from __future__ import annotations
 
-from tracea_cli.backends.base import Evaluation, Status, Target
+from tracea_cli.backends.base import Evaluation, Status
 from tracea_cli.errors import ToolchainMissing, UsageError
 from tracea_cli.ops.gemm.problem import GemmProblem, make_inputs, reference
 from tracea_cli.ops.verify import check
+from tracea_cli.target import Target
 from tracea_cli.timing import HostClock, TimingPolicy, measure
 
 #: baselines each op has (besides auto and none); cuDNN belongs to convolutions, SDPA to attention.

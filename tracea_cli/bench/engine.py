@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tracea_cli import __version__
-from tracea_cli.backends.base import Evaluation, Status, Target
+from tracea_cli.backends.base import Evaluation, Status
 from tracea_cli.bench.baselines import check_baseline, torch_gemm
-from tracea_cli.bench.ceilings import ceiling_from_profile
 from tracea_cli.bench.results import Ceiling, Environment, HostLoad, TrialPoint, Tuning
 from tracea_cli.bench.runner import ProgressFn, TunedKernel
+from tracea_cli.doctor.ceilings import ceiling_from_profile
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import Value
+from tracea_cli.target import Target
 from tracea_cli.timing import TimingPolicy
 
 CPU_DTYPES = ("fp32", "fp64")
@@ -48,7 +49,7 @@ class LiveEngine:
     """Built once per `tracea bench` run: resolves the backend and device, loads (or makes) the profile."""
 
     def __init__(self, settings, *, backend: str = "auto", devices: str | None = None) -> None:
-        from tracea_cli.doctor.profile import load_or_make_profile
+        from tracea_cli.doctor.run import load_or_make_profile
         from tracea_cli.tune import setup
 
         self.settings = settings
@@ -131,7 +132,8 @@ class LiveEngine:
         return HostLoad(start=now, end=now, cpu_threads=threads)
 
     def ceiling(self, problem: GemmProblem) -> Ceiling:
-        return ceiling_from_profile(self.profile, backend=self.backend_name, dtype=problem.dtype, device_index=self.target.device_index)
+        c = ceiling_from_profile(self.profile, backend=self.backend_name, dtype=problem.dtype, device_index=self.target.device_index)
+        return Ceiling(c.flops_per_s, c.bytes_per_s, c.flops_source, c.bytes_source)
 
     def tuned(self, problem: GemmProblem, *, budget: int | None, seed: int, progress: ProgressFn) -> TunedKernel | None:
         from tracea_cli.cache import TuningCache

@@ -27,6 +27,7 @@ from tracea_cli.cache.records import (
     Trial,
 )
 from tracea_cli.errors import UsageError
+from tracea_cli.files import write_json_atomic
 from tracea_cli.space import Value
 
 Validator = Callable[[CacheKey, Mapping[str, Value]], "str | None"]
@@ -439,10 +440,9 @@ class TuningCache:
         """Write the keys (all when None) with their trials, winners and search state to `path` as JSON in the
         documented format (docs/cache-format.md), atomically. Configurations and measurements only, never
         binaries. Returns the number of entries written."""
-        from tracea_cli.cache import transfer
 
         data = self.export_data(keys)
-        transfer.write_json_atomic(Path(path), data)
+        write_json_atomic(Path(path), data, "cache export")
         return len(data["entries"])
 
     def export_data(self, keys: Iterable[CacheKey] | None = None) -> dict[str, Any]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -74,27 +72,6 @@ def document(entries: list[dict[str, Any]]) -> dict[str, Any]:
         "exported": iso_time(time.time()),
         "entries": entries,
     }
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON whole or not at all (a temporary file in the same folder, then a rename)."""
-    path = path.expanduser()
-    if path.is_dir():
-        raise UsageError(f"the export path {path} is a folder, not a file.", "Give a file name.")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, indent=1, allow_nan=False)
-                f.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    except OSError as e:
-        raise UsageError(f"cannot write the export to {path}: {e.strerror}.", "Choose a writable path.") from None
 
 
 # ---- reading ------------------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ _ARCH_IN_TEXT = re.compile(r"\bsm_?(\d{2,3}a?)\b", re.IGNORECASE)
 
 def arch_of_key(key: CacheKey) -> str | None:
     """The key's CUDA architecture when this Tracea knows its limits, else None."""
-    from tracea_cli.backends.archs import ARCH_LIMITS
+    from tracea_cli.target import ARCH_LIMITS
 
     candidates = [key.arch] if key.arch else []
     candidates += [f"sm_{m.lower()}" for m in _ARCH_IN_TEXT.findall(key.device_class)]
@@ -60,10 +60,10 @@ def _without_rules(space: SearchSpace | UnionSpace) -> SearchSpace | UnionSpace:
 
 def _space_for_key(key: CacheKey) -> tuple[SearchSpace, bool] | str:
     """(space, whether its limits apply) or the reason no space can be built for this key."""
-    from tracea_cli.backends import archs
-    from tracea_cli.backends.base import Target
+    from tracea_cli import target as archs
     from tracea_cli.ops.gemm.problem import GemmProblem
     from tracea_cli.ops.gemm.spaces import space_for
+    from tracea_cli.target import Target
 
     if key.op != "gemm":
         return f"this Tracea has no search space for the operation {key.op!r}"

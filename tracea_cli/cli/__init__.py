@@ -44,8 +44,9 @@ class _Group(TyperGroup):
 
 
 def _debug(ctx: click.Context) -> bool:
-    from tracea_cli.config import _flag
     import os
+
+    from tracea_cli.config import _flag
 
     root = ctx.find_root()
     return bool((root.obj or {}).get("debug")) or _flag(os.environ, "TRACEA_DEBUG")
@@ -83,7 +84,9 @@ def _root(
 
 def _register() -> None:
     # Each command module is light at import: heavy libraries load inside the commands.
-    from tracea_cli.cli import commands  # noqa: F401  (registers commands on `app`)
+    from tracea_cli.cli.commands import register_all
+
+    register_all(app)
 
 
 _register()

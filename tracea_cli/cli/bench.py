@@ -18,7 +18,7 @@ from tracea_cli.errors import RunFailed, UsageError
 
 def _output_paths(formats: tuple[str, ...], output: Path | None, output_dir: Path | None, data_dir: Path, stamp: str) -> dict[str, Path]:
     """Where each file report goes: --output (one report), --output-dir, or the data folder's reports/."""
-    from tracea_cli.cli.output import check_writable
+    from tracea_cli.files import check_writable
     from tracea_cli.report import EXTENSIONS
 
     files = [f for f in formats if f != "terminal"]
@@ -101,8 +101,9 @@ def bench_command(
     """
     from tracea_cli.bench import results as res
     from tracea_cli.bench.compare import compare_results
-    from tracea_cli.cli.output import print_json, stderr_console, stdout_console, write_atomic
+    from tracea_cli.cli.output import print_json, stderr_console, stdout_console
     from tracea_cli.config import Settings
+    from tracea_cli.files import write_atomic
     from tracea_cli.report import check_formats, render
 
     settings = Settings.from_env()
@@ -206,7 +207,13 @@ def _run_with_progress(request, engine, console):
 
         return run_bench(request, engine, progress=log)
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
                   console=console, transient=True) as bar:

@@ -199,9 +199,9 @@ def export(
     with _open(cache_dir, create=False) as cache:
         keys = [cache.resolve(k) for k in key_ids] if key_ids else None
         data = cache.export_data(keys)
-    from tracea_cli.cache.transfer import write_json_atomic
+    from tracea_cli.files import write_json_atomic
 
-    write_json_atomic(file, data)
+    write_json_atomic(file, data, "cache export")
     trials = sum(len(e["trials"]) for e in data["entries"])
     if as_json:
         print_json({"path": str(file), "entries": len(data["entries"]), "trials": trials})

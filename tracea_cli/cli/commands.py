@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import importlib
 
-from tracea_cli.cli import app
-
 COMMAND_MODULES = ("doctor", "tune", "bench", "export", "cache")
 
-for _name in COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(f"tracea_cli.cli.{_name}")
-    except ModuleNotFoundError as _e:  # a command still being built is simply absent
-        if _e.name != f"tracea_cli.cli.{_name}":
-            raise
-        continue
-    _module.register(app)
+
+def register_all(app) -> None:
+    """Register every command module's commands on the typer `app`."""
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"tracea_cli.cli.{name}").register(app)

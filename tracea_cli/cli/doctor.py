@@ -20,12 +20,13 @@ def doctor(
     check: Optional[str] = typer.Option(None, "--check", metavar="NAME", help="Run only the check NAME."),
 ) -> None:
     """Inventory this machine, check it for problems, measure what it can do, and write its capability profile."""
-    from tracea_cli.cli.output import check_writable, print_json, stderr_console, stdout_console, write_atomic
+    from tracea_cli.cli.output import print_json, stderr_console, stdout_console
     from tracea_cli.config import Settings
     from tracea_cli.doctor import checks as doctor_checks
     from tracea_cli.doctor import render
     from tracea_cli.doctor.run import DoctorRequest, run_doctor
     from tracea_cli.errors import RunFailed
+    from tracea_cli.files import check_writable, write_atomic
 
     settings = Settings.from_env()
     out = stdout_console(settings.no_color)

@@ -12,13 +12,21 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
-from tracea_cli.backends import archs
+from tracea_cli import target as archs
 from tracea_cli.config import Settings
 from tracea_cli.doctor import amd as amd_probe
 from tracea_cli.doctor import apple as apple_probe
 from tracea_cli.doctor import cuda_runtime, inventory, nvidia, toolchain
 from tracea_cli.doctor.datasheets import Datasheet, load_datasheets, match_datasheet
-from tracea_cli.doctor.profile import Absent, CpuInfo, GpuInfo, HostInfo, ToolchainInfo, device_class, with_limits
+from tracea_cli.doctor.profile import (
+    Absent,
+    CpuInfo,
+    GpuInfo,
+    HostInfo,
+    ToolchainInfo,
+    device_class,
+    with_limits,
+)
 from tracea_cli.errors import UsageError
 
 

@@ -11,9 +11,8 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Any
 
-from tracea_cli.backends.archs import arch_of
-from tracea_cli.backends.base import DeviceLimits
 from tracea_cli.doctor.nvidia import normalise_bus_id
+from tracea_cli.target import DeviceLimits, arch_of
 
 # cudaDeviceAttr values (driver_types.h)
 ATTR_MAX_THREADS_PER_BLOCK = 1

@@ -16,8 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from tracea_cli.backends.base import DeviceLimits, Target
 from tracea_cli.errors import UsageError
+from tracea_cli.files import write_atomic
+from tracea_cli.target import DeviceLimits, Target
 
 #: Bump when a field changes meaning or is removed; readers reject other versions and make a fresh profile.
 SCHEMA_VERSION = 1
@@ -440,18 +441,8 @@ def merge_measured(
     return tuple(measured), tuple(not_measured), created
 
 
-def load_or_make_profile(settings: Any, *, env: Mapping[str, str] | None = None) -> CapabilityProfile:
-    """This machine's profile from the data folder, made with `--quick` (and saved) when there is none.
-    The implementation is `doctor.run.load_or_make_profile`; this name is kept here beside the other readers."""
-    from tracea_cli.doctor.run import load_or_make_profile as load_or_make
-
-    return load_or_make(settings, env=env)
-
-
 def save_profile(profile: CapabilityProfile, path: Path) -> Path:
     """Write the profile atomically; UsageError (exit 2) when `path` cannot be written."""
-    from tracea_cli.cli.output import write_atomic
-
     return write_atomic(Path(path), profile.to_json(), what="capability profile")
 
 

@@ -49,7 +49,12 @@ def load_defaults(op: str = "gemm") -> dict[str, Any]:
 def candidates(dtype: str, arch: str) -> list[Config]:
     """The ordered list for one dtype on one architecture's limits (see the module's docstring)."""
     from tracea_cli.export.writer import export_target
-    from tracea_cli.ops.gemm.cuda_space import FAMILY, gemm_space, hand_picked, vector_widths
+    from tracea_cli.ops.gemm.cuda_space import (
+        FAMILY,
+        gemm_space,
+        hand_picked,
+        vector_widths,
+    )
     from tracea_cli.ops.gemm.problem import GemmProblem
 
     target = export_target(arch)
@@ -119,8 +124,8 @@ def verify(profile: Mapping[str, Any], *, device_index: int = 0, log=print) -> d
     largest relative error and the date; one that fails keeps `compiled-only` and gets the failure in `how`.
     """
     from tracea_cli.backends.cuda import CudaBackend, device_target
-    from tracea_cli.backends.archs import base_arch
     from tracea_cli.ops.gemm.problem import GemmProblem
+    from tracea_cli.target import base_arch
 
     backend = CudaBackend()
     target = device_target(device_index)

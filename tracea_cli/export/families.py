@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
-from tracea_cli.backends.archs import base_arch
-from tracea_cli.backends.base import Artifact, Target
+from tracea_cli.backends.base import Artifact
 from tracea_cli.errors import UsageError
 from tracea_cli.space import Value
+from tracea_cli.target import Target, base_arch
 
 WGMMA = "wgmma"  # ops/gemm/hopper_space.FAMILY
 WGMMA_ARCH = "sm_90a"  # backends/cuda_hopper.ARCH: wgmma and setmaxnreg exist on the arch-specific target only

@@ -15,12 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from tracea_cli.backends.archs import base_arch
 from tracea_cli.errors import UsageError
-from tracea_cli.export.manifest import COMPILED_ONLY, VERIFIED, Measurement, Verification
+from tracea_cli.export.manifest import (
+    COMPILED_ONLY,
+    VERIFIED,
+    Measurement,
+    Verification,
+)
 from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import SearchSpace, Value, config_key
+from tracea_cli.target import base_arch
 
 SpaceOf = Callable[[GemmProblem, str], SearchSpace]  # (problem, arch) -> its search space on that architecture
 

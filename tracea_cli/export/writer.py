@@ -23,16 +23,24 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from tracea_cli import __version__
 from tracea_cli.backends import nvrtc
-from tracea_cli.backends.archs import ARCH_LIMITS, base_arch, limits_for
-from tracea_cli.backends.base import Artifact, CompileFailed, Target
+from tracea_cli.backends.base import Artifact, CompileFailed
 from tracea_cli.errors import TraceaError, UsageError
 from tracea_cli.export import c_header, cpp_header, example, resolve
 from tracea_cli.export.dispatch import valid_for
-from tracea_cli.export.families import ServedBy, is_wgmma, place_wgmma
 from tracea_cli.export.elf import function_symbols
-from tracea_cli.export.manifest import COMPILED_ONLY, Kernel, Manifest, PtxImage, Variant, shape_label, validate
+from tracea_cli.export.families import ServedBy, is_wgmma, place_wgmma
+from tracea_cli.export.manifest import (
+    COMPILED_ONLY,
+    Kernel,
+    Manifest,
+    PtxImage,
+    Variant,
+    shape_label,
+    validate,
+)
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import SearchSpace, Value, config_key
+from tracea_cli.target import ARCH_LIMITS, Target, base_arch, limits_for
 
 EXPORT_DEVICE_CLASS = "export"  # the Target of an export names no device: it builds for an architecture
 MANIFEST = "manifest.json"

@@ -7,10 +7,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from tracea_cli.backends.base import Evaluation, Status, Target
+from tracea_cli.backends.base import Evaluation, Status
 from tracea_cli.errors import UsageError
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import Candidates, Value
+from tracea_cli.target import Target
 from tracea_cli.timing import Samples, TimingPolicy
 from tracea_cli.tune.workers import EvalJob, WorkerPool
 
@@ -76,9 +77,9 @@ def backend_class(name: str):
 
 
 def plan(request, settings) -> Plan:
-    from tracea_cli.bench.ceilings import ceiling_from_profile
     from tracea_cli.cache import CacheKey
     from tracea_cli.devices import parse_devices
+    from tracea_cli.doctor.ceilings import ceiling_from_profile
     from tracea_cli.doctor.profile import cpu_target, cuda_target
     from tracea_cli.doctor.run import load_or_make_profile
 

@@ -16,8 +16,15 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from tracea_cli.backends.base import Artifact, Backend, CompileFailed, Evaluation, Status, Target
+from tracea_cli.backends.base import (
+    Artifact,
+    Backend,
+    CompileFailed,
+    Evaluation,
+    Status,
+)
 from tracea_cli.space import Value
+from tracea_cli.target import Target
 from tracea_cli.timing import TimingPolicy
 
 BackendFactory = Callable[[], Backend]

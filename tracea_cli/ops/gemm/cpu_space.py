@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from tracea_cli.backends.base import Target
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
+from tracea_cli.target import Target
 
 DTYPES = ("fp32", "fp64")
 VECTOR_BYTES = 64  # one AVX-512 register: the kernels' vector; LLVM splits it on narrower machines

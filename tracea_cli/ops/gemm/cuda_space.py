@@ -20,11 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from tracea_cli.backends.archs import limits_for
-from tracea_cli.backends.base import DeviceLimits, Target
 from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
+from tracea_cli.target import DeviceLimits, Target, limits_for
 
 FAMILY = {"fp32": "simt", "fp64": "simt", "tf32": "mma", "fp16": "mma", "bf16": "mma"}
 

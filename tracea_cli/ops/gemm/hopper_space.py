@@ -19,11 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from tracea_cli.backends.archs import base_arch, limits_for
-from tracea_cli.backends.base import DeviceLimits, Target
 from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import Param, SearchSpace, Value
+from tracea_cli.target import DeviceLimits, Target, base_arch, limits_for
 
 FAMILY = "wgmma"
 GROUP_VALUES = (1, 4, 8, 16)

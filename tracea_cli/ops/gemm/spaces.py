@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tracea_cli.backends.base import Target
 from tracea_cli.errors import UsageError
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import SearchSpace
+from tracea_cli.target import Target
 
 
 def space_for(problem: GemmProblem, target: Target) -> SearchSpace:

@@ -8,13 +8,23 @@ figure the ceiling is None and reports say so: a percentage is never made up fro
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
-
-from tracea_cli.bench.results import Ceiling
 
 FLOPS_METRIC = "gemm_flops"
 BANDWIDTH_METRIC = "memory_bandwidth"
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "Ki": 1024.0, "Mi": 1024.0**2, "Gi": 1024.0**3, "Ti": 1024.0**4}
+
+
+@dataclass(frozen=True)
+class MeasuredCeiling:
+    """The best measured compute and bandwidth figures for one dtype on one device; None where none was measured,
+    with the source of each (the profile entry, or why there is none)."""
+
+    flops_per_s: float | None
+    bytes_per_s: float | None
+    flops_source: str
+    bytes_source: str
 
 
 def unit_scale(unit: str, base: str) -> float | None:
@@ -44,7 +54,7 @@ def _best(profile: Any, device: str, metric: str, dtype: str | None, base: str) 
     return max(found, key=lambda mr: mr[1]) if found else (None, None)
 
 
-def ceiling_from_profile(profile: Any, *, backend: str, dtype: str, device_index: int | None = None) -> Ceiling:
+def ceiling_from_profile(profile: Any, *, backend: str, dtype: str, device_index: int | None = None) -> MeasuredCeiling:
     """The best measured GEMM FLOP/s for `dtype` and the best memory bandwidth of the run's device."""
     device = profile_device(backend, device_index)
     flops_m, flops = _best(profile, device, FLOPS_METRIC, dtype, "FLOP")
@@ -58,7 +68,7 @@ def ceiling_from_profile(profile: Any, *, backend: str, dtype: str, device_index
         threads = f", {n} thread{'s' if n != 1 else ''}" if n else ""
         return f"{m.device} {m.metric}{' ' + m.dtype if m.dtype else ''}{threads} (tracea doctor, {getattr(m, 'created', '') or 'date unknown'})"
 
-    return Ceiling(
+    return MeasuredCeiling(
         flops_per_s=flops,
         bytes_per_s=bw,
         flops_source=source(flops_m, flops, f"{dtype} {FLOPS_METRIC}"),
