@@ -41,3 +41,30 @@ def test_compile_error_carries_the_log():
     with pytest.raises(nvrtc.NvrtcError) as e:
         nvrtc.compile_source('extern "C" __global__ void k() { undefined_thing(); }', nvrtc.CompileOptions(arch="sm_80"))
     assert "undefined_thing" in e.value.log
+
+
+RACE = """
+import concurrent.futures as cf
+from tracea_cli.backends import nvrtc
+src = 'extern "C" __global__ void k(float* y) { y[threadIdx.x] = %d.0f; }'
+def one(i):
+    try:
+        nvrtc.compile_source(src % i, nvrtc.CompileOptions(arch="sm_80"))
+        return "ok"
+    except nvrtc.NvrtcError as e:
+        return e.log[:200]
+with cf.ThreadPoolExecutor(8) as ex:
+    print([r for r in ex.map(one, range(16)) if r != "ok"])
+"""
+
+
+@needs_nvrtc
+def test_the_first_compiles_of_a_process_may_run_in_parallel():
+    """A fresh process compiling 16 programs on 8 threads at once: NVRTC loads its builtins library on first use, and
+    racing threads failed there ("failed to open libnvrtc-builtins") before the first compile ran alone."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", RACE], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout

@@ -12,6 +12,7 @@ import functools
 import glob
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,8 +204,28 @@ def _caches_programs() -> bool:
     return (major, minor) >= (12, 9)
 
 
+_first_compile = threading.Lock()
+_builtins_loaded = False
+
+
 def compile_source(source: str, options: CompileOptions, *, name: str = "kernel.cu", want_ptx: bool = True) -> CompiledProgram:
-    """Compile `source` to a cubin for `options.arch` (and PTX when asked). Raises NvrtcError with the log on failure."""
+    """Compile `source` to a cubin for `options.arch` (and PTX when asked). Raises NvrtcError with the log on failure.
+
+    The first compile of a process runs alone: NVRTC loads libnvrtc-builtins on first use, and threads that race
+    there fail with "failed to open libnvrtc-builtins.so" (seen with NVRTC 13.0: 9 of 16 concurrent first compiles
+    failed; none once one compile had finished). Later compiles run in parallel."""
+    global _builtins_loaded
+    if not _builtins_loaded:
+        with _first_compile:
+            if not _builtins_loaded:
+                try:
+                    return _compile(source, options, name=name, want_ptx=want_ptx)
+                finally:
+                    _builtins_loaded = True
+    return _compile(source, options, name=name, want_ptx=want_ptx)
+
+
+def _compile(source: str, options: CompileOptions, *, name: str, want_ptx: bool) -> CompiledProgram:
     lib = _lib()
     opts = CompileOptions(**{**options.__dict__, "include_dirs": options.include_dirs + (cuda_include_dir(),)})
     args = [a.encode() for a in opts.to_args() + (["--no-cache"] if _caches_programs() else [])]

@@ -1,0 +1,408 @@
+"""The search space of the CUDA engine's two template families (families/engine.py): parameters per dtype and the
+rules that reject a configuration before it is compiled.
+
+Two kernel families (kernels/cuda/): `simt` (fp32 exact, fp64) and `mma` (fp16, bf16, tf32 on mma.sync). A
+configuration names the block tile (block_m, block_n, block_k), the warp tile (warp_m, warp_n), the pipeline depth
+(stages), split-K, the tile order (group_m: rows of tiles walked column by column, for L2 reuse) and the vector width
+of the global loads (vec, in elements; 16 bytes at most, 1 for the predicated element-wise variant). The mma family
+adds sliced K (slice_k: groups of warps inside a block, each multiplying its share of every pipeline step, their sums
+added in shared memory) for a few rows of C; a configuration stored before slice_k existed lacks it and means 1.
+
+Rules come from the device's limits (threads, shared memory, registers), from the shape (vector loads need rows
+whose length is a multiple of the width; tiles no larger than the problem needs; every split-K slice gets work) and
+from the parameters themselves (warp tiles divide block tiles). Pure: no GPU, no I/O, no randomness.
+
+`tiling(problem, config)` derives what the kernel template computes from a configuration (threads, shared memory);
+the generated source asserts the same figures at compile time, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from tracea_cli.ops.dtypes import get_dtype
+from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
+from tracea_cli.target import DeviceLimits, Target
+
+FAMILY = {"fp32": "simt", "fp64": "simt", "tf32": "mma", "fp16": "mma", "bf16": "mma"}
+
+BLOCK_MN = (32, 64, 128, 256)
+SLICED_BLOCK_M = (16, *BLOCK_MN)  # 16-row blocks where K is sliced: no padded rows for M <= 16
+GROUP_M = (1, 4, 8, 16)
+SIMT_BLOCK_K = (8, 16, 32)
+MMA_BLOCK_K = (16, 32, 64, 128, 256)
+DEEP_BLOCK_K = 128  # steps at least this deep only with sliced K (one grid of warps keeps too many addresses live)
+MMA_SHALLOW_BLOCK_K = tuple(bk for bk in MMA_BLOCK_K if bk < DEEP_BLOCK_K)
+SLICE_K = (1, 2, 4, 8)
+# slice_k came after configurations were stored (tuning caches, profiles/defaults): one without it means 1, the kernel
+# it named before.
+SLICE_K_DEFAULT = 1
+CLUSTER_K = (1, 2, 4)  # blocks of a thread-block cluster sharing a tile's K (sm_90), sums added through DSMEM
+MIN_CLUSTER_CC = (9, 0)
+SLICED_K_MAX_M = 128  # sliced K (and steps that deep) only for a few rows of C, where output tiles are too few
+SIMT_WARP_M, SIMT_WARP_N = (16, 32, 64), (32, 64)
+MMA_WARP = (16, 32, 64, 128)
+MMA_STAGES = (2, 3, 4, 5)
+SPLIT_K = (1, 2, 4, 8, 16)
+SMALL_M = 64  # at most this many rows: a GEMM bound by reading B (decoding a few tokens)
+SMALL_M_WAVES = 4  # blocks per SM a small-M pick aims for
+MAX_ACCUMULATOR_REGS = 128  # 32-bit registers of accumulators per thread; beyond this the kernels spill
+MAX_THREAD_REGS = 255  # what one thread can address
+REGISTER_OVERHEAD = 40  # addresses, loop counters and the epilogue, beside accumulators and fragments
+SIMT_PREFETCH_REGS = 176  # SimtGemm::PREFETCH: accumulators + two fragment sets at most this many registers
+SPLITK_REDUCE_THREADS = 256
+MIN_MMA_CC = (8, 0)  # cp.async, bf16 and tf32 mma.sync
+
+
+def vector_widths(dtype: str) -> tuple[int, ...]:
+    """Elements per global load, widest first: 16 bytes down to one element."""
+    size = get_dtype(dtype).storage_bytes
+    widths = []
+    w = 16 // size
+    while w >= 1:
+        widths.append(w)
+        w //= 2
+    return tuple(widths)
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """What a configuration makes of its kernel: block size, shared memory, a register estimate."""
+
+    family: str
+    threads: int
+    smem_bytes: int  # dynamic shared memory of the main kernel
+    accumulator_regs: int  # 32-bit registers of accumulators per thread
+    estimated_regs: int  # accumulators + fragments + staging + overhead, per thread
+    elem_bytes: int
+    copy_bytes: int  # bytes per global load (vec · element size)
+
+
+def cluster_k_of(config: Mapping[str, Value]) -> int:
+    """Blocks of a K cluster; 1 for configurations without the parameter (stored before it, or SIMT)."""
+    return int(config.get("cluster_k", 1))
+
+
+def slice_k_of(config: Mapping[str, Value]) -> int:
+    """The configuration's K-slices of warps (1 where it predates the parameter or its family has none)."""
+    return int(config.get("slice_k", SLICE_K_DEFAULT))
+
+
+def tiling(problem: GemmProblem, config: Mapping[str, Value]) -> Tiling:
+    """Derived sizes; mirrors the constants of MmaGemm / SimtGemm in kernels/cuda/."""
+    family = str(config["family"])
+    bm, bn, bk = int(config["block_m"]), int(config["block_n"]), int(config["block_k"])
+    wm, wn = int(config["warp_m"]), int(config["warp_n"])
+    vec = int(config["vec"])
+    elem = get_dtype(problem.dtype).storage_bytes
+    words = max(1, elem // 4)  # 32-bit registers per value (fp64: 2)
+    threads = (bm // max(wm, 1)) * (bn // max(wn, 1)) * 32
+    if family == "mma":
+        tf32 = problem.dtype == "tf32"
+        pad_k_rows, pad_n_rows = 8, (4 if tf32 else 8)
+        lda_s = bk + pad_k_rows
+        b_rows, ldb_s = (bk, bn + pad_n_rows) if problem.layout == "nn" else (bn, bk + pad_k_rows)
+        pipeline = int(config["stages"]) * (bm * lda_s + b_rows * ldb_s) * elem
+        slices = slice_k_of(config)
+        # the other K-slices' or cluster blocks' fp32 sums, for slice 0 of block 0 (MmaGemm::REDUCTION_BYTES)
+        reduction = (max(slices, cluster_k_of(config)) - 1) * bm * bn * 4
+        smem = max(pipeline, reduction)
+        threads *= slices
+        acc = wm * wn // 32
+        fragments = (wm // 16) * 4 + (wn // 8) * 2
+        staging = 0
+    else:
+        smem = 2 * bk * ((bm + 4) + (bn + 4)) * elem
+        acc = (wm * wn // 32) * words
+        lanes_m = 8 if wm > wn else 4  # the lane grid: 4 x 8, or 8 x 4 for warp tiles taller than wide
+        fragments = (wm // lanes_m + wn // (32 // lanes_m)) * words  # a lane's column of A and row of B
+        if acc + 2 * fragments <= SIMT_PREFETCH_REGS:  # PREFETCH: a second set loads while the first multiplies
+            fragments *= 2
+        loads = -(-bm * bk // (vec * max(threads, 1))) + -(-bk * bn // (vec * max(threads, 1)))
+        staging = loads * vec * words
+    return Tiling(
+        family=family,
+        threads=threads,
+        smem_bytes=smem,
+        accumulator_regs=acc,
+        estimated_regs=acc + fragments + staging + REGISTER_OVERHEAD,
+        elem_bytes=elem,
+        copy_bytes=vec * elem,
+    )
+
+
+def _next_pow2(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+def _params(problem: GemmProblem, limits: DeviceLimits) -> tuple[Param, ...]:
+    family = FAMILY[problem.dtype]
+    simt = family == "simt"
+    sliced = problem.m <= SLICED_K_MAX_M  # elsewhere the space keeps the size it had before sliced K
+    clusters = limits.compute_capability >= MIN_CLUSTER_CC
+    return (
+        Param("family", (family,), "categorical", "kernel family: simt (FMA) or mma (mma.sync tensor cores)"),
+        Param("block_m", SLICED_BLOCK_M if sliced and not simt else BLOCK_MN, doc="rows of C per block"),
+        Param("block_n", BLOCK_MN, doc="columns of C per block"),
+        Param("block_k", SIMT_BLOCK_K if simt else MMA_BLOCK_K if sliced else MMA_SHALLOW_BLOCK_K,
+              doc="depth of one pipeline step"),
+        Param("warp_m", SIMT_WARP_M if simt else MMA_WARP, doc="rows of C per warp"),
+        Param("warp_n", SIMT_WARP_N if simt else MMA_WARP, doc="columns of C per warp"),
+        Param("stages", (2,) if simt else MMA_STAGES, doc="shared-memory pipeline depth (SIMT double-buffers)"),
+        Param("split_k", (1,) if problem.dtype == "fp64" else SPLIT_K, doc="slices of K summed in an fp32 workspace"),
+        Param("group_m", GROUP_M, doc="tile rows walked column by column (rasterization)"),
+        Param("vec", vector_widths(problem.dtype), doc="elements per global load; 1 is the predicated variant"),
+        *(() if simt else (Param("slice_k", SLICE_K if sliced else (SLICE_K_DEFAULT,), default=SLICE_K_DEFAULT,
+                                 doc=f"groups of warps sharing each pipeline step's K (M at most {SLICED_K_MAX_M})"),
+                           Param("cluster_k", CLUSTER_K if sliced and clusters else (1,), default=1,
+                                 doc="blocks of a cluster splitting K, sums added through DSMEM (sm_90)"))),
+    )
+
+
+def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
+    m, n, k = problem.m, problem.n, problem.k
+    params = {p.name: p for p in _params(problem, limits)}
+    # a tile may exceed a small dimension up to the size of the common smallest tile (32 rows stay valid for M = 16)
+    smallest = {"block_m": min(BLOCK_MN), "block_n": min(BLOCK_MN),
+                "block_k": min(int(v) for v in params["block_k"].values)}
+
+    def warp_divides_block(c) -> str | None:
+        if c["block_m"] % c["warp_m"] or c["block_n"] % c["warp_n"]:
+            return f"warp tile {c['warp_m']}x{c['warp_n']} does not divide block tile {c['block_m']}x{c['block_n']}"
+        return None
+
+    def tile_fits_problem(c) -> str | None:
+        for name, size, dim in (("block_m", m, "M"), ("block_n", n, "N"), ("block_k", k, "K")):
+            cap = max(smallest[name], _next_pow2(size))
+            if c[name] > cap:
+                return f"{name}={c[name]} is larger than {dim}={size} needs (at most {cap})"
+        return None
+
+    def architecture(c) -> str | None:
+        if c["family"] == "mma" and limits.compute_capability < MIN_MMA_CC:
+            return f"mma.sync with cp.async needs compute capability 8.0 or newer, {limits.arch} has " \
+                   f"{limits.compute_capability[0]}.{limits.compute_capability[1]}"
+        return None
+
+    def aligned_rows(c) -> str | None:
+        vec = c["vec"]
+        if vec == 1:
+            return None
+        if k % vec:
+            return f"vec={vec} loads need K to be a multiple of {vec} (rows of A{' and B' if problem.layout == 'nt' else ''}); K={k}"
+        if problem.layout == "nn" and n % vec:
+            return f"vec={vec} loads need N to be a multiple of {vec} (rows of B); N={n}"
+        return None
+
+    def element_copies(c) -> str | None:
+        # cp.async moves 4 bytes at least: narrower mma copies go one 16-bit element at a time through registers,
+        # slow to run and, on large tiles, 15-25 s for ptxas. Kept only for rows that allow nothing wider.
+        if c["family"] != "mma" or c["vec"] * get_dtype(problem.dtype).storage_bytes >= 4:
+            return None
+        if k % 2 == 0 and (problem.layout == "nt" or n % 2 == 0):
+            return (f"vec={c['vec']} copies single 16-bit elements through registers; K={k}"
+                    f"{'' if problem.layout == 'nt' else f' and N={n}'} allow vec=2 (4-byte copies) or wider")
+        return None
+
+    def resources(c) -> str | None:
+        t = tiling(problem, c)
+        if t.threads > limits.max_threads_per_block:
+            return f"{t.threads} threads per block exceed the device's {limits.max_threads_per_block}"
+        if t.accumulator_regs > MAX_ACCUMULATOR_REGS:
+            return (f"warp tile {c['warp_m']}x{c['warp_n']} needs {t.accumulator_regs} accumulator registers per "
+                    f"thread; more than {MAX_ACCUMULATOR_REGS} spill")
+        if t.estimated_regs > MAX_THREAD_REGS:
+            return f"about {t.estimated_regs} registers per thread exceed the {MAX_THREAD_REGS} a thread can have"
+        if t.estimated_regs * t.threads > limits.registers_per_block:
+            return (f"about {t.estimated_regs} registers for each of {t.threads} threads exceed the "
+                    f"{limits.registers_per_block} registers of a block")
+        if t.smem_bytes > limits.max_shared_per_block_optin:
+            return (f"{t.smem_bytes} bytes of shared memory exceed the device's "
+                    f"{limits.max_shared_per_block_optin} per block")
+        return None
+
+    def cluster(c) -> str | None:
+        blocks = cluster_k_of(c)
+        if blocks == 1:
+            return None
+        if limits.compute_capability < MIN_CLUSTER_CC:
+            return f"cluster_k={blocks} needs thread-block clusters (compute capability 9.0), {limits.arch} has none"
+        if c["split_k"] > 1:
+            return f"cluster_k={blocks} splits K itself: split_k must be 1"
+        return None
+
+    def split_k_slices(c) -> str | None:
+        split = c["split_k"] * cluster_k_of(c)
+        if split == 1:
+            return None
+        steps = -(-k // c["block_k"])
+        per_slice = -(-steps // split)
+        if per_slice * (split - 1) >= steps:
+            return (f"splitting K {split} ways leaves a slice without work: K={k} has {steps} steps of "
+                    f"block_k={c['block_k']}")
+        return None
+
+    def pipeline_depth(c) -> str | None:
+        steps = -(-k // c["block_k"])
+        per_slice = -(-steps // (c["split_k"] * cluster_k_of(c)))
+        if c["stages"] > 2 and c["stages"] > per_slice + 1:
+            return (f"a {c['stages']}-stage pipeline needs {c['stages'] - 1} steps per slice; "
+                    f"K={k} gives {per_slice} of block_k={c['block_k']}")
+        return None
+
+    def sliced_k(c) -> str | None:
+        slices = slice_k_of(c)
+        if slices == 1:
+            if c["block_k"] >= DEEP_BLOCK_K:
+                return (f"block_k={c['block_k']} needs slice_k > 1: one group of warps takes steps up to "
+                        f"{DEEP_BLOCK_K // 2} deep")
+            return None
+        instruction_k = 8 if problem.dtype == "tf32" else 16
+        steps = c["block_k"] // instruction_k
+        if steps % slices:
+            return (f"slice_k={slices} must divide the {steps} instruction steps (k={instruction_k}) of "
+                    f"block_k={c['block_k']}")
+        return None
+
+    def grouping(c) -> str | None:
+        tiles_m = -(-m // c["block_m"])
+        if c["group_m"] > 1 and tiles_m <= c["group_m"]:
+            return f"group_m={c['group_m']} needs more than {c['group_m']} rows of tiles; M={m} gives {tiles_m}"
+        return None
+
+    # Cheap, shape-only rules first: most rejections happen before a tiling is derived.
+    if FAMILY[problem.dtype] == "simt":
+        return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, grouping, split_k_slices,
+                pipeline_depth, resources)
+    return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, element_copies, grouping, sliced_k,
+            cluster, split_k_slices, pipeline_depth, resources)
+
+
+def gemm_space(problem: GemmProblem, target: Target) -> SearchSpace:
+    """The space of CUDA GEMM configurations for `problem` on `target` (limits from the target or its architecture)."""
+    limits = target.cuda_limits()
+    return SearchSpace(params=_params(problem, limits), rules=_rules(problem, limits))
+
+
+# Hand-picked starting points: (block_m, block_n, block_k, warp_m, warp_n, stages), best first for large squares
+# (measured on an H200 at 4096^3, docs/engine.md), then smaller tiles for smaller problems.
+_PICKS: dict[str, tuple[tuple[int, int, int, int, int, int], ...]] = {
+    "mma16": (
+        (128, 256, 32, 64, 64, 4),
+        (128, 256, 32, 64, 64, 3),
+        (256, 128, 32, 64, 64, 3),
+        (128, 128, 64, 64, 64, 3),
+        (128, 128, 32, 64, 64, 5),
+        (128, 128, 32, 64, 64, 4),
+        (128, 128, 64, 64, 32, 3),
+        (128, 256, 64, 64, 64, 3),
+        (64, 128, 64, 32, 64, 4),
+        (64, 64, 32, 32, 32, 4),
+        (32, 32, 32, 16, 16, 3),
+    ),
+    "tf32": (
+        (128, 128, 16, 64, 64, 4),
+        (256, 128, 16, 64, 64, 3),
+        (128, 256, 16, 64, 64, 3),
+        (128, 128, 16, 64, 64, 5),
+        (128, 128, 32, 64, 64, 3),
+        (128, 128, 32, 32, 64, 3),
+        (64, 128, 32, 32, 64, 3),
+        (128, 128, 32, 64, 32, 3),
+        (64, 64, 32, 32, 32, 3),
+        (32, 32, 32, 16, 16, 3),
+    ),
+    "fp32": (
+        (128, 128, 8, 64, 32, 2),
+        (128, 128, 8, 32, 64, 2),
+        (128, 128, 8, 64, 64, 2),  # 8 x 16 per lane: the densest loop (90% FFMA), two blocks of 4 warps per SM
+        (256, 128, 8, 64, 64, 2),
+        (128, 128, 16, 64, 32, 2),
+        (64, 64, 8, 32, 32, 2),
+        (128, 256, 8, 64, 64, 2),
+        (128, 64, 8, 64, 32, 2),
+        (32, 32, 8, 16, 32, 2),
+    ),
+    "fp64": (
+        (64, 64, 8, 32, 32, 2),
+        (128, 64, 8, 32, 32, 2),
+        (64, 128, 8, 32, 64, 2),
+        (32, 32, 8, 16, 32, 2),
+    ),
+}
+
+
+def _pick_key(dtype: str) -> str:
+    return "mma16" if dtype in ("fp16", "bf16") else dtype
+
+
+def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = None) -> list[Config]:
+    """A small, fixed list of sensible configurations for `problem`, all valid in its space, best guesses first.
+
+    Each pick is fitted to the shape: the widest vector width the rows allow, the largest L2 grouping that has
+    enough tile rows, and (for short K) a shallower step or pipeline. When the grid would leave most SMs idle and K
+    is deep, the first pick is also offered with split-K.
+    """
+    space = gemm_space(problem, target)
+    family = FAMILY[problem.dtype]
+    bk_values = space.param("block_k").values
+    picks: list[Config] = []
+
+    def first_valid(base: Mapping[str, Value], *, split_k: int = 1) -> Config | None:
+        for bk in dict.fromkeys((base["block_k"], *bk_values)):
+            for stages in dict.fromkeys((base["stages"], 3, 2)):
+                for vec in space.param("vec").values:
+                    for group_m in (8, 4, 1):
+                        c = space.complete({**base, "block_k": bk, "stages": stages if family == "mma" else 2,
+                                            "vec": vec, "group_m": group_m, "split_k": split_k})
+                        if space.why_invalid(c) is None:
+                            return c
+        return None
+
+    for bm, bn, bk, wm, wn, stages in _PICKS[_pick_key(problem.dtype)]:
+        base = {"family": family, "block_m": bm, "block_n": bn, "block_k": bk, "warp_m": wm, "warp_n": wn,
+                "stages": stages}
+        c = first_valid(base)
+        if c is not None and c not in picks:
+            picks.append(c)
+    sm_count = (target.limits.sm_count if target.limits else None) or 0
+    if picks and sm_count and problem.dtype != "fp64":
+        lead = picks[0]
+        tiles = -(-problem.m // int(lead["block_m"])) * -(-problem.n // int(lead["block_n"]))
+        fitting = [s for s in SPLIT_K[1:] if tiles * s <= sm_count]  # slices that still fit in one wave
+        for split in reversed(fitting):
+            c = first_valid(lead, split_k=split)
+            if c is not None:
+                picks.append(c)
+                break
+    if problem.m <= SMALL_M and sm_count and problem.dtype != "fp64":
+        # A few rows of C: the run streams B once and is bound by memory bandwidth, so what matters is enough bytes
+        # of B in flight on every SM. Narrow tiles, split K until the grid covers the SMs several times over.
+        base = {"family": family, "block_m": 32, "block_n": 64, "block_k": 64 if family == "mma" else 16,
+                "warp_m": 32 if family == "mma" else 16, "warp_n": 32, "stages": 4}
+        tiles = -(-problem.n // 64)
+        split = next((s for s in SPLIT_K if tiles * s >= SMALL_M_WAVES * sm_count), SPLIT_K[-1])
+        small = [first_valid(base, split_k=split)]
+        if family == "mma":
+            # Better, in one launch: 32-column tiles (one block per SM for N = 4096), each pipeline step 512 bytes
+            # deep (256 16-bit elements) and shared by K-slices of warps, 5 stages: 64 KiB of B in flight per SM
+            # (docs/engine.md, "Small M: sliced K"). Measured fastest on the H200 (docs/results/gemm_small_m_h200.md):
+            # up to 16 rows, 16-row blocks of one 16 x 32 warp tile in 8 K-slices; up to 32 rows, 16 x 32 warp tiles
+            # in 4 K-slices (8 warps).
+            rows = 16 if problem.m <= 16 else 32 if problem.m <= 32 else 64
+            depth = 512 // get_dtype(problem.dtype).storage_bytes
+            sliced = {"family": family, "block_m": rows, "block_n": 32, "block_k": depth,
+                      "warp_m": 32 if rows == 64 else 16, "warp_n": 32, "stages": 4 if rows == 64 else 5}
+            order = (4, 8, 2) if rows == 32 else (8, 4, 2)
+            fitting = (first_valid({**sliced, "slice_k": s}) for s in order)
+            small.insert(0, next((c for c in fitting if c is not None), None))
+            if rows == 16 and problem.dtype in ("fp16", "bf16") and 2 in space.param("cluster_k").values:
+                # Better still on sm_90 (measured for fp16 and bf16): 64-column tiles, so that B is read in 128-byte
+                # pieces, with K split across a cluster of two blocks (docs/engine.md, "Small M: K clusters").
+                small.insert(0, first_valid({**sliced, "block_n": 64, "slice_k": 4, "cluster_k": 2}))
+        for c in reversed(small):
+            if c is not None and c not in picks:
+                picks.insert(0, c)
+    return picks[:limit] if limit else picks

@@ -1,0 +1,230 @@
+"""The search space of the Hopper GEMM family (families/wgmma.py: wgmma + TMA + warp specialisation,
+kernels/cuda/gemm_wgmma.cuh).
+
+`hopper_space(problem, target)` is None where the family does not apply: a target that is not sm_90, a dtype other
+than fp16/bf16/tf32, or an N that is not a multiple of 16 bytes (C is stored with 16-byte row strides, and B in the
+nn layout is read with N elements per row). Those problems stay with the predicated families. Pure: no GPU, no I/O.
+
+Two kinds of problem run behind a staging pre-pass (`staging`, kernels/cuda/gemm_wgmma_stage.cuh), part of the
+launch sequence: a K that is not a multiple of 16 bytes (TMA needs 16-byte row strides), for which A (and B in the
+nt layout) is copied into scratch with a padded leading dimension; and tf32 with layout nn (wgmma reads tf32 B
+K-major only), for which B is transposed into scratch and the kernel runs as nt. The staging follows from the
+problem; it is not a search parameter.
+
+A stage holds one 128-byte-wide slice of K (64 fp16/bf16 or 32 tf32 elements), the width of the 128-byte swizzle
+that TMA writes and wgmma reads; `tile_k` is therefore fixed by the dtype, not searched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from tracea_cli.ops.dtypes import get_dtype
+from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.space import Param, SearchSpace, Value
+from tracea_cli.target import Target, base_arch
+
+FAMILY = "wgmma"
+GROUP_VALUES = (1, 4, 8, 16)
+STAGE_VALUES = (2, 3, 4, 5, 6)
+DTYPES = ("fp16", "bf16", "tf32")
+SWIZZLE_BYTES = 128  # one stage row of A or B; also the width of a C staging chunk
+ALIGN_BYTES = 16  # TMA: global base addresses and row strides
+MAX_ACCUMULATORS = 128  # fp32 accumulators per consumer thread that leave room for addressing (no spills)
+SLACK_BYTES = 1024  # the kernel rounds its shared-memory base up to the swizzle period
+STAGED_ROW_BYTES = 128  # staged copies start every row on a 128-byte line (TMA needs 16; its boxes read 128)
+
+PARAMS = (
+    Param("family", (FAMILY,), "categorical", "instruction family: wgmma (sm_90a)"),
+    Param("tile_m", (64, 128, 256), doc="rows of C per CTA"),
+    Param("tile_n", (64, 128, 192, 256), doc="columns of C per CTA (the wgmma N)"),
+    Param("stages", STAGE_VALUES, doc="depth of the TMA -> wgmma shared-memory ring"),
+    Param("consumers", (1, 2), doc="consumer warpgroups"),
+    Param("schedule", ("cooperative", "pingpong"), "categorical",
+          "cooperative: consumers split every tile's rows; pingpong: they take whole tiles in turns, one multiplying "
+          "while the other runs its epilogue"),
+    Param("cluster_m", (1, 2), doc="CTAs per cluster along M; 2 shares each B tile by TMA multicast"),
+    Param("persistent", (0, 1), doc="1: one CTA per SM loops over tiles; 0: one tile per CTA"),
+    Param("group_m", GROUP_VALUES, doc="tile order: cluster rows walked column by column before moving on"),
+    Param("store", ("direct", "tma"), "categorical", "epilogue: registers -> global, or via swizzled shared memory + TMA"),
+)
+
+DTYPE_CODES = {"fp16": 0, "bf16": 1, "tf32": 2}
+
+
+def elem_bytes(dtype: str) -> int:
+    return get_dtype(dtype).storage_bytes
+
+
+def tile_k(dtype: str) -> int:
+    """K per pipeline stage: one 128-byte swizzle row."""
+    return SWIZZLE_BYTES // elem_bytes(dtype)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def consumer_rows(config: Mapping[str, Value]) -> int:
+    """Rows of a tile one consumer warpgroup multiplies: all of them in pingpong, its share when cooperative."""
+    tm = int(config["tile_m"])
+    return tm if config["schedule"] == "pingpong" else tm // int(config["consumers"])
+
+
+def smem_bytes(dtype: str, config: Mapping[str, Value]) -> int:
+    """Dynamic shared memory the kernel asks for: the ring, C staging (TMA store; one tile per pingpong consumer),
+    the mbarriers, and slack for aligning the base to the swizzle period."""
+    tm, tn, stages = int(config["tile_m"]), int(config["tile_n"]), int(config["stages"])
+    ring = stages * (tm + tn) * SWIZZLE_BYTES
+    staging = int(config["consumers"]) * consumer_rows(config) * tn * elem_bytes(dtype) if config["store"] == "tma" else 0
+    return ring + staging + (2 * stages + 2) * 8 + SLACK_BYTES
+
+
+def threads(config: Mapping[str, Value]) -> int:
+    return 128 * (1 + int(config["consumers"]))
+
+
+def work_items(problem: GemmProblem, config: Mapping[str, Value]) -> int:
+    """Work items the kernel walks: one per cluster of vertically adjacent tiles."""
+    tiles_m = ceil_div(problem.m, int(config["tile_m"]))
+    tiles_n = ceil_div(problem.n, int(config["tile_n"]))
+    return ceil_div(tiles_m, int(config["cluster_m"])) * tiles_n
+
+
+@dataclass(frozen=True)
+class Staging:
+    """What the staging pre-pass does for one problem. `pad_a`: A (M x K) is copied into scratch with its leading
+    dimension rounded up to `staged_ld_multiple`; `b`: None, "pad" (nt: B, N x K, copied likewise) or "transpose" (tf32 nn: B,
+    K x N, written N x K with that leading dimension, so that the kernel reads it K-major as in nt)."""
+
+    pad_a: bool = False
+    b: str | None = None
+
+    @property
+    def any(self) -> bool:
+        return self.pad_a or self.b is not None
+
+    def covers(self, other: "Staging") -> bool:
+        """True when a kernel built with this staging also computes a problem that needs `other` (staging a
+        well-aligned operand is correct, only slower)."""
+        return (self.pad_a or not other.pad_a) and (other.b is None or other.b == self.b)
+
+
+def row_elems(dtype: str) -> int:
+    """Elements of one 16-byte unit: TMA row strides are multiples of it."""
+    return ALIGN_BYTES // elem_bytes(dtype)
+
+
+def staged_ld_multiple(dtype: str) -> int:
+    """Staged leading dimensions are multiples of this many elements (STAGED_ROW_BYTES)."""
+    return STAGED_ROW_BYTES // elem_bytes(dtype)
+
+
+def staging(problem: GemmProblem) -> Staging:
+    """The staging pre-pass this problem needs (Staging() when the kernel reads the operands in place)."""
+    unaligned_k = problem.k % row_elems(problem.dtype) != 0
+    if problem.dtype == "tf32" and problem.layout == "nn":
+        b: str | None = "transpose"
+    elif problem.layout == "nt" and unaligned_k:
+        b = "pad"
+    else:
+        b = None
+    return Staging(pad_a=unaligned_k, b=b)
+
+
+def qualifies(problem: GemmProblem, target: Target) -> str | None:
+    """None if the family applies to this problem on this target, else why not."""
+    if target.backend != "cuda" or not target.arch or base_arch(target.arch) != "sm_90":
+        return f"the wgmma family needs an sm_90 target, not {target.arch or target.backend}"
+    if problem.dtype not in DTYPES:
+        return f"the wgmma family has no {problem.dtype} kernels"
+    per_row = row_elems(problem.dtype)
+    if problem.n % per_row:
+        return (f"TMA needs N to be a multiple of {per_row} for {problem.dtype} (C, and B in layout nn, have N elements "
+                "per row and need 16-byte row strides; only A and B's K are staged)")
+    return None
+
+
+def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
+    """The family's space for this problem and target, or None where it does not apply (see `qualifies`)."""
+    if qualifies(problem, target) is not None:
+        return None
+    limits = target.cuda_limits()
+    dtype = problem.dtype
+    k_blocks = ceil_div(problem.k, tile_k(dtype))
+    group_values = GROUP_VALUES
+
+    def schedule(c: Mapping[str, Value]) -> str | None:
+        if c["schedule"] == "pingpong" and int(c["consumers"]) != 2:
+            return "pingpong alternates two consumer warpgroups (consumers=2)"
+        return None
+
+    def slabs_split(c: Mapping[str, Value]) -> str | None:
+        if c["schedule"] == "cooperative" and int(c["tile_m"]) % (64 * int(c["consumers"])):
+            return f"tile_m={c['tile_m']} cannot give each of {c['consumers']} consumer warpgroups whole 64-row slabs"
+        return None
+
+    def accumulators(c: Mapping[str, Value]) -> str | None:
+        acc = consumer_rows(c) * int(c["tile_n"]) // 128
+        if acc > MAX_ACCUMULATORS:
+            return f"each consumer thread would hold {acc} fp32 accumulators (at most {MAX_ACCUMULATORS} fit)"
+        return None
+
+    def shared_memory(c: Mapping[str, Value]) -> str | None:
+        need = smem_bytes(dtype, c)
+        if need > limits.max_shared_per_block_optin:
+            return f"needs {need} bytes of shared memory, over the {limits.max_shared_per_block_optin}-byte limit"
+        return None
+
+    def fits_problem(c: Mapping[str, Value]) -> str | None:
+        if int(c["tile_m"]) > 64 * ceil_div(problem.m, 64):
+            return f"tile_m={c['tile_m']} is larger than M={problem.m} needs"
+        if int(c["tile_n"]) > 64 * ceil_div(problem.n, 64):
+            return f"tile_n={c['tile_n']} is larger than N={problem.n} needs"
+        if int(c["stages"]) > max(2, k_blocks):
+            return f"stages={c['stages']} exceeds the {k_blocks} K-blocks of the problem"
+        return None
+
+    def cluster(c: Mapping[str, Value]) -> str | None:
+        if int(c["cluster_m"]) > 1 and ceil_div(problem.m, int(c["tile_m"])) < 2:
+            return "cluster_m=2 needs at least two tile rows"
+        return None
+
+    def tile_order(c: Mapping[str, Value]) -> str | None:
+        # Group sizes at or past the number of cluster rows all give the same order: keep the smallest of them.
+        rows = ceil_div(ceil_div(problem.m, int(c["tile_m"])), int(c["cluster_m"]))
+        i = group_values.index(c["group_m"])
+        if i > 0 and int(group_values[i - 1]) >= rows:
+            return f"group_m={c['group_m']} orders {rows} cluster rows the same as group_m={group_values[i - 1]}"
+        return None
+
+    return SearchSpace(params=PARAMS,
+                       rules=(schedule, slabs_split, accumulators, shared_memory, fits_problem, cluster, tile_order))
+
+
+def default_config(problem: GemmProblem, target: Target) -> dict[str, Value] | None:
+    """A configuration that did well on the H200 for large problems, made valid for this one; None if none is."""
+    space = hopper_space(problem, target)
+    if space is None:
+        return None
+    coop = {"consumers": 2, "schedule": "cooperative", "cluster_m": 1, "persistent": 1}
+    # Measured on the H200 (docs/hopper-notes.md): 128x256, 3 stages, TMA store; 128x192, 4 stages where N is a
+    # multiple of 192 but not of 256 (fewer idle SMs in the last wave).
+    wide = {**coop, "tile_m": 128, "tile_n": 256, "stages": 3, "store": "tma"}
+    if problem.n % 256 and problem.n % 192 == 0:
+        wide = {**coop, "tile_m": 128, "tile_n": 192, "stages": 4, "store": "tma"}
+    preferred = [
+        wide,
+        {**coop, "tile_m": 128, "tile_n": 128, "stages": 4, "store": "tma"},
+        {**coop, "tile_m": 128, "tile_n": 64, "stages": 4, "store": "direct"},
+        {**coop, "tile_m": 64, "tile_n": 64, "stages": 2, "consumers": 1, "persistent": 0, "store": "direct"},
+    ]
+    for base in preferred:
+        for group in (8, 16, 4, 1):
+            config: dict[str, Value] = {"family": FAMILY, **base, "group_m": group}
+            for stages in sorted(STAGE_VALUES, key=lambda s: abs(s - int(base["stages"]))):
+                config["stages"] = stages
+                if space.why_invalid(config) is None:
+                    return config
+    return None
