@@ -9,9 +9,9 @@ Run from the repository root:
 Target: the best numba kernel reaches at least 40% of numpy.matmul's FLOP/s (2048^3 fp32 on the 2-core
 development machine). Exit code 0 when it does, 1 when it does not.
 
-Procedure. Every hand-picked configuration (cpu_space.hand_picked) is compiled, checked against the float64
-reference on fresh inputs and timed (CpuBackend.evaluate), each right after numpy.matmul on the same problem
-(CpuBackend.baseline, checked and timed the same way), and ranked by its ratio to that neighbouring numpy figure.
+Procedure. Every hand-picked configuration (numba_space.hand_picked) is compiled, checked against the float64
+reference on fresh inputs and timed (OpBackend("gemm", "cpu").evaluate), each right after numpy.matmul on the same
+problem (its `baseline`, checked and timed the same way), and ranked by its ratio to that neighbouring numpy figure.
 Then the best configuration and numpy are re-measured alternately, A B A B, for a few rounds, each measurement again
 checked first. The ratio is numpy's median time over the kernel's, both from the pooled samples of the alternating
 rounds, with a bootstrap 95% interval (stats.speedup_interval). The machine's load average is recorded at the start
@@ -32,10 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tracea_cli.backends.base import Evaluation
-from tracea_cli.backends.cpu import CpuBackend  # noqa: E402
+from tracea_cli.backends.base import Evaluation  # noqa: E402
+from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
 from tracea_cli.doctor.inventory import probe_cpu  # noqa: E402
-from tracea_cli.ops.gemm.cpu_space import describe, hand_picked  # noqa: E402
+from tracea_cli.ops.gemm.families.numba_space import describe, hand_picked  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.stats import speedup_interval, summarize  # noqa: E402
 from tracea_cli.target import Target  # noqa: E402
@@ -57,7 +57,7 @@ def _required(ev: Evaluation, what: str) -> Evaluation:
 
 
 def run(problem: GemmProblem, threads: int, seed: int) -> dict:
-    backend = CpuBackend()
+    backend = OpBackend("gemm", "cpu")
     target = Target(backend="cpu", device_class="this machine", threads=threads)
     load_start = os.getloadavg()
     rows = []

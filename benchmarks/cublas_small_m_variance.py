@@ -34,11 +34,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("output", type=Path)
     args = parser.parse_args(argv)
 
-    from tracea_cli.backends import cuda
-    from tracea_cli.backends.cuda_clock import CudaEventClock
-    from tracea_cli.ops.gemm.cuda_space import hand_picked
-    from tracea_cli.ops.verify import check
+    import cupy
 
+    from tracea_cli.backends import cuda
+    from tracea_cli.backends.checked import check_outputs, poison, upload
+    from tracea_cli.backends.cuda_clock import CudaEventClock
+    from tracea_cli.backends.op_backend import OpBackend
+    from tracea_cli.ops.gemm.baselines import prepare_cublas
+    from tracea_cli.ops.gemm.families.engine_space import hand_picked
+    from tracea_cli.ops.gemm.op import OP
+
+    backend = OpBackend("gemm", "cuda")
     target = cuda.device_target(0)
     meta = run_meta(target, argv)
     flush = cuda.L2Flush()
@@ -47,18 +53,21 @@ def main(argv: list[str] | None = None) -> int:
              "flushed by a write before every sample), medians in microseconds; then torch's profiler over 20 cuBLAS "
              "calls (kernel names and GPU times).", ""]
     for problem in PROBLEMS:
-        inputs, ref = cuda.checked_inputs(problem, 1)
+        inputs = OP.make_inputs(problem, cupy.random.RandomState(1))  # made on the GPU, as the checked path does
+        ref = OP.reference(problem, inputs)
         config = hand_picked(problem, target)[0]
-        kernel = cuda.LoadedGemm(cuda.compile_config(problem, config, target.arch))
-        ops = cuda.upload(problem, inputs)
-        name, cublas = cuda.cublas_runner(problem, ops)
-        runs = {"cuBLAS": cublas, "ours": lambda: kernel(ops)}
+        artifact = backend.compile(problem, config, target)
+        ops = upload(cupy, problem.tensors(), inputs, problem.dtype)
+        kernel = cuda.bind(cuda.load(artifact), backend.family_of(config).args(problem, ops))
+        prepared = prepare_cublas(problem, ops)
+        name, cublas = prepared.label, prepared.run
+        runs = {"cuBLAS": cublas, "ours": kernel}
         for who, run in runs.items():
-            ops.poison()
+            poison(ops["C"], problem.dtype)
             run()
-            verdict = check(ops.output(), ref, problem.dtype)
-            if not verdict.ok:
-                raise SystemExit(f"{problem.label} {who}: {verdict.reason}")
+            ok, _, reason = check_outputs({"C": ops["C"]}, ref, problem.dtype, {})
+            if not ok:
+                raise SystemExit(f"{problem.label} {who}: {reason}")
         rounds = defaultdict(list)
         for _ in range(ROUNDS):
             for who, run in runs.items():

@@ -4,7 +4,7 @@
                                                [--configs 8] [--json OUTPUT.json] [--no-wgmma]
 
 The configurations are the engine's hand-picked ones (SIMT, mma.sync) and, on sm_90, the wgmma family's default
-configuration (`hopper_space.default_config`); the summary gives the best of the SIMT/mma.sync picks and the best
+configuration (`wgmma_space.default_config`); the summary gives the best of the SIMT/mma.sync picks and the best
 over every family side by side.
 
 For each dtype and layout: cuBLAS (cupy.matmul; TF32 compute mode for tf32), then every configuration (checked
@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tracea_cli.backends.cuda import device_target  # noqa: E402
-from tracea_cli.backends.cuda_gemm import CudaGemmBackend  # noqa: E402
-from tracea_cli.ops.gemm.cuda_space import hand_picked  # noqa: E402
-from tracea_cli.ops.gemm.hopper_space import default_config, hopper_space  # noqa: E402
+from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
+from tracea_cli.ops.gemm.families.engine_space import hand_picked  # noqa: E402
+from tracea_cli.ops.gemm.families.wgmma_space import default_config, hopper_space  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
 from gpu_run import compile_all, describe, measure_between_baselines, num, provenance_lines, run_meta, write_report  # noqa: E402
@@ -42,7 +42,7 @@ def best_of(rows: list[dict], families=None) -> dict | None:
     return min(timed, key=lambda r: r["median_ms"], default=None)
 
 
-def bench_problem(backend: CudaGemmBackend, problem: GemmProblem, target, configs, *, log) -> dict:
+def bench_problem(backend: OpBackend, problem: GemmProblem, target, configs, *, log) -> dict:
     built = compile_all(backend, [(problem, c) for c in configs], target)
     run = measure_between_baselines(backend, problem, target, configs, built, policy=POLICY, log=log)
     base, rows = run.pop("base"), run["rows"]
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     target = device_target(0)
-    backend = CudaGemmBackend()
+    backend = OpBackend("gemm", "cuda")
     meta = run_meta(target, argv)
     results = []
     for dtype in args.dtypes.split(","):

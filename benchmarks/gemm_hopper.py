@@ -43,14 +43,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tracea_cli.backends.base import CompileFailed
-from tracea_cli.ops.gemm import hopper_space as hs  # noqa: E402
+from tracea_cli.backends.base import CompileFailed  # noqa: E402
+from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
+from tracea_cli.ops.gemm.families import wgmma as wg  # noqa: E402
+from tracea_cli.ops.gemm.families import wgmma_space as hs  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.space import config_key  # noqa: E402
-from tracea_cli.target import (
-    Target,  # noqa: E402
-    limits_for,  # noqa: E402
-)
+from tracea_cli.target import Target, limits_for  # noqa: E402
 
 TARGET = Target(backend="cuda", device_class="NVIDIA H200", arch="sm_90a", limits=limits_for("sm_90a"))
 TARGET_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 7168, 2048), (4096, 2112, 7168)]
@@ -164,46 +163,60 @@ def ladder() -> list[tuple[str, dict, str]]:
 
 def _compile_one(item: tuple[dict, dict, str]) -> dict:
     pd, config, workdir = item
-    from tracea_cli.backends import cuda_hopper as ch
-
     problem = GemmProblem(**pd)
     try:
-        art = ch.compile_config(problem, config, TARGET)
+        art = OpBackend("gemm", "cuda").compile(problem, config, TARGET)
     except CompileFailed as e:
         return {"ok": False, "reason": str(e)[-3000:]}
     key = compile_key(problem, config)
     path = Path(workdir) / f"{key}.cubin"
     path.write_bytes(art.binary)
-    res = {k: v for k, v in art.resources.items() if k != "log"}
-    return {"ok": True, "cubin": str(path), "launch": art.launch, "resources": res, "compile_s": art.compile_s}
+    return {"ok": True, "cubin": str(path), "built_for": pd, "resources": wgmma_resources(art),
+            "compile_s": art.compile_s}
+
+
+def wgmma_resources(art) -> dict:
+    """The main kernel's ptxas line and what the wgmma build reports beside it (the keys earlier runs recorded)."""
+    from tracea_cli.backends import cuda
+
+    r = art.resources
+    program = cuda.compile_program(art.source, art.arch)  # this process compiled it just now: its cached program
+    return {**r["kernels"][wg.KERNEL_NAME], "kernels": r["kernels"], "warnings": r["warnings"],
+            "wgmma_serialized": cuda.SERIALIZED_WGMMA in r["log"], "setmaxnreg_ignored": cuda.IGNORED_SETMAXNREG in r["log"],
+            "nvrtc_version": r["nvrtc_version"], "ptx_isa": r["ptx_isa"], "ptx_target": r["ptx_target"],
+            "ptx_wgmma": program.ptx.count("wgmma.mma_async")}
 
 
 def _compile_alt(item: tuple[dict, dict, str, str]) -> dict:
     """Compiles a configuration against another version of the kernel header (A/B of kernel revisions)."""
     pd, config, workdir, header = item
-    from tracea_cli.backends import cuda_hopper as ch
-    from tracea_cli.backends import nvrtc
+    from tracea_cli.backends import cuda
     from tracea_cli.resources import kernel_source
 
     problem = GemmProblem(**pd)
-    text = Path(header).read_text().replace('#include "gemm_wgmma_mma.cuh"', kernel_source(ch.MMA_HEADER), 1)
-    source = "".join(f"#define {k} {v}\n" for k, v in ch.defines(problem, config).items()) + text
-    try:
-        program = nvrtc.compile_source(source, nvrtc.CompileOptions(arch=ch.ARCH), name="gemm_wgmma_alt.cu")
-    except nvrtc.NvrtcError as e:
-        return {"ok": False, "reason": f"{e}: {e.log[-1500:]}"}
+    text = Path(header).read_text().replace('#include "gemm_wgmma_mma.cuh"', kernel_source(wg.MMA_HEADER), 1)
+    source = "".join(f"#define {k} {v}\n" for k, v in wg.defines(problem, config).items()) + text
+    try:  # the launch plan is the current family's: the revisions take the same arguments
+        art = cuda.compile_artifact(hs.FAMILY, source, wg.wgmma_launch(problem, config), config, wg.ARCH)
+    except CompileFailed as e:
+        return {"ok": False, "reason": str(e)[-1500:]}
     path = Path(workdir) / f"alt-{Path(header).stem}-{compile_key(problem, config)}.cubin"
-    path.write_bytes(program.cubin)
-    return {"ok": True, "cubin": str(path), "launch": ch.launch_description(problem, config), "compile_s": program.compile_s}
+    path.write_bytes(art.binary)
+    return {"ok": True, "cubin": str(path), "built_for": pd, "compile_s": art.compile_s}
 
 
 def compile_key(problem: GemmProblem, config: dict) -> str:
+    """Shapes share a build unless they need a different staging pre-pass (that is compiled in)."""
+    staged = hs.staging(problem)
     text = f"{problem.dtype}/{problem.layout}/{problem.epilogue}/{config_key(config)}"
+    if staged.any:
+        text += f"/stage_a={int(staged.pad_a)},stage_b={staged.b}"
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 class Builds:
-    """Compiled cubins by (dtype, layout, epilogue, config); shapes share them (M, N, K are run-time arguments)."""
+    """Compiled cubins by (dtype, layout, epilogue, staging, config); shapes share them (M, N, K are run-time
+    arguments)."""
 
     def __init__(self, workdir: Path, procs: int) -> None:
         self.workdir, self.procs = workdir, procs
@@ -236,10 +249,13 @@ def child_main(jobs_path: str, results_path: str, current_path: str) -> int:
     import numpy as np
 
     from tracea_cli.backends import cuda
-    from tracea_cli.backends import cuda_hopper as ch
     from tracea_cli.backends.base import Artifact
+    from tracea_cli.backends.checked import poison, upload
     from tracea_cli.backends.cuda_clock import CudaEventClock
-    from tracea_cli.ops.gemm.problem import apply_epilogue, make_inputs, reference
+    from tracea_cli.ops.dtypes import from_storage
+    from tracea_cli.ops.epilogue_math import apply_epilogue
+    from tracea_cli.ops.gemm.baselines import cublas_math, prepare_cublas
+    from tracea_cli.ops.gemm.problem import make_inputs, reference
     from tracea_cli.ops.verify import check
     from tracea_cli.stats import summarize
     from tracea_cli.timing import TimingPolicy, measure
@@ -249,25 +265,27 @@ def child_main(jobs_path: str, results_path: str, current_path: str) -> int:
     stream = cupy.cuda.get_current_stream()
 
     def artifact(entry: dict) -> Artifact:
-        return Artifact(config=entry["config"], kernel_name=ch.KERNEL_NAME, binary=Path(entry["cubin"]).read_bytes(),
-                        launch=entry["launch"])
+        """The cubin with the launch plan of the problem it was built for (its staging steps and scratch)."""
+        plan = wg.wgmma_launch(GemmProblem(**entry["built_for"]), entry["config"])
+        return Artifact(config=entry["config"], family=hs.FAMILY, source="", plan=plan,
+                        binary=Path(entry["cubin"]).read_bytes(), arch=wg.ARCH)
 
-    def our_runner(entry, problem, buffers):
-        kernel = ch.load(artifact(entry))
-        return kernel.bind(problem, buffers, stream.ptr)
+    def our_runner(entry, problem, ops):
+        """A launcher over `ops` (operands by tensor name: A, B, C, bias, residual), tensor maps encoded now."""
+        return cuda.bind(cuda.load(artifact(entry)), wg.WGMMA.args(problem, ops), stream.ptr)
 
-    def checked(run, buffers, ref_host):
+    def checked(run, ops, dtype, ref_host):
         """Poison, run, compare; then again, bit for bit (a race moves the result)."""
-        buffers.poison()
+        poison(ops["C"], dtype)
         run()
         stream.synchronize()
-        first = buffers.c.copy()
-        verdict = check(cupy.asnumpy(buffers.output()), ref_host, buffers.problem.dtype)
+        first = ops["C"].copy()
+        verdict = check(cupy.asnumpy(from_storage(ops["C"], dtype)), ref_host, dtype)
         if verdict.ok:
-            buffers.poison()
+            poison(ops["C"], dtype)
             run()
             stream.synchronize()
-            if not bool(cupy.array_equal(first.view(np.uint8), buffers.c.view(np.uint8))):
+            if not bool(cupy.array_equal(first.view(np.uint8), ops["C"].view(np.uint8))):
                 return {"ok": False, "rel_error": verdict.rel_error, "reason": "a second run gave different bits (race?)"}
         return {"ok": verdict.ok, "rel_error": verdict.rel_error, "reason": verdict.reason}
 
@@ -315,19 +333,19 @@ extern "C" __global__ void bias_silu(T* c, const T* bias, long long total, int n
         problem = GemmProblem(**job["problem"])
         rng = np.random.default_rng(job["seed"])
         inputs = make_inputs(problem, rng)
-        ref = reference(problem, inputs)
-        buffers = cuda.upload(problem, inputs)
+        ref = reference(problem, inputs)["C"]
+        ops = upload(cupy, problem.tensors(), inputs, problem.dtype)
         out = []
         for entry in job["entries"]:
-            saved = dict(ch._MAP_DTYPE)
+            saved = dict(cuda._MAP_DTYPE)  # the tensor maps' element types, read when a launcher is bound
             if entry.get("tf32_map"):
-                ch._MAP_DTYPE["tf32"] = entry["tf32_map"]
+                cuda._MAP_DTYPE["tf32"] = entry["tf32_map"]
             try:
-                run = our_runner(entry, problem, buffers)
-                out.append({"name": entry["name"], **checked(run, buffers, ref)})
+                run = our_runner(entry, problem, ops)
+                out.append({"name": entry["name"], **checked(run, ops, problem.dtype, ref)})
             finally:
-                ch._MAP_DTYPE.clear()
-                ch._MAP_DTYPE.update(saved)
+                cuda._MAP_DTYPE.clear()
+                cuda._MAP_DTYPE.update(saved)
         return {"status": "ok", "entries": out}
 
     def job_copy(job):
@@ -351,30 +369,32 @@ extern "C" __global__ void bias_silu(T* c, const T* bias, long long total, int n
         del a64, b64
         refs = {"none": plain}
         if any(e.get("epilogue", "none") != "none" for e in job["entries"]):
-            refs["bias_silu"] = apply_epilogue(plain, GemmProblem(**{**job["problem"], "epilogue": "bias_silu"}), bias64, None)
+            refs["bias_silu"] = apply_epilogue(plain, GemmProblem(**{**job["problem"], "epilogue": "bias_silu"}).fused,
+                                               bias64, None)
         refs_host = {k: cupy.asnumpy(v) for k, v in refs.items()}
         del refs, plain
         c = cupy.empty((problem.m, problem.n), dtype=a.dtype)  # storage format, as A and B
-        buffers = cuda.DeviceOperands(problem, a=a, b=b, c=c, bias=bias, residual=None, workspace=None)
+        ops = {"A": a, "B": b, "C": c, "bias": bias, "residual": None}
         runs, results = {}, {}
-        with cuda.cublas_math(problem):  # cuBLAS on TF32 tensor cores for a tf32 problem (checked and timed)
+        with cublas_math(problem):  # cuBLAS on TF32 tensor cores for a tf32 problem (checked and timed)
             for entry in job["entries"]:
                 name, kind = entry["name"], entry["kind"]
                 epi = entry.get("epilogue", "none")
                 try:
                     if kind == "ours":
                         p = GemmProblem(**{**job["problem"], "epilogue": epi})
-                        run = our_runner(entry, p, buffers)
+                        run = our_runner(entry, p, ops)
                         provider = "tracea wgmma"
                     else:
-                        provider, matmul = cuda.cublas_runner(problem, buffers)
+                        prepared = prepare_cublas(problem, ops)
+                        provider, matmul = prepared.label, prepared.run
                         if kind == "vendor_silu":
                             post = bias_silu_pass(problem)
-                            run = (lambda mm=matmul, pp=post: (mm(), pp(buffers.c, buffers.bias)))
+                            run = (lambda mm=matmul, pp=post: (mm(), pp(ops["C"], ops["bias"])))
                             provider += " + bias/SiLU pass"
                         else:
                             run = matmul
-                    verdict = checked(run, buffers, refs_host[epi])
+                    verdict = checked(run, ops, dtype, refs_host[epi])
                     results[name] = {"provider": provider, "check": verdict, "samples_ms": [],
                                      "config": entry.get("config"), "epilogue": epi}
                     if verdict["ok"]:
@@ -543,6 +563,10 @@ def main(argv: list[str] | None = None) -> int:
         print(summary_table(report))
         return 0
 
+    if not args.quick and args.budget_s <= 150:
+        print(f"--budget-s {args.budget_s:g} leaves no time for the checks: phase 2 keeps the last 150 s; give more than 150 "
+              "(the recorded run used 230).", file=sys.stderr)
+        return 2
     began = time.time()
     deadline = began + args.budget_s
     out = Path(args.out)
@@ -576,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
         b = builds.get(p, c)
         if not b["ok"]:
             return None
-        return {"name": name, "kind": "ours", "config": c, "cubin": b["cubin"], "launch": b["launch"], **extra}
+        return {"name": name, "kind": "ours", "config": c, "cubin": b["cubin"], "built_for": b["built_for"], **extra}
 
     jobs = [{"id": "copy", "kind": "copy", "bytes": 2 << 30}]
     for i, (p, c) in enumerate(checks):
@@ -605,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
             for (h, (i, c)), b in zip([(h, ic) for h in headers for ic in enumerate(ab_cfgs)], alts):
                 if b["ok"]:
                     es.append({"name": f"ours{i}-{h.stem}", "kind": "ours", "config": c, "cubin": b["cubin"],
-                               "launch": b["launch"]})
+                               "built_for": b["built_for"]})
                 else:
                     log(f"A/B {h.name}: {b['reason'][:300]}")
             jobs.append({"id": f"ab-bf16-{shape[0]}", "kind": "time", "problem": pdict(p), "seed": 9, "rounds": 3,

@@ -34,9 +34,9 @@ from gpu_run import (  # noqa: E402
     write_report,
 )
 
-from tracea_cli.backends.cuda_gemm import CudaGemmBackend  # noqa: E402
+from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
 from tracea_cli.ops.dtypes import get_dtype  # noqa: E402
-from tracea_cli.ops.gemm.cuda_space import gemm_space, hand_picked, vector_widths  # noqa: E402
+from tracea_cli.ops.gemm.families.engine_space import gemm_space, hand_picked, vector_widths  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
 
@@ -176,7 +176,7 @@ def dry_run() -> int:
 
     target = Target(backend="cuda", device_class="H200 (dry run)", arch="sm_90",
                     limits=replace(limits_for("sm_90"), sm_count=132))
-    backend = CudaGemmBackend()
+    backend = OpBackend("gemm", "cuda")
     jobs, failures = [], 0
     for problem in PROBLEMS:
         configs, notes = candidates(problem, target)
@@ -193,7 +193,7 @@ def dry_run() -> int:
             continue
         r = resources_of(artifact)
         print(f"{problem.label} {describe(config)}: threads {r['threads']} regs {r['registers']} "
-              f"spill {r['spill_bytes']} smem {r['smem_bytes']} steps {[s['kind'] for s in artifact.launch['steps']]}")
+              f"spill {r['spill_bytes']} smem {r['smem_bytes']} steps {[s.as_dict()['kind'] for s in artifact.plan.steps]}")
     return 1 if failures else 0
 
 
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     from tracea_cli.backends.cuda import device_target
 
     target = device_target(0)
-    backend = CudaGemmBackend()
+    backend = OpBackend("gemm", "cuda")
     meta = run_meta(target, argv)
     plans = [(problem, *candidates(problem, target)) for problem in PROBLEMS]
     jobs = [(problem, c) for problem, configs, _ in plans for c in configs]

@@ -52,12 +52,12 @@ if [[ $part == warm || $part == all ]]; then
 fi
 if [[ $part == defaults || $part == all ]]; then
   say "verify the shipped sm_90 default configurations on this GPU"
-  timeout 200 python3 -m tracea_cli.export.defaults verify --write 2>&1 | tail -15
+  timeout 200 python3 benchmarks/gemm_defaults.py verify --write 2>&1 | tail -15
   cp profiles/defaults/gemm.json "$OUT/defaults_gemm.json"
 fi
 if [[ $part == hopper || $part == all ]]; then
   say "Hopper family against cuBLAS (targets of the Hopper issue)"
-  python3 benchmarks/gemm_hopper.py --out "$OUT/hopper" --budget-s 150 2>&1 | tail -30
+  python3 benchmarks/gemm_hopper.py --out "$OUT/hopper" --budget-s 230 2>&1 | tail -30
 fi
 if [[ $part == engine || $part == all ]]; then
   say "engine: hand-picked configurations per dtype and layout at 4096^3 against cuBLAS"

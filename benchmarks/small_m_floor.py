@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_run import compile_all, describe, num, provenance_lines, run_meta, write_report  # noqa: E402
 
-from tracea_cli.backends.cuda_gemm import CudaGemmBackend  # noqa: E402
+from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.stats import summarize  # noqa: E402
 from tracea_cli.timing import TimingPolicy, measure  # noqa: E402
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
-    backend = CudaGemmBackend()
+    backend = OpBackend("gemm", "cuda")
     if args.dry_run:
         from dataclasses import replace
 
@@ -97,8 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     import cupy
     import numpy as np
 
-    from tracea_cli.backends import cuda, cuda_hopper
+    from tracea_cli.backends import cuda
+    from tracea_cli.backends.checked import poison, upload
     from tracea_cli.backends.cuda_clock import CudaEventClock
+    from tracea_cli.ops.dtypes import from_storage
+    from tracea_cli.ops.gemm.op import OP
     from tracea_cli.ops.verify import check
 
     target = cuda.device_target(0)
@@ -114,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         words = buffer.nbytes // 16
         return lambda: read_all((blocks,), (256,), (buffer, np.uint64(words), sink))
 
-    inputs, ref = cuda.checked_inputs(PROBLEM, 1)
-    copies = [cuda.upload(PROBLEM, inputs) for _ in range(ROTATIONS)]
+    inputs = OP.make_inputs(PROBLEM, cupy.random.RandomState(1))  # made on the GPU, as the checked path does
+    ref = OP.reference(PROBLEM, inputs)["C"]
+    copies = [upload(cupy, PROBLEM.tensors(), inputs, PROBLEM.dtype) for _ in range(ROTATIONS)]  # "A", "B", "C"
     state = {"i": 0}
 
     def current():
@@ -132,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     subjects: list[tuple[str, callable]] = [("empty kernel", lambda: empty((1,), (32,), ()))]
-    subjects += [(f"read B, {g} blocks x 256", (lambda g=g: read_all((g,), (256,), (current().b, np.uint64(current().b.nbytes // 16), sink))))
+    subjects += [(f"read B, {g} blocks x 256", (lambda g=g: read_all((g,), (256,), (current()["B"], np.uint64(current()["B"].nbytes // 16), sink))))
                  for g in READ_GRIDS]
-    subjects.append(("cuBLAS (cupy.matmul)", lambda: cupy.matmul(current().a, current().b, out=current().c)))
+    subjects.append(("cuBLAS (cupy.matmul)", lambda: cupy.matmul(current()["A"], current()["B"], out=current()["C"])))
 
     built = compile_all(backend, [(PROBLEM, c) for c in CANDIDATES], target)
     notes = []
@@ -142,19 +146,14 @@ def main(argv: list[str] | None = None) -> int:
         if artifact is None:
             notes.append(f"{describe(config)}: compile error {error[:200]}")
             continue
-        if config["family"] == "wgmma":
-            kernel = cuda_hopper.load(artifact)
-            stream = cupy.cuda.get_current_stream().ptr
-            launches = [kernel.bind(PROBLEM, ops, stream) for ops in copies]
-            run = (lambda launches=launches: launches[state["i"]]())
-        else:
-            loaded = cuda.LoadedGemm(artifact)
-            run = (lambda loaded=loaded: loaded(current()))
+        loaded, family = cuda.load(artifact), backend.family_of(config)
+        launches = [cuda.bind(loaded, family.args(PROBLEM, ops)) for ops in copies]  # one launcher per copy
+        run = (lambda launches=launches: launches[state["i"]]())
         for i in range(ROTATIONS):  # every copy's result checked before anything is timed
             state["i"] = i
-            copies[i].poison()
+            poison(copies[i]["C"], PROBLEM.dtype)
             run()
-            verdict = check(copies[i].output(), ref, PROBLEM.dtype)
+            verdict = check(from_storage(copies[i]["C"], PROBLEM.dtype), ref, PROBLEM.dtype)
             if not verdict.ok:
                 notes.append(f"{describe(config)}: wrong result on copy {i}: {verdict.reason}")
                 break
@@ -162,9 +161,9 @@ def main(argv: list[str] | None = None) -> int:
             subjects.append((describe(config), run))
     for i in range(ROTATIONS):
         state["i"] = i
-        copies[i].poison()
-        cupy.matmul(copies[i].a, copies[i].b, out=copies[i].c)
-        verdict = check(copies[i].output(), ref, PROBLEM.dtype)
+        poison(copies[i]["C"], PROBLEM.dtype)
+        cupy.matmul(copies[i]["A"], copies[i]["B"], out=copies[i]["C"])
+        verdict = check(from_storage(copies[i]["C"], PROBLEM.dtype), ref, PROBLEM.dtype)
         assert verdict.ok, verdict.reason
     state["i"] = 0
 

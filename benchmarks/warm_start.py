@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tracea_cli.config import Settings  # noqa: E402
-from tracea_cli.ops.gemm import GemmProblem  # noqa: E402
+from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.stats import summarize  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
 from tracea_cli.tune import setup  # noqa: E402

@@ -50,6 +50,9 @@ class FakeEngine:
     def dtypes(self):
         return self._dtypes
 
+    def unsupported(self, problem):
+        return None if problem.dtype in self._dtypes else f"the test engine does not run {problem.dtype}"
+
     def ceiling(self, problem):
         return self._ceiling
 

@@ -45,11 +45,12 @@ def test_bench_one_problem_on_the_gpu_against_cublas(gpu, tmp_path, dtype):
 def test_torch_baseline_checks_on_the_gpu(gpu, dtype, layout):
     pytest.importorskip("torch", reason="--baseline torch needs PyTorch")
     from tracea_cli.backends.cuda import device_target
-    from tracea_cli.bench.baselines import torch_gemm
+    from tracea_cli.backends.op_backend import OpBackend
     from tracea_cli.ops.gemm.problem import GemmProblem
     from tracea_cli.timing import TimingPolicy
 
-    name, ev = torch_gemm(GemmProblem(1000, 777, 513, dtype, layout), device_target(0),
-                          policy=TimingPolicy(warmup=1, min_samples=5, max_samples=5), seed=3)
+    name, ev = OpBackend("gemm", "cuda").baseline(GemmProblem(1000, 777, 513, dtype, layout), device_target(0),
+                                                  policy=TimingPolicy(warmup=1, min_samples=5, max_samples=5), seed=3,
+                                                  name="torch")
     assert name == "torch" and ev.ok, ev.reason
     assert 0 < ev.rel_error <= get_dtype(dtype).bound and len(ev.samples.times_ms) == 5

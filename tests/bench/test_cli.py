@@ -15,7 +15,7 @@ from report_checks import assert_self_contained, parse_report  # noqa: E402
 
 from tracea_cli.bench import results as res  # noqa: E402
 from tracea_cli.bench.runner import BenchRequest, run_bench  # noqa: E402
-from tracea_cli.bench.suites import quick_suite  # noqa: E402
+from tracea_cli.bench.suites import builtin_suite  # noqa: E402
 from tracea_cli.cli import app  # noqa: E402
 
 
@@ -32,7 +32,7 @@ def run(tmp_path):
 
 
 def _results(factor: float = 1.0, seed: int = 0) -> res.BenchResults:
-    out = run_bench(BenchRequest(suite=quick_suite("cpu", ("fp32",)), command="tracea bench --suite quick"), FakeEngine(),
+    out = run_bench(BenchRequest(suite=builtin_suite("quick", backend="cpu", dtypes=("fp32",)), command="tracea bench --suite quick"), FakeEngine(),
                     created="2026-11-29T00:00:00+00:00")
     probs = {p.problem: p for p in out.problems}
     rows = tuple(res.make_row(problem=probs[r.problem], provider=r.provider, kind=r.kind, config=r.config,
@@ -63,13 +63,13 @@ def _one_sentence_usage_error(result, *needles):
     (["--suite", "fastest"], ["unknown suite 'fastest'"]),
     (["--suite", "missing/suite.json"], ["suite file missing/suite.json does not exist"]),
     (["--report", "pdf"], ["unknown report format 'pdf'"]),
-    (["--baseline", "cudnn"], ["--baseline cudnn has no gemm"]),
-    (["--baseline", "mkl"], ["unknown baseline 'mkl'"]),
+    (["--baseline", "cudnn"], ["gemm has no baseline 'cudnn'"]),
+    (["--baseline", "mkl"], ["gemm has no baseline 'mkl'"]),
     (["--tune-budget", "0"], ["--tune-budget must be at least 1"]),
     (["--report", "html", "--report", "json", "--output", "x.html"], ["--output takes one file report"]),
-    (["gemm"], ["--m is required"]),
-    (["--m", "64"], ["name its operation"]),
-    (["gemm", "--m", "-3"], ["--m must be a positive whole number"]),
+    (["gemm"], ["gemm needs m"]),
+    (["--m", "64"], ["put it after the op's name"]),
+    (["gemm", "--m", "-3"], ["m must be a positive whole number"]),
     (["conv9d", "--m", "3"], ["unknown operation 'conv9d'"]),
 ])
 def test_bad_input_exits_2_with_one_sentence(run, args, needles):
@@ -149,16 +149,17 @@ def test_compare_exits_1_on_a_regression_and_0_on_noise(run, tmp_path, saved):
 
 def test_the_recorded_command_is_the_one_typed(monkeypatch):
     from tracea_cli.cli.bench import _command_line
+    from tracea_cli.ops.registry import get_op
 
-    none = {"op": None, "m": None, "n": None, "k": None, "dtype": "fp32", "layout": "nn", "suite": None, "baseline": "auto",
+    none = {"m": None, "n": None, "k": None, "dtype": "fp32", "layout": "nn", "suite": None, "baseline": "auto",
             "no_tune": False, "tune_budget": None, "backend": "auto", "device": None, "from_file": None, "compare": None}
     monkeypatch.setattr(sys, "argv", ["/usr/local/bin/tracea", "bench", "--report", "html"])
-    assert _command_line(none, ("html",)) == "tracea bench --report html"
+    assert _command_line(None, none, ("html",)) == "tracea bench --report html"
     monkeypatch.setattr(sys, "argv", ["pytest", "tests"])  # not run as tracea: the options, as a user would type them
-    assert _command_line(none, ("html",)) == "tracea bench --report html"
-    one = {**none, "op": "gemm", "m": 4096, "dtype": "bf16", "layout": "nt", "baseline": "torch", "no_tune": True, "backend": "cuda",
+    assert _command_line(None, none, ("html",)) == "tracea bench --report html"
+    one = {**none, "m": 4096, "epilogue": "none", "dtype": "bf16", "layout": "nt", "baseline": "torch", "no_tune": True, "backend": "cuda",
            "device": "1", "compare": Path("old.json")}
-    assert _command_line(one, ("terminal",)) == ("tracea bench gemm --m 4096 --dtype bf16 --layout nt --baseline torch --no-tune "
+    assert _command_line(get_op("gemm"), one, ("terminal",)) == ("tracea bench gemm --m 4096 --dtype bf16 --layout nt --baseline torch --no-tune "
                                                  "--backend cuda --device 1 --compare old.json")
 
 

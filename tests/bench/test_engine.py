@@ -23,7 +23,7 @@ from tracea_cli.tune import setup  # noqa: E402
 
 @pytest.fixture
 def settings(tmp_path, monkeypatch):
-    monkeypatch.setattr(setup, "backend_class", lambda name: NumpyBackend)
+    monkeypatch.setattr(setup, "OpBackend", NumpyBackend)
     s = Settings.from_env({"TRACEA_CACHE_DIR": str(tmp_path / "cache"), "TRACEA_DATA_DIR": str(tmp_path / "data")})
     return replace(s, worker_timeout_s=60.0)
 
@@ -31,7 +31,8 @@ def settings(tmp_path, monkeypatch):
 @pytest.mark.timeout(300)
 def test_live_engine_tunes_measures_and_reads_the_cache(settings):
     engine = LiveEngine(settings, backend="cpu")
-    assert engine.dtypes() == ("fp32", "fp64") and engine.target.backend == "cpu"
+    assert engine.target.backend == "cpu" and engine.unsupported(GemmProblem(64, 64, 64)) is None
+    assert "runs fp32, fp64" in engine.unsupported(GemmProblem(64, 64, 64, dtype="bf16"))
     problems = (GemmProblem(96, 80, 64), GemmProblem(64, 64, 64, dtype="fp64"))
     suite = Suite("engine", problems)
     first = run_bench(BenchRequest(suite=suite, tune_budget=3, policy=QUICK, command="test"), engine)

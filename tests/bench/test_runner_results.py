@@ -15,9 +15,8 @@ from tracea_cli.bench import results as res  # noqa: E402
 from tracea_cli.bench.runner import BenchRequest, run_bench  # noqa: E402
 from tracea_cli.bench.suites import (  # noqa: E402
     Suite,
-    default_suite,
+    builtin_suite,
     parse_suite,
-    quick_suite,
     resolve_suite,
 )
 from tracea_cli.doctor.ceilings import ceiling_from_profile, unit_scale  # noqa: E402
@@ -104,7 +103,7 @@ def test_throttled_samples_are_counted_and_flagged():
 
 
 def test_json_round_trip_keeps_everything(tmp_path):
-    out = run_bench(BenchRequest(suite=quick_suite("cpu", ("fp32",))), FakeEngine(failing={"gemm 128x128x128 fp32 nn"}), created=CREATED)
+    out = run_bench(BenchRequest(suite=builtin_suite("quick", backend="cpu", dtypes=("fp32",))), FakeEngine(failing={"gemm 128x128x128 fp32 nn"}), created=CREATED)
     doc = res.to_dict(out)
     for row in doc["results"]:
         for field in ("problem", "provider", "median_ms", "q1_ms", "q3_ms", "cv", "n", "samples_ms", "flops", "bytes"):
@@ -134,15 +133,15 @@ def test_loading_bad_results_is_a_usage_error(tmp_path, content, says):
 
 
 def test_built_in_suites():
-    quick = quick_suite("cpu", ("fp32", "fp64"))
+    quick = builtin_suite("quick", backend="cpu", dtypes=("fp32", "fp64"))
     assert [p.label for p in quick.problems] == ["gemm 128x128x128 fp32 nn", "gemm 256x256x256 fp32 nn"]
-    cpu = default_suite("cpu", ("fp32", "fp64"))
+    cpu = builtin_suite("default", backend="cpu", dtypes=("fp32", "fp64"))
     assert {p.dtype for p in cpu.problems} == {"fp32", "fp64"} and all(p.m == p.n == p.k for p in cpu.problems)
-    gpu = default_suite("cuda", ("fp32", "tf32", "fp16", "bf16", "fp64"))
+    gpu = builtin_suite("default", backend="cuda", dtypes=("fp32", "tf32", "fp16", "bf16", "fp64"))
     assert 8 <= len(gpu.problems) <= 12
     assert {"fp32", "tf32", "fp16", "bf16"} <= {p.dtype for p in gpu.problems}
     assert any((p.m, p.n, p.k) == (4096, 7168, 2048) for p in gpu.problems)
-    volta = default_suite("cuda", ("fp32", "fp16", "fp64"))  # no bf16, no tf32: bf16 shapes fall back to fp16
+    volta = builtin_suite("default", backend="cuda", dtypes=("fp32", "fp16", "fp64"))  # no bf16, no tf32: bf16 shapes fall back to fp16
     assert {p.dtype for p in volta.problems} == {"fp32", "fp16"} and len(set(volta.problems)) == len(volta.problems)
 
 
@@ -161,7 +160,7 @@ def test_suite_file_format(tmp_path):
     ({"cases": []}, "no \"problems\" list"),
     ({"problems": [{"n": 4}]}, "problem 1 of the suite file"),
     ({"problems": [{"m": 4, "size": 3}]}, "unknown field(s) size"),
-    ({"problems": [{"m": -4}]}, "--m must be a positive whole number"),
+    ({"problems": [{"m": -4}]}, "m must be a positive whole number"),
     ({"problems": [{"m": 4, "dtype": "fp8"}]}, "unknown dtype"),
     ({"problems": [{"m": 4, "op": "conv9d"}]}, "unknown operation"),
 ])

@@ -11,12 +11,12 @@ from bench_fakes import FakeEngine, samples  # noqa: E402
 from tracea_cli.bench.compare import compare_results  # noqa: E402
 from tracea_cli.bench.results import BenchResults, make_row  # noqa: E402
 from tracea_cli.bench.runner import BenchRequest, run_bench  # noqa: E402
-from tracea_cli.bench.suites import quick_suite  # noqa: E402
+from tracea_cli.bench.suites import builtin_suite  # noqa: E402
 from tracea_cli.stats import speedup_interval  # noqa: E402
 
 
 def _run(speedup=1.25, **kw) -> BenchResults:
-    return run_bench(BenchRequest(suite=quick_suite("cpu", ("fp32",))), FakeEngine(speedup=speedup, **kw), created="2026-11-29T00:00:00+00:00")
+    return run_bench(BenchRequest(suite=builtin_suite("quick", backend="cpu", dtypes=("fp32",))), FakeEngine(speedup=speedup, **kw), created="2026-11-29T00:00:00+00:00")
 
 
 def _retimed(results: BenchResults, factor: float, seed: int, noise: float = 0.01) -> BenchResults:

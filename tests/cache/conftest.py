@@ -7,13 +7,16 @@ import pytest
 from tracea_cli.cache import CacheKey, Trial, TuningCache
 
 
-def make_key(m: int = 256, n: int | None = None, k: int | None = None, **fields) -> CacheKey:
+def make_key(m: int = 256, n: int | None = None, k: int | None = None, *, layout: str = "nn", epilogue: str = "none",
+             **fields) -> CacheKey:
+    """A GEMM key (m, n, k, layout and epilogue: the GEMM problem's key) on the CPU unless `fields` say otherwise."""
     base = dict(
-        op="gemm", backend="cpu", dtype="fp32", layout="nn", device_class="test-cpu (2 cores)",
+        op="gemm", backend="cpu", dtype="fp32", device_class="test-cpu | 2 threads | avx512",
         source_hash="src-1", toolchain={"numba": "0.60.0"},
     )
     base.update(fields)
-    return CacheKey(shape={"m": m, "n": n or m, "k": k or m}, **base)
+    sizes = {"m": m, "n": n or m, "k": k or m}
+    return CacheKey(problem={**sizes, "layout": layout, "epilogue": epilogue}, sizes=sizes, **base)
 
 
 def make_trial(block: int = 32, median_ms: float = 1.0, status: str = "ok", **fields) -> Trial:
@@ -38,7 +41,8 @@ def cache(cache_path):
 
 @pytest.fixture
 def mk_key():
-    """make_key(m, n=None, k=None, **fields) -> CacheKey (gemm on the CPU unless fields say otherwise)."""
+    """make_key(m, n=None, k=None, layout=, epilogue=, **fields) -> CacheKey (gemm on the CPU unless fields say
+    otherwise)."""
     return make_key
 
 

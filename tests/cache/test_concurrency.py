@@ -14,8 +14,9 @@ N_TRIALS = 500
 
 
 def _key(m: int) -> CacheKey:
-    return CacheKey(op="gemm", backend="cpu", dtype="fp32", layout="nn", shape={"m": m, "n": m, "k": m},
-                    device_class="test", source_hash="s")
+    sizes = {"m": m, "n": m, "k": m}
+    return CacheKey(op="gemm", backend="cpu", dtype="fp32", problem={**sizes, "layout": "nn", "epilogue": "none"},
+                    sizes=sizes, device_class="test", source_hash="s")
 
 
 def _writer(path: str, writer: int, barrier, errors) -> None:

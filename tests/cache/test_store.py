@@ -15,8 +15,10 @@ from tracea_cli.timing import Samples
 
 def test_key_id_is_stable_labelled_and_order_independent(mk_key):
     a = mk_key(256)
-    b = CacheKey(op="gemm", backend="cpu", dtype="fp32", layout="nn", shape={"k": 256, "n": 256, "m": 256},
-                 device_class="test-cpu (2 cores)", source_hash="src-1", toolchain={"numba": "0.60.0"})
+    b = CacheKey(op="gemm", backend="cpu", dtype="fp32", problem={"layout": "nn", "k": 256, "epilogue": "none", "n": 256,
+                                                                  "m": 256},
+                 sizes={"m": 256, "n": 256, "k": 256}, device_class="test-cpu | 2 threads | avx512", source_hash="src-1",
+                 toolchain={"numba": "0.60.0"})
     assert a.digest == b.digest and len(a.id) == 12 and a.id == a.digest[:12]
     assert mk_key(1, n=2, k=3).shape_text == "1x2x3"  # sizes in the op's order
     assert hash(a) == hash(mk_key(256))  # hashable despite dict inputs
@@ -126,10 +128,11 @@ def test_find_winners_matches_the_exact_problem_on_any_device_class(cache, mk_ke
     cache.set_winner(mk_key(1024, backend="cuda", device_class="L4", epilogue="bias"), mk_trial(16, 0.5))
     cache.set_winner(mk_key(2048, backend="cuda", device_class="H200"), mk_trial(128, 1.0))
     cache.record_trial(mk_key(1024, backend="cuda", device_class="no winner"), mk_trial(8, 1.0))
-    found = cache.find_winners("gemm", {"m": 1024, "n": 1024, "k": 1024}, "fp32", "nn", "cuda", epilogue="none")
+    problem = {"m": 1024, "n": 1024, "k": 1024, "layout": "nn", "epilogue": "none"}
+    found = cache.find_winners("gemm", "cuda", "fp32", problem)
     assert [(k.device_class, t.config["block"]) for k, t in found] == [("A100", 32), ("H200", 64)]
-    assert len(cache.find_winners("gemm", {"m": 1024, "n": 1024, "k": 1024}, "fp32", "nn", "cuda")) == 3
-    assert cache.find_winners("gemm", {"m": 1024, "n": 1024, "k": 1024}, "fp32", "nn", "cpu") == []
+    assert len(cache.find_winners("gemm", "cuda", "fp32", {**problem, "epilogue": "bias"})) == 1
+    assert cache.find_winners("gemm", "cpu", "fp32", problem) == []
 
 
 def test_resolve_accepts_unique_prefixes_only(cache, mk_key, mk_trial):

@@ -103,7 +103,8 @@ def _edit(path, change):
         (lambda d: d["entries"][1]["trials"][0].update(median_ms=None), r"a correct trial has no median_ms"),
         (lambda d: d["entries"][1]["trials"][0].update(timestamp="yesterday"), r"not an ISO 8601 time"),
         (lambda d: d["entries"][1]["key"].update(id="0123456789ab"), r"key.id does not match"),
-        (lambda d: d["entries"][1]["key"]["shape"].update(m=-4), r"key.shape"),
+        (lambda d: d["entries"][1]["key"]["sizes"].update(m=-4), r"key.sizes"),
+        (lambda d: d["entries"][1]["key"]["problem"].update(m=[1, {"x": 2}]), r"key.problem is not an object of plain"),
         (lambda d: d["entries"][1]["search"].update(evaluations="many"), r"search.evaluations"),
     ],
 )
@@ -124,10 +125,10 @@ def test_an_invalid_entry_refuses_the_whole_import(filled, tmp_path, change, mes
 @pytest.mark.parametrize(
     "content, message",
     [
-        (None, r"cannot read the import file .*missing\.json"),
+        (None, r"the import file .*missing\.json does not exist"),
         ("{not json", r"is not valid JSON \(line 1"),
         ("[1, 2]", r"is not a Tracea cache export"),
-        (json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION + 1, "entries": []}), r"uses export format 2"),
+        (json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION + 1, "entries": []}), r"uses export format 3"),
         (json.dumps({"format": FORMAT, "format_version": 1}), r"no \"entries\" list"),
         (json.dumps({"format": FORMAT, "format_version": 1, "entries": [{"key": 3}]}), r"entry 0 is refused: \"key\""),
     ],

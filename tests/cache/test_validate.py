@@ -1,93 +1,73 @@
-"""The GEMM validator that `tracea cache import` uses: whole space where the architecture is known, else names/values."""
+"""The validator `tracea cache import` uses (backends/op_backend.config_validator): each configuration against the
+real search space of its key's problem, op from the registry, family by the configuration; the whole space where the
+key tells the target, else parameter names and values only."""
 
 from __future__ import annotations
 
 import pytest
 
-from tracea_cli.cache.validate import arch_of_key, gemm_validator
-from tracea_cli.space import Param, SearchSpace
+from tracea_cli.backends.op_backend import config_validator, target_of_key
 
-
-def fake_space_for(problem, target):
-    """A stand-in for ops.gemm.spaces.space_for: tile sizes limited by the target's shared memory, if any."""
-
-    def fits(config):
-        if target.limits is None:
-            return None
-        need = config["tile"] * config["tile"] * 4 * 2
-        limit = target.limits.max_shared_per_block_optin
-        return f"needs {need} bytes of shared memory, more than {limit}" if need > limit else None
-
-    return SearchSpace(params=(Param("tile", (16, 64, 256)), Param("stages", (1, 2, 3))), rules=(fits,))
+MMA = {"family": "mma", "block_m": 128, "block_n": 128, "block_k": 32, "warp_m": 64, "warp_n": 64, "stages": 4,
+       "split_k": 1, "group_m": 8, "vec": 8}
+HUGE_MMA = {**MMA, "block_m": 256, "block_k": 64, "stages": 5}  # more shared memory than any GPU has
+CPU = {"mr": 6, "nr": 64, "mc": 96, "kc": 256, "nc": 512, "pack_a": True, "parallel": "m", "threads": 2}
 
 
 @pytest.fixture
-def validate(monkeypatch):
-    import tracea_cli.ops.gemm.spaces as spaces
-
-    monkeypatch.setattr(spaces, "space_for", fake_space_for)
-    return gemm_validator()
+def validate():
+    return config_validator()
 
 
-BIG = {"tile": 256, "stages": 2}  # 512 KiB of shared memory: more than any GPU has
+def test_a_known_architecture_checks_the_limits(validate, mk_key):
+    key = mk_key(4096, backend="cuda", dtype="fp16", device_class="NVIDIA H200", arch="sm_90")
+    assert validate(key, MMA) is None
+    assert "shared memory" in validate(key, HUGE_MMA)
 
 
-def test_known_architecture_checks_the_limits(validate, mk_key):
-    key = mk_key(1024, backend="cuda", device_class="NVIDIA H200", arch="sm_90")
-    assert validate(key, {"tile": 64, "stages": 3}) is None
-    assert "shared memory" in validate(key, BIG)
+def test_the_architecture_is_found_in_the_device_class(validate, mk_key):
+    key = mk_key(4096, backend="cuda", dtype="fp16", device_class="NVIDIA A100 sm_80 108SM")
+    assert target_of_key(key)[0].arch == "sm_80"
+    assert "shared memory" in validate(key, HUGE_MMA)
 
 
-def test_architecture_found_in_the_device_class(validate, mk_key):
-    key = mk_key(1024, backend="cuda", device_class="NVIDIA A100 sm_80 108 SMs")
-    assert arch_of_key(key) == "sm_80"
-    assert "shared memory" in validate(key, BIG)
+def test_an_unknown_architecture_checks_names_and_values_only(validate, mk_key):
+    key = mk_key(4096, backend="cuda", dtype="fp16", device_class="Future GPU", arch="sm_999")
+    assert target_of_key(key)[1] is False
+    assert validate(key, HUGE_MMA) is None  # limits unknown: not checked
+    assert "block_m=48 is not one of" in validate(key, {**MMA, "block_m": 48})
+    assert "unknown parameter" in validate(key, {**MMA, "evil": "x"})
+    assert validate(key, {**MMA, "slice_k": 1}) is None  # stored with or without a later-added parameter
 
 
-def test_unknown_architecture_checks_names_and_values_only(validate, mk_key):
-    key = mk_key(1024, backend="cuda", device_class="Future GPU", arch="sm_999")
-    assert arch_of_key(key) is None
-    assert validate(key, BIG) is None  # limits unknown: not checked
-    assert "tile=48 is not one of" in validate(key, {"tile": 48, "stages": 2})
-    assert "unknown parameter" in validate(key, {"tile": 16, "stages": 2, "evil": "x"})
-
-
-def test_cpu_keys_check_the_whole_space(validate, mk_key):
-    key = mk_key(256)
-    assert validate(key, BIG) is None  # the CPU target has no shared-memory limit
-    assert "stages=7" in validate(key, {"tile": 16, "stages": 7})
+def test_cpu_keys_check_the_whole_space_with_the_keys_thread_count(validate, mk_key):
+    key = mk_key(1024)  # "... | 2 threads | ...": the configurations of a 2-thread CPU are valid
+    assert validate(key, CPU) is None
+    assert "mr=5 is not one of" in validate(key, {**CPU, "mr": 5})
+    other = mk_key(1024, device_class="test-cpu | 8 threads | avx2")
+    assert validate(other, {**CPU, "threads": 8}) is None and "threads=8" in validate(key, {**CPU, "threads": 8})
 
 
 @pytest.mark.parametrize(
     "fields, reason",
     [
-        (dict(op="conv2d"), "no search space for the operation 'conv2d'"),
-        (dict(dtype="fp8"), "unknown dtype 'fp8'"),
+        (dict(op="conv9d"), "unknown operation 'conv9d'"),
+        (dict(dtype="fp8"), "dtype"),
         (dict(layout="tn"), "unknown layout 'tn'"),
+        (dict(backend="rocm"), "the rocm backend has no kernels"),
     ],
 )
 def test_keys_without_a_space_are_refused(validate, mk_key, fields, reason):
-    assert reason in validate(mk_key(64, **fields), {"tile": 16, "stages": 1})
+    assert reason in validate(mk_key(64, **fields), CPU)
 
 
-def test_a_missing_space_module_refuses_rather_than_trusts(monkeypatch, mk_key):
-    import tracea_cli.ops.gemm.spaces as spaces
+def test_a_wgmma_configuration_is_checked_against_its_family(validate, mk_key):
+    from tracea_cli.ops.gemm.families.wgmma_space import default_config
+    from tracea_cli.target import arch_target
 
-    def absent(problem, target):
-        raise ModuleNotFoundError("No module named 'tracea_cli.ops.gemm.cpu_space'", name="tracea_cli.ops.gemm.cpu_space")
+    from tracea_cli.ops.gemm.problem import GemmProblem
 
-    monkeypatch.setattr(spaces, "space_for", absent)
-    assert "not available in this installation" in gemm_validator()(mk_key(64), {"tile": 16, "stages": 1})
-
-
-def test_unknown_architecture_keeps_the_real_space_s_own_handling(mk_key):
-    """With the real GEMM space (every family on the stand-in architecture): an mma configuration stored before
-    slice_k existed still validates; a wgmma one too; a value outside the space does not."""
-    key = mk_key(1024, backend="cuda", device_class="Future GPU", arch="sm_999", dtype="fp16")
-    validate = gemm_validator()
-    old_mma = {"family": "mma", "block_m": 128, "block_n": 128, "block_k": 32, "warp_m": 64, "warp_n": 64, "stages": 4,
-               "split_k": 1, "group_m": 8, "vec": 8}
-    assert validate(key, old_mma) is None
-    assert validate(key, {**old_mma, "slice_k": 1}) is None
-    assert "block_m=48" in validate(key, {**old_mma, "block_m": 48})
-
+    config = default_config(GemmProblem(4096, 4096, 4096, "bf16"), arch_target("sm_90"))
+    assert validate(mk_key(4096, backend="cuda", dtype="bf16", arch="sm_90", device_class="H200"), config) is None
+    reason = validate(mk_key(4096, backend="cuda", dtype="bf16", arch="sm_80", device_class="A100"), config)
+    assert "wgmma family needs an sm_90 target" in reason

@@ -1,4 +1,5 @@
-"""CpuBackend: compile validates and describes, evaluate checks before it times, faults become typed outcomes."""
+"""The GEMM op on the CPU runtime: compile validates and describes, evaluate checks before it times, faults become
+typed outcomes."""
 
 import hashlib
 from pathlib import Path
@@ -6,11 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracea_cli.backends import cpu_gemm_kernels
+from tracea_cli.backends import cpu
 from tracea_cli.backends.base import CompileFailed, Status
-from tracea_cli.backends.cpu import CpuBackend, kernel_source_hash
-from tracea_cli.ops.gemm.cpu_space import hand_picked
+from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.ops.gemm.families import numba as numba_family
+from tracea_cli.ops.gemm.families.numba_space import hand_picked
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.launch import CallStep
 from tracea_cli.target import Target
 from tracea_cli.timing import TimingPolicy
 
@@ -21,7 +24,7 @@ PROBLEM = GemmProblem(127, 130, 300, epilogue="bias_relu")
 
 @pytest.fixture(scope="module")
 def backend():
-    return CpuBackend()
+    return OpBackend("gemm", "cpu")
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +36,12 @@ def config():
 
 def test_compile_describes_without_building(backend, config):
     artifact = backend.compile(PROBLEM, config, TARGET)
-    assert artifact.binary is None and artifact.config == config
-    assert artifact.kernel_name == "gemm_fp32_6x64_parallel_m"
-    assert "def micro(" in artifact.source and "_vfma" in artifact.source
-    assert artifact.launch["kc"] == config["kc"] and artifact.launch["epilogue"] == "bias_relu"
+    assert artifact.binary is None and artifact.config == config and artifact.family == "numba"
+    assert '"""Tracea CPU GEMM gemm_fp32_6x64_parallel_m' in artifact.source
+    assert "def micro(" in artifact.source and "vfma(" in artifact.source
+    (step,) = artifact.plan.steps
+    assert isinstance(step, CallStep) and step.threads == config["threads"]
+    assert step.values["kc"] == config["kc"] and step.values["epilogue"] == PROBLEM.fused.code
 
 
 def test_compile_rejects_configs_outside_the_space(backend, config):
@@ -46,9 +51,11 @@ def test_compile_rejects_configs_outside_the_space(backend, config):
         backend.compile(GemmProblem(64, 64, 64, dtype="bf16"), config, TARGET)
 
 
-def test_source_hash_is_the_kernel_module(backend):
-    text = Path(cpu_gemm_kernels.__file__).read_bytes()
-    assert backend.source_hash(PROBLEM) == kernel_source_hash() == hashlib.sha256(text).hexdigest()
+def test_source_hash_is_the_generator_module(backend):
+    text = Path(numba_family.__file__).read_text()
+    one = hashlib.sha256(text.encode()).hexdigest()[:16]
+    assert backend.source_hash(PROBLEM) == hashlib.sha256(one.encode()).hexdigest()[:16]
+    assert backend.source_hash(GemmProblem(64, 64, 64, dtype="fp64")) == backend.source_hash(PROBLEM)
 
 
 def test_evaluate_checks_then_times(backend, config):
@@ -66,6 +73,11 @@ def test_baseline_is_numpy_on_the_same_problem(backend):
     assert ev.rel_error <= 1e-5 and ev.samples.n >= POLICY.min_samples
 
 
+def test_an_unknown_baseline_is_a_failed_evaluation(backend):
+    name, ev = backend.baseline(PROBLEM, TARGET, policy=POLICY, seed=5, name="cublas")
+    assert ev.status is Status.LAUNCH_ERROR and "no cublas baseline on cpu" in ev.reason
+
+
 def test_any_integer_seed_is_accepted(backend):
     name, ev = backend.baseline(GemmProblem(20, 30, 40), TARGET, policy=POLICY, seed=-1)
     assert ev.status is Status.OK, ev.reason
@@ -77,36 +89,35 @@ def test_baseline_does_each_epilogue(backend, epilogue):
     assert ev.status is Status.OK, ev.reason
 
 
-class _Kernel:
-    """Stands in for a compiled kernel: leaves C as it is (NaN), scribbles on it, or raises."""
+def _kernel(mode):
+    """Stands in for the compiled entry's call: leaves C as it is (NaN), scribbles on it, or raises."""
 
-    def __init__(self, mode):
-        self.mode = mode
-
-    def __call__(self, a, b, c, options, *, bias=None, residual=None):
-        if self.mode == "raise":
+    def run(entry, step, values):
+        if mode == "raise":
             raise RuntimeError("simulated fault")
-        if self.mode == "zeros":
-            c[...] = 0
+        if mode == "zeros":
+            values["C"][...] = 0
+
+    return run
 
 
 @pytest.mark.parametrize("mode,status", [("nothing", Status.WRONG_RESULT), ("zeros", Status.WRONG_RESULT),
                                          ("raise", Status.LAUNCH_ERROR)])
 def test_kernel_faults_become_typed_outcomes_and_are_never_timed(backend, config, monkeypatch, mode, status):
-    monkeypatch.setattr(cpu_gemm_kernels, "compiled_gemm", lambda spec, cache_dir=None: _Kernel(mode))
+    monkeypatch.setattr(cpu, "call", _kernel(mode))
     ev = backend.evaluate(backend.compile(PROBLEM, config, TARGET), PROBLEM, TARGET, policy=POLICY, seed=2)
     assert ev.status is status and ev.samples is None and ev.reason
     if mode == "nothing":
         assert "NaN" in ev.reason
 
 
-def test_a_kernel_that_does_not_compile_is_a_compile_error(backend, config, monkeypatch):
-    def broken(spec, cache_dir=None):
-        raise TypeError("simulated typing error")
+def test_a_kernel_that_does_not_compile_is_a_compile_error(backend, config):
+    artifact = backend.compile(PROBLEM, config, TARGET)
+    broken = artifact.source.replace("def micro(", "def micro(undefined_name + ", 1)
+    from dataclasses import replace
 
-    monkeypatch.setattr(cpu_gemm_kernels, "compiled_gemm", broken)
-    ev = backend.evaluate(backend.compile(PROBLEM, config, TARGET), PROBLEM, TARGET, policy=POLICY, seed=2)
-    assert ev.status is Status.COMPILE_ERROR and "simulated typing error" in ev.reason
+    ev = backend.evaluate(replace(artifact, source=broken), PROBLEM, TARGET, policy=POLICY, seed=2)
+    assert ev.status is Status.COMPILE_ERROR and "SyntaxError" in ev.reason
 
 
 def test_evaluate_uses_fresh_inputs_per_seed(backend, config):

@@ -11,4 +11,4 @@ def test_the_documented_example_runs():
     assert len(blocks) == 1
     namespace: dict = {}
     exec(compile(blocks[0], str(DOC), "exec"), namespace)
-    assert namespace["verdict"].ok and namespace["out"].shape == (127, 1000)
+    assert namespace["verdict"].ok and 0 < namespace["verdict"].rel_error <= 1e-5

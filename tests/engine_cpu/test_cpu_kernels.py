@@ -12,8 +12,12 @@ import re
 import numpy as np
 import pytest
 
-from tracea_cli.backends.cpu import run_gemm
-from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem, make_inputs, reference
+from tracea_cli.backends.checked import poison, upload
+from tracea_cli.backends.cpu import call, compiled_entry
+from tracea_cli.ops.gemm.families.numba import NUMBA, KernelSpec
+from tracea_cli.ops.gemm.op import OP
+from tracea_cli.ops.gemm.problem import EPILOGUE_NAMES as EPILOGUES
+from tracea_cli.ops.gemm.problem import GemmProblem, make_inputs, reference
 from tracea_cli.ops.verify import check
 
 numba = pytest.importorskip("numba")
@@ -41,10 +45,27 @@ def _config(dtype: str, i: int) -> dict:
     return {**KERNELS[dtype], **RUN_TIME[i % len(RUN_TIME)]}
 
 
-def _check(problem: GemmProblem, config: dict, seed: int):
+def _entry(problem: GemmProblem, config: dict, **values):
+    """The family's module for `config`, compiled in memory (its assembly can be read), and its call step with
+    `values` put in place of the plan's."""
+    (step,) = NUMBA.launch(problem, config).steps
+    step = dataclasses.replace(step, values={**step.values, **values})
+    return compiled_entry(NUMBA.source(problem, config), step), step
+
+
+def run_gemm(problem: GemmProblem, config: dict, inputs: dict, **values) -> np.ndarray:
+    """C for `inputs`, computed by the kernel the CPU runtime would run for `config`, into a NaN-poisoned C."""
+    entry, step = _entry(problem, config, **values)
+    operands = upload(np, OP.tensors(problem), inputs, problem.dtype)
+    poison(operands["C"], problem.dtype)
+    call(entry, step, NUMBA.args(problem, operands))
+    return operands["C"]
+
+
+def _check(problem: GemmProblem, config: dict, seed: int, **values):
     inputs = make_inputs(problem, np.random.default_rng(seed))
-    out = run_gemm(problem, config, inputs)
-    return check(out.astype(np.float64), reference(problem, inputs), problem.dtype)
+    out = run_gemm(problem, config, inputs, **values)
+    return check(out.astype(np.float64), reference(problem, inputs)["C"], problem.dtype)
 
 
 @pytest.mark.parametrize("dtype,layout", list(itertools.product(KERNELS, ("nn", "nt"))))
@@ -85,21 +106,12 @@ def test_another_tile_and_parallel_dimension(layout):
 @pytest.mark.parametrize("dtype,group", list(itertools.product(KERNELS, (1, 3))))
 def test_shared_operand_packed_in_groups_of_k_blocks(dtype, group):
     """A small packing bound: the shared operand is packed `group` K blocks at a time (8 K blocks: ragged groups)."""
-    from tracea_cli.backends.cpu import host_arrays, spec_and_options
-    from tracea_cli.backends.cpu_gemm_kernels import compiled_gemm
-
     problem = GemmProblem(130, 200, 1000, dtype=dtype, epilogue="bias_residual")
     config = {**KERNELS[dtype], "mc": 48, "kc": 128, "nc": 192, "pack_a": True, "threads": THREADS}
-    spec, options = spec_and_options(problem, config)
+    spec = KernelSpec.of(problem, config)
     # one K block of the shared operand: the B panel (parallel m) or the A block (parallel n), in whole strips
     rows = -(-192 // spec.nr) * spec.nr if spec.parallel == "m" else -(-48 // spec.mr) * spec.mr
-    itemsize = np.dtype(np.float32 if dtype == "fp32" else np.float64).itemsize
-    options = dataclasses.replace(options, shared_pack_bytes=group * rows * 128 * itemsize)
-    inputs = make_inputs(problem, np.random.default_rng(11))
-    arrays = host_arrays(problem, inputs)
-    out = np.full((problem.m, problem.n), np.nan, dtype=arrays["a"].dtype)
-    compiled_gemm(spec)(arrays["a"], arrays["b"], out, options, bias=arrays["bias"], residual=arrays["residual"])
-    verdict = check(out.astype(np.float64), reference(problem, inputs), dtype)
+    verdict = _check(problem, config, seed=11, budget=group * rows * 128)  # the bound, in elements
     assert verdict.ok, verdict.reason
 
 
@@ -114,7 +126,7 @@ def test_a_wrong_kernel_would_be_caught():
     problem = GemmProblem(127, 17, 1000)
     inputs = make_inputs(problem, np.random.default_rng(3))
     out = run_gemm(problem, _config("fp32", 0), inputs)
-    ref = reference(problem, inputs)
+    ref = reference(problem, inputs)["C"]
     assert check(out.astype(np.float64), ref, "fp32").ok
     out[-1, -1] += 1e-2 * np.abs(ref).max()
     assert not check(out.astype(np.float64), ref, "fp32").ok
@@ -126,17 +138,15 @@ PACKED_FMA = re.compile(r"\bvfmadd(132|213|231)p([sd])\s+[^\n]*%(xmm|ymm|zmm)\d+
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="the check reads x86 assembly")
 @pytest.mark.parametrize("dtype", list(KERNELS))
 def test_the_kernel_is_vectorised_with_packed_fma(dtype):
-    from tracea_cli.backends.cpu import spec_and_options
-    from tracea_cli.backends.cpu_gemm_kernels import compiled_gemm, lanes_for
-
-    spec, _ = spec_and_options(GemmProblem(64, 64, 64, dtype=dtype), _config(dtype, 0))
-    kernel = compiled_gemm(spec)
+    problem = GemmProblem(64, 64, 64, dtype=dtype)
+    spec = KernelSpec.of(problem, _config(dtype, 0))
+    kernel, _ = _entry(problem, _config(dtype, 0))
     suffix = "s" if dtype == "fp32" else "d"
-    accumulators = spec.mr * spec.nr // lanes_for(dtype)
+    accumulators = spec.mr * spec.nr // spec.lanes
     # one packed FMA per accumulator vector of the register tile, at least (LLVM may unroll the K loop further),
     # in the whole kernel as it runs (the micro-kernel inlined) and in the micro-kernel on its own
-    for assembly in (kernel.assembly(), kernel.micro_assembly()):
+    for assembly in (kernel.assembly(), kernel.assembly("micro")):
         kinds = [m.group(2) for m in PACKED_FMA.finditer(assembly)]
         assert kinds.count(suffix) >= accumulators, assembly[:2000]
-    micro = kernel.micro_assembly()
+    micro = kernel.assembly("micro")
     assert not re.search(rf"\bvfmadd\d+s{suffix}\b", micro), "a scalar FMA: the micro-kernel was not vectorised"

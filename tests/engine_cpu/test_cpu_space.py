@@ -4,7 +4,9 @@ import itertools
 
 import pytest
 
-from tracea_cli.ops.gemm.cpu_space import (
+from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.ops.gemm.families.numba import NUMBA, micro_kernel_source
+from tracea_cli.ops.gemm.families.numba_space import (
     VECTOR_REGISTERS,
     describe,
     gemm_space,
@@ -14,7 +16,6 @@ from tracea_cli.ops.gemm.cpu_space import (
     thread_counts,
 )
 from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.ops.gemm.spaces import space_for
 from tracea_cli.target import Target
 
 AWKWARD = (1, 17, 127, 1000, 1023)
@@ -85,13 +86,15 @@ def test_threads_follow_the_target():
 def test_space_is_pure_and_dispatched_for_cpu_targets():
     problem = GemmProblem(1000, 1023, 127, dtype="fp64")
     a = gemm_space(problem, _target(2)).valid_configs()
-    b = space_for(problem, _target(2)).valid_configs()
+    b = OpBackend("gemm", "cpu").space(problem, _target(2)).valid_configs()
     assert a == b
 
 
 def test_cpu_space_refuses_gpu_dtypes():
     with pytest.raises(ValueError, match="fp32 and fp64"):
         gemm_space(GemmProblem(64, 64, 64, dtype="fp16"), _target(2))
+    assert "fp32 and fp64, not fp16" in NUMBA.space(GemmProblem(64, 64, 64, dtype="fp16"), _target(2))
+    assert NUMBA.suggested(GemmProblem(64, 64, 64, dtype="fp16"), _target(2)) == []
 
 
 @pytest.mark.parametrize("shape", [(2048, 2048, 2048), (1, 4096, 4096), (17, 19, 33), (1, 1, 1), (1023, 1000, 127)])
@@ -105,9 +108,11 @@ def test_hand_picked_configs_are_valid(shape):
     assert len({describe(c) for c in picks}) == len(picks)
 
 
-def test_space_and_kernels_agree_on_the_vector():
-    from tracea_cli.backends import cpu_gemm_kernels
-    from tracea_cli.ops.gemm import cpu_space
-
-    assert cpu_space.VECTOR_BYTES == cpu_gemm_kernels.VECTOR_BYTES
-    assert all(lanes(d) == cpu_gemm_kernels.lanes_for(d) for d in ("fp32", "fp64"))
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_space_and_kernels_agree_on_the_vector(dtype):
+    """The micro-kernel's loads and FMAs are as wide as the vector the space counts registers in."""
+    problem = GemmProblem(64, 64, 64, dtype=dtype)
+    config = hand_picked(problem, _target(2))[0]
+    source = NUMBA.source(problem, config)
+    assert micro_kernel_source(config["mr"], config["nr"], lanes(dtype)) in source
+    assert f"vload(b, bp + 0, {lanes(dtype)})" in source and lanes(dtype) * (4 if dtype == "fp32" else 8) == 64

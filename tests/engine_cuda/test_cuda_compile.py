@@ -12,16 +12,18 @@ import pytest
 
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import CompileFailed
-from tracea_cli.backends.cuda import CudaBackend, compile_config, gemm_source
-from tracea_cli.errors import UsageError
-from tracea_cli.ops.gemm.cuda_space import gemm_space, tiling
-from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem
+from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.ops.gemm.families.engine import gemm_launch, gemm_source
+from tracea_cli.ops.gemm.families.engine_space import gemm_space, tiling
+from tracea_cli.ops.gemm.problem import EPILOGUE_NAMES, GemmProblem
+from tracea_cli.ops.launch import KernelStep, MemsetStep
 
 pytestmark = pytest.mark.skipif(not nvrtc.available(), reason="NVRTC is not installed (pip install 'tracea[test]')")
 
 SAMPLE_PER_DTYPE = 12  # per dtype, half for sm_80 and half for sm_90
 SEED = 20261129
 PTXAS = shutil.which("ptxas") or next(iter(Path("/usr/local").glob("cuda*/bin/ptxas")), None)
+BACKEND = OpBackend("gemm", "cuda")
 
 
 def seeded_sample(dtype: str, count: int, targets) -> list[tuple[GemmProblem, dict, object]]:
@@ -31,7 +33,7 @@ def seeded_sample(dtype: str, count: int, targets) -> list[tuple[GemmProblem, di
     while len(out) < count:
         target = targets[len(out) % len(targets)]
         problem = GemmProblem(rng.choice((256, 1000, 4096)), rng.choice((64, 1023, 4096)), rng.choice((96, 1000, 4096)),
-                              dtype=dtype, layout=rng.choice(("nn", "nt")), epilogue=rng.choice(EPILOGUES))
+                              dtype=dtype, layout=rng.choice(("nn", "nt")), epilogue=rng.choice(EPILOGUE_NAMES))
         space = gemm_space(problem, target)
         for _ in range(200):
             config = {p.name: rng.choice(p.values) for p in space.params}
@@ -44,7 +46,7 @@ def seeded_sample(dtype: str, count: int, targets) -> list[tuple[GemmProblem, di
 def _compile(job):
     problem, config, target = job
     try:
-        return job, compile_config(problem, config, target.arch), None
+        return job, BACKEND.compile(problem, config, target), None
     except CompileFailed as e:
         return job, None, str(e)
 
@@ -59,14 +61,20 @@ def test_a_seeded_sample_compiles_for_sm80_and_sm90_within_the_limits(dtype, sm8
         limits = target.limits
         res = artifact.resources
         t = tiling(problem, config)
-        assert nvrtc.cubin_arch(artifact.binary) == target.arch
+        plan = artifact.plan
+        assert nvrtc.cubin_arch(artifact.binary) == target.arch == artifact.arch == res["arch"]
+        assert artifact.family == config["family"] and artifact.config == config
         assert 0 < res["registers"] <= 255
         assert res["registers"] * t.threads <= limits.registers_per_block
         assert res["static_shared_bytes"] + res["dynamic_shared_bytes"] <= limits.max_shared_per_block_optin
-        assert res["dynamic_shared_bytes"] == t.smem_bytes == artifact.launch["steps"][-1 if config["split_k"] == 1 else 1]["dynamic_smem_bytes"]
-        assert artifact.launch["alignment_bytes"] == t.copy_bytes
+        main = plan.steps[-1 if config["split_k"] == 1 else 1]
+        assert isinstance(main, KernelStep) and main.name == "gemm_main" and main.block == (t.threads, 1, 1)
+        assert res["dynamic_shared_bytes"] == t.smem_bytes == main.dynamic_smem_bytes
+        assert plan.alignment_bytes == t.copy_bytes
         assert ("gemm_splitk_reduce" in res["kernels"]) == (config["split_k"] > 1)
+        assert isinstance(plan.steps[0], MemsetStep) == (config["split_k"] > 1)
         assert artifact.source == gemm_source(problem, config)
+        assert plan == gemm_launch(problem, config)
 
 
 def test_the_simt_fp32_tiles_compile_without_spills_and_keep_16_warps_resident(sm80, sm90):
@@ -95,7 +103,7 @@ def test_the_simt_fp32_tiles_compile_without_spills_and_keep_16_warps_resident(s
 def test_the_small_m_sliced_k_picks_compile_without_spills(sm80, sm90):
     """The sliced-K pick of each small-M problem, for sm_80 and sm_90: one kernel, the block and shared memory the
     template asserts, no spill. Plus a tile whose K-slices' sums need more shared memory than its pipeline."""
-    from tracea_cli.ops.gemm.cuda_space import hand_picked
+    from tracea_cli.ops.gemm.families.engine_space import hand_picked
 
     jobs = []
     for m in (1, 16, 64):
@@ -118,22 +126,28 @@ def test_the_small_m_sliced_k_picks_compile_without_spills(sm80, sm90):
     assert t.threads == 512 and t.smem_bytes == 7 * 32 * 64 * 4  # the sums, more than the 2 x 26.5 KiB pipeline
 
 
-def test_compiling_needs_a_valid_configuration(sm90):
+def test_compiling_needs_a_valid_configuration(monkeypatch, sm90):
+    """A configuration outside the space is refused with the space's reason, before NVRTC sees any source."""
+    from tracea_cli.backends import cuda
+
     problem = GemmProblem(1000, 1000, 1001, dtype="fp16")
     config = {"family": "mma", "block_m": 128, "block_n": 128, "block_k": 32, "warp_m": 64, "warp_n": 64, "stages": 3,
               "split_k": 1, "group_m": 1, "vec": 8}
-    with pytest.raises(UsageError, match="multiple of 8"):
-        CudaBackend().compile(problem, config, sm90)
+    monkeypatch.setattr(cuda, "compile_program", lambda *a, **kw: pytest.fail("compiled a rejected configuration"))
+    with pytest.raises(CompileFailed, match="rejected before compiling.*multiple of 8"):
+        BACKEND.compile(problem, config, sm90)
+    with pytest.raises(CompileFailed, match="family='nope' is not one of"):
+        BACKEND.compile(problem, {**config, "family": "nope"}, sm90)
 
 
 def test_a_broken_source_is_a_compile_failure_with_the_log(monkeypatch, sm90):
-    import tracea_cli.backends.cuda as cuda
+    import tracea_cli.ops.gemm.families.engine as engine
 
     problem = GemmProblem(64, 64, 64, dtype="fp32")
     config = gemm_space(problem, sm90).valid_configs()[0]
-    monkeypatch.setattr(cuda, "gemm_source", lambda p, c: "this is not CUDA;\n")
+    monkeypatch.setattr(engine, "gemm_source", lambda p, c: "this is not CUDA;\n")
     with pytest.raises(CompileFailed, match="error"):
-        cuda.compile_config(problem, config, "sm_90")
+        BACKEND.compile(problem, config, sm90)
 
 
 def test_the_generated_source_guards_its_launch_description(sm90):
@@ -156,7 +170,7 @@ def test_resources_agree_with_a_standalone_ptxas(tmp_path, sm80):
     problem = GemmProblem(4096, 4096, 4096, dtype="tf32", layout="nt")
     config = {"family": "mma", "block_m": 128, "block_n": 128, "block_k": 32, "warp_m": 64, "warp_n": 64, "stages": 3,
               "split_k": 2, "group_m": 8, "vec": 4}
-    artifact = compile_config(problem, config, "sm_80")
+    artifact = BACKEND.compile(problem, config, sm80)
     program = nvrtc.compile_source(artifact.source, nvrtc.CompileOptions(arch="sm_80"))
     ptx = tmp_path / "gemm.ptx"
     ptx.write_text(program.ptx)
@@ -203,18 +217,18 @@ def test_a_program_is_compiled_once_even_when_threads_ask_together(monkeypatch, 
     monkeypatch.setattr(cuda.nvrtc, "compile_source", slow)
     monkeypatch.setattr(cuda, "_compiled", {})  # nothing compiled earlier in this process counts
     with ThreadPoolExecutor(max_workers=4) as pool:
-        artifacts = list(pool.map(lambda _: compile_config(problem, config, "sm_90"), range(8)))
+        artifacts = list(pool.map(lambda _: BACKEND.compile(problem, config, sm90), range(8)))
     assert len(calls) == 1
     assert len({a.binary for a in artifacts}) == 1 and artifacts[0].resources["registers"] > 0
 
 
-def test_a_compile_that_lost_its_ptxas_report_is_repeated_once(monkeypatch, sm90):
+def test_a_compile_that_lost_its_ptxas_report_is_repeated_once(monkeypatch, sm80):
     import dataclasses
 
     import tracea_cli.backends.cuda as cuda
 
     problem = GemmProblem(40, 40, 40, dtype="fp32", epilogue="bias_silu")
-    config = gemm_space(problem, sm90).valid_configs()[5]
+    config = gemm_space(problem, sm80).valid_configs()[5]
     real = nvrtc.compile_source
     calls = []
 
@@ -225,7 +239,7 @@ def test_a_compile_that_lost_its_ptxas_report_is_repeated_once(monkeypatch, sm90
 
     monkeypatch.setattr(cuda.nvrtc, "compile_source", forgetful)
     monkeypatch.setattr(cuda, "_compiled", {})
-    artifact = compile_config(problem, config, "sm_80")
+    artifact = BACKEND.compile(problem, config, sm80)
     assert len(calls) == 2 and artifact.resources["registers"] > 0
 
 
@@ -238,8 +252,6 @@ def test_the_example_in_docs_engine_runs():
 def test_a_k_cluster_kernel_declares_its_cluster_and_adds_through_dsmem(sm90):
     """cluster_k = 2: the entry carries its cluster shape (so a plain launch makes the clusters), the blocks meet at
     cluster barriers and store into block 0's shared memory; grid z is the cluster; no workspace, one launch."""
-    from tracea_cli.backends.cuda import launch_description
-
     problem = GemmProblem(16, 4096, 4096, dtype="fp16")
     config = gemm_space(problem, sm90).complete(
         {"family": "mma", "block_m": 16, "block_n": 64, "block_k": 256, "warp_m": 16, "warp_n": 32, "stages": 5,
@@ -250,6 +262,7 @@ def test_a_k_cluster_kernel_declares_its_cluster_and_adds_through_dsmem(sm90):
     ptx = nvrtc.compile_source(source, nvrtc.CompileOptions(arch="sm_90")).ptx
     assert ".reqnctapercluster 1, 1, 2" in ptx or ".explicitcluster" in ptx
     assert "barrier.cluster.arrive" in ptx and "mapa.shared::cluster" in ptx and "st.shared::cluster" in ptx
-    launch = launch_description(problem, config)
-    assert [s["kind"] for s in launch["steps"]] == ["kernel"] and launch["steps"][0]["grid"]["z"] == 2
-    assert launch["workspace_bytes_per_mn"] == 0
+    plan = gemm_launch(problem, config)
+    assert [type(s) for s in plan.steps] == [KernelStep] and plan.steps[0].grid[2] == 2
+    assert plan.steps[0].cluster is None  # declared by the entry, not given at launch
+    assert plan.workspace_bytes_per_mn == 0 and plan.workspace_bytes({"M": 16, "N": 4096, "K": 4096}) == 0

@@ -13,9 +13,9 @@ from dataclasses import replace
 import pytest
 
 from tracea_cli.backends.base import Artifact, Status
-from tracea_cli.backends.cuda import CudaBackend, compile_config
-from tracea_cli.ops.gemm.cuda_space import gemm_space, hand_picked
-from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem
+from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.ops.gemm.families.engine_space import gemm_space, hand_picked
+from tracea_cli.ops.gemm.problem import EPILOGUE_NAMES, GemmProblem
 from tracea_cli.timing import QUICK
 
 pytestmark = pytest.mark.gpu
@@ -23,20 +23,21 @@ pytestmark = pytest.mark.gpu
 DTYPES = ("fp32", "fp64", "tf32", "fp16", "bf16")
 AWKWARD = (1, 17, 127, 1000, 1023)
 EPILOGUE_SHAPES = ((1000, 1023, 127), (17, 1, 1023), (127, 1000, 17), (1023, 17, 1000))
+BACKEND = OpBackend("gemm", "cuda")
 
 
-def _build(job, arch):
+def _build(job, target):
     try:
-        return compile_config(job[0], job[1], arch), ""
+        return BACKEND.compile(job[0], job[1], target), ""
     except Exception as e:  # reported with the job, not raised from the pool
         return None, f"{type(e).__name__}: {e}"
 
 
 def _check_all(jobs, target):
     """Compile (in parallel) and check each (problem, config); returns the failures as text, one per job."""
-    backend = CudaBackend()
+    backend = BACKEND
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
-        built = list(pool.map(lambda job: _build(job, target.arch), jobs))
+        built = list(pool.map(lambda job: _build(job, target), jobs))
     failures = []
     for (problem, config), (artifact, error) in zip(jobs, built):
         if artifact is None:
@@ -69,7 +70,7 @@ def test_every_awkward_shape(dtype, layout, m, gpu_target):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_every_epilogue(dtype, layout, gpu_target):
     jobs = []
-    for epilogue in EPILOGUES[1:]:
+    for epilogue in EPILOGUE_NAMES[1:]:
         for shape in EPILOGUE_SHAPES:
             problem = GemmProblem(*shape, dtype=dtype, layout=layout, epilogue=epilogue)
             jobs += [(problem, c) for c in hand_picked(problem, gpu_target)[:2]]
@@ -131,7 +132,7 @@ def test_k_clusters_over_small_and_ragged_shapes(dtype, layout, gpu_target):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_evaluate_times_only_after_checking_and_the_baseline_runs(dtype, gpu_target):
-    backend = CudaBackend()
+    backend = BACKEND
     problem = GemmProblem(512, 512, 512, dtype=dtype)
     config = hand_picked(problem, gpu_target)[0]
     ev = backend.evaluate(backend.compile(problem, config, gpu_target), problem, gpu_target, policy=QUICK, seed=3)
@@ -144,13 +145,16 @@ def test_evaluate_times_only_after_checking_and_the_baseline_runs(dtype, gpu_tar
     assert base.samples.n >= QUICK.min_samples
 
 
-def test_a_wrong_kernel_is_reported_not_timed(gpu_target):
+def test_a_wrong_kernel_is_reported_not_timed(gpu_target, monkeypatch):
     """A kernel that writes a wrong C is a WRONG_RESULT with its error, never timed; a launch it cannot make is a
     LAUNCH_ERROR. Neither raises."""
     import tracea_cli.backends.cuda as cuda
     from tracea_cli.backends import nvrtc
 
-    backend = CudaBackend()
+    # cuda.load keeps one loaded module (with its artifact's plan) per cubin: start from none, so that the impossible
+    # plan below, which shares the good cubin, is the one loaded.
+    monkeypatch.setattr(cuda, "_LOADED", {})
+    backend = BACKEND
     problem = GemmProblem(256, 256, 256, dtype="fp16", layout="nt")
     config = hand_picked(problem, gpu_target)[0]
     good = backend.compile(problem, config, gpu_target)
@@ -160,11 +164,11 @@ def test_a_wrong_kernel_is_reported_not_timed(gpu_target):
     wrong = replace(good, binary=program.cubin, source=wrong_source)
     ev = backend.evaluate(wrong, problem, gpu_target, policy=QUICK, seed=5)
     assert ev.status is Status.WRONG_RESULT and ev.samples is None and ev.rel_error > 1e-2
-    steps = [dict(s) for s in good.launch["steps"]]
-    steps[-1]["dynamic_smem_bytes"] = 1 << 20  # more shared memory than any GPU has
-    impossible = replace(good, launch={**good.launch, "steps": steps})
+    steps = list(good.plan.steps)
+    steps[-1] = replace(steps[-1], dynamic_smem_bytes=1 << 20)  # more shared memory than any GPU has
+    impossible = replace(good, plan=replace(good.plan, steps=tuple(steps)))
     ev = backend.evaluate(impossible, problem, gpu_target, policy=QUICK, seed=5)
     assert ev.status is Status.LAUNCH_ERROR and ev.reason
     ev = backend.evaluate(good, problem, gpu_target, policy=QUICK, seed=5)  # and the device is still usable
     assert ev.status is Status.OK, ev.reason
-    assert isinstance(good, Artifact) and cuda.grid_extent("tiles", good.launch, 256, 256, 256) >= 1
+    assert isinstance(good, Artifact) and good.plan.grid_extent("tiles", {"M": 256, "N": 256, "K": 256}) >= 1

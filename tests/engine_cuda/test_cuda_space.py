@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tracea_cli.ops.gemm.cuda_space import (
+from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.ops.gemm.families.engine_space import (
     FAMILY,
     MAX_ACCUMULATOR_REGS,
     gemm_space,
@@ -13,7 +14,6 @@ from tracea_cli.ops.gemm.cuda_space import (
     vector_widths,
 )
 from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.ops.gemm.spaces import space_for
 
 DTYPES = ("fp32", "fp64", "tf32", "fp16", "bf16")
 # (target, layout, shape): big and aligned, ragged and unaligned, tiny, deep-K; every kind of rule fires somewhere.
@@ -126,10 +126,17 @@ def test_the_space_is_pure(sm90):
 
 
 def test_dispatch_reaches_the_cuda_space(sm90, sm80):
+    from tracea_cli.ops.gemm.families.engine import MMA
+    from tracea_cli.ops.gemm.families.wgmma import WGMMA
+
+    backend = OpBackend("gemm", "cuda")
     problem = GemmProblem(64, 64, 64, dtype="tf32")
-    assert space_for(problem, sm80).names == gemm_space(problem, sm80).names  # sm_80: the engine's families only
-    union = space_for(problem, sm90)  # sm_90: the wgmma family joins them (tf32 nn through a staged B)
+    assert backend.space(problem, sm80).names == gemm_space(problem, sm80).names  # sm_80: the engine's families only
+    union = backend.space(problem, sm90)  # sm_90: the wgmma family joins them (tf32 nn through a staged B)
     assert set(gemm_space(problem, sm90).names) < set(union.names) and "tile_m" in union.names
+    engine_config = gemm_space(problem, sm90).valid_configs()[0]
+    assert backend.family_of(engine_config) is MMA and backend.family_of({"family": "wgmma"}) is WGMMA
+    assert backend.why_invalid(problem, sm90, engine_config) is None and union.why_invalid(engine_config) is None
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -161,7 +168,7 @@ def test_hand_picked_for_large_squares_use_wide_copies_and_offer_split_k_for_dee
 def test_simt_tiling_counts_the_lane_grid_and_the_fragment_sets():
     """Mirrors SimtGemm: 64 x 32 warp tiles use an 8 x 4 lane grid (8 x 8 per lane, as 32 x 64 tiles); two fragment
     sets (PREFETCH) unless accumulators and both sets exceed SIMT_PREFETCH_REGS."""
-    from tracea_cli.ops.gemm.cuda_space import REGISTER_OVERHEAD, SIMT_PREFETCH_REGS
+    from tracea_cli.ops.gemm.families.engine_space import REGISTER_OVERHEAD, SIMT_PREFETCH_REGS
 
     def estimate(dtype, wm, wn):
         config = {"family": "simt", "block_m": 128, "block_n": 128, "block_k": 8, "warp_m": wm, "warp_n": wn,
@@ -176,7 +183,7 @@ def test_simt_tiling_counts_the_lane_grid_and_the_fragment_sets():
 
 
 def test_sliced_k_rules_explain_themselves_and_older_configurations_keep_their_meaning(sm90):
-    from tracea_cli.backends.cuda import gemm_source
+    from tracea_cli.ops.gemm.families.engine import gemm_source
 
     small = gemm_space(GemmProblem(16, 4096, 4096, dtype="fp16"), sm90)
     sliced = {"family": "mma", "block_m": 32, "block_n": 32, "block_k": 256, "warp_m": 32, "warp_n": 32, "stages": 4,

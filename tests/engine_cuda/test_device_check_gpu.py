@@ -7,17 +7,15 @@ import numpy as np
 import pytest
 
 from tracea_cli.ops.dtypes import from_storage, to_storage
-from tracea_cli.ops.gemm.problem import GemmInputs, GemmProblem, make_inputs, reference
+from tracea_cli.ops.gemm.problem import GemmProblem, make_inputs, reference
 from tracea_cli.ops.verify import check
 
 pytestmark = pytest.mark.gpu
 
 
-def _host(inputs: GemmInputs) -> GemmInputs:
-    def get(x):
-        return None if x is None else x.get()
-
-    return GemmInputs(get(inputs.a), get(inputs.b), get(inputs.bias), get(inputs.residual))
+def _host(inputs: dict) -> dict:
+    """The same inputs copied to the host (numpy), by tensor name."""
+    return {name: x.get() for name, x in inputs.items()}
 
 
 @pytest.mark.parametrize("dtype", ["fp64", "fp32", "tf32", "fp16", "bf16"])
@@ -27,12 +25,15 @@ def test_device_reference_equals_the_host_reference(gpu_target, dtype, epilogue)
 
     problem = GemmProblem(127, 1000, 17, dtype, "nt", epilogue)
     inputs = make_inputs(problem, cupy.random.RandomState(3))
-    assert isinstance(inputs.a, cupy.ndarray)
+    assert set(inputs) == {t.name for t in problem.tensors() if not t.output}
+    assert all(isinstance(x, cupy.ndarray) for x in inputs.values())
     host = _host(inputs)
-    assert np.all(from_storage(to_storage(host.a, dtype), dtype) == host.a)  # already representable
-    assert np.count_nonzero(host.a) == host.a.size and np.abs(host.a).max() <= 1.0
-    ref = reference(problem, inputs)
-    expected = reference(problem, host)
+    for a in host.values():
+        assert np.all(from_storage(to_storage(a, dtype), dtype) == a)  # already representable
+    assert np.count_nonzero(host["A"]) == host["A"].size and np.abs(host["A"]).max() <= 1.0
+    ref = reference(problem, inputs)["C"]
+    assert isinstance(ref, cupy.ndarray)
+    expected = reference(problem, host)["C"]
     assert np.linalg.norm(ref.get() - expected) <= 1e-13 * np.linalg.norm(expected)
 
 
@@ -41,7 +42,7 @@ def test_device_check_passes_good_output_and_fails_nan_and_wrong(gpu_target):
 
     problem = GemmProblem(1000, 1023, 127, "fp16")
     inputs = make_inputs(problem, cupy.random.RandomState(5))
-    ref = reference(problem, inputs)
+    ref = reference(problem, inputs)["C"]
     good = from_storage(to_storage(ref, "fp16"), "fp16")
     assert check(good, ref, "fp16").ok
     poisoned = good.copy()

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from tracea_cli.backends.cuda import launch_description
-from tracea_cli.ops.gemm.cuda_space import SMALL_M_WAVES, gemm_space, hand_picked, tiling
+from tracea_cli.ops.gemm.families.engine import gemm_launch
+from tracea_cli.ops.gemm.families.engine_space import SMALL_M_WAVES, gemm_space, hand_picked, tiling
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.launch import KernelStep
 
 
 @pytest.mark.parametrize("m", (1, 16, 64))
@@ -19,7 +20,8 @@ def test_small_m_first_pick_is_sliced_k_in_one_launch(sm90, m, dtype, layout):
     first = hand_picked(problem, sm90, limit=3)[0]
     assert gemm_space(problem, sm90).why_invalid(first) is None
     assert first["slice_k"] > 1 and first["split_k"] == 1
-    assert [s["kind"] for s in launch_description(problem, first)["steps"]] == ["kernel"]
+    plan = gemm_launch(problem, first)
+    assert [type(s) for s in plan.steps] == [KernelStep] and plan.workspace_bytes_per_mn == 0
     blocks = -(-problem.m // first["block_m"]) * -(-problem.n // first["block_n"]) * first["cluster_k"]
     assert blocks >= sm90.limits.sm_count * 0.9  # one block per SM, nearly all of them
     stage_b = first["block_k"] * first["block_n"] * tiling(problem, first).elem_bytes

@@ -3,22 +3,25 @@ keeps the wgmma pipeline (no C7510 warning) and honours setmaxnreg (no C7508).""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from tracea_cli.backends import cuda_hopper as ch
-from tracea_cli.backends import nvrtc
+from tracea_cli.backends import cuda, nvrtc
 from tracea_cli.backends.base import CompileFailed
-from tracea_cli.backends.cuda import grid_extent
-from tracea_cli.ops.gemm import hopper_space as hs
+from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.ops.gemm.families import wgmma_space as hs
+from tracea_cli.ops.gemm.families.wgmma import WGMMA, wgmma_launch, wgmma_source
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.launch import KernelStep
 from tracea_cli.target import Target, limits_for
 
 pytestmark = pytest.mark.skipif(not nvrtc.available(), reason="NVRTC is not installed")
 
 H200 = Target(backend="cuda", device_class="NVIDIA H200", arch="sm_90a", limits=limits_for("sm_90a"))
+BACKEND = OpBackend("gemm", "cuda")
 BASE = {"family": "wgmma", "tile_m": 128, "tile_n": 256, "stages": 4, "consumers": 2, "schedule": "cooperative",
         "cluster_m": 2, "persistent": 1, "group_m": 8, "store": "direct"}
 
@@ -53,7 +56,7 @@ STAGED = {"tf32-nn-staged-transpose": ["gemm_stage_b"], "fp16-nn-staged-k777": [
 
 @pytest.fixture(scope="module")
 def artifacts():
-    return {name: ch.compile_config(p, {**BASE, **change}, H200) for name, (p, change) in CASES.items()}
+    return {name: BACKEND.compile(p, {**BASE, **change}, H200) for name, (p, change) in CASES.items()}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -61,9 +64,11 @@ def test_cubin_is_built_for_sm90a(artifacts, name):
     art = artifacts[name]
     assert art.binary[:4] == b"\x7fELF"
     assert nvrtc.cubin_arch(art.binary) == "sm_90"
+    assert art.arch == art.plan.arch == art.resources["arch"] == "sm_90a"
     assert art.resources["ptx_target"] == "sm_90a"
-    assert art.resources["ptx_wgmma"] > 0
-    assert art.kernel_name == "gemm_wgmma"
+    program = cuda.compile_program(art.source, art.arch)  # the compile kept for this process, not a second one
+    assert program.cubin == art.binary and program.ptx.count("wgmma.mma_async") > 0
+    assert art.family == "wgmma" and art.plan.kernels[-1].name == "gemm_wgmma"
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -74,34 +79,39 @@ def test_ptxas_report_is_parsed_and_clean(artifacts, name):
     assert set(res["kernels"]) == {"gemm_wgmma", *STAGED.get(name, [])}
     for kernel in res["kernels"].values():
         assert 0 < kernel["registers"] <= 255 and kernel["spill_store_bytes"] == kernel["stack_bytes"] == 0
-    assert not res["wgmma_serialized"], res["log"]
-    assert "C7510" not in res["log"]
-    assert not res["setmaxnreg_ignored"], res["log"]
+    assert cuda.SERIALIZED_WGMMA == "C7510" and cuda.IGNORED_SETMAXNREG == "C7508"
+    assert "C7510" not in res["log"], res["log"]  # the wgmma pipeline was not serialised
+    assert "C7508" not in res["log"], res["log"]  # setmaxnreg was honoured
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_launch_description_matches_the_configuration(artifacts, name):
     problem, change = CASES[name]
     config = {**BASE, **change}
-    launch = artifacts[name].launch
-    json.dumps(launch)  # the export writes it as JSON
-    step = launch["steps"][-1]  # the GEMM comes last, after any staging
-    assert step["name"] == "gemm_wgmma" and step["block"] == [128 * (1 + config["consumers"]), 1, 1]
-    assert step["cluster"] == [config["cluster_m"], 1, 1]
-    assert step["dynamic_smem_bytes"] == hs.smem_bytes(problem.dtype, config)
-    assert step["grid"]["x"] == ("persistent_clusters" if config["persistent"] else "work_clusters")
-    maps = launch["tensor_maps"]
-    assert launch["params"][:3] == ["map_a", "map_b", "map_c"]
-    assert maps["map_a"]["box"] == [hs.tile_k(problem.dtype), config["tile_m"]]
+    plan = artifacts[name].plan
+    assert plan == wgmma_launch(problem, config)
+    document = json.loads(json.dumps(plan.as_dict()))  # the export writes it as JSON
+    assert document["steps"][-1]["name"] == "gemm_wgmma" and document["tensor_maps"].keys() == plan.tensor_maps.keys()
+    step = plan.steps[-1]  # the GEMM comes last, after any staging
+    assert isinstance(step, KernelStep)
+    assert step.name == "gemm_wgmma" and step.block == (128 * (1 + config["consumers"]), 1, 1)
+    assert step.cluster == (config["cluster_m"], 1, 1)
+    assert step.dynamic_smem_bytes == hs.smem_bytes(problem.dtype, config)
+    assert step.grid[0] == ("persistent_clusters" if config["persistent"] else "work_clusters")
+    assert (plan.tile_m, plan.tile_n, plan.cluster_m, plan.persistent) == (
+        config["tile_m"], config["tile_n"], config["cluster_m"], config["persistent"])
+    maps = plan.tensor_maps
+    assert plan.params[:3] == ("map_a", "map_b", "map_c")
+    assert maps["map_a"].box == (hs.tile_k(problem.dtype), config["tile_m"])
     rows = config["tile_m"] if config["schedule"] == "pingpong" else config["tile_m"] // config["consumers"]
-    assert maps["map_c"]["box"][1] == rows
+    assert maps["map_c"].box[1] == rows
     for spec in maps.values():
-        assert spec["box"][0] * spec["elem_bytes"] == 128  # every box is one 128-byte swizzle row wide
-        assert max(spec["box"]) <= 256
+        assert spec.box[0] * spec.elem_bytes == 128  # every box is one 128-byte swizzle row wide
+        assert max(spec.box) <= 256
     if problem.layout == "nt" or name == "tf32-nn-staged-transpose":  # a transposed B is read K-major
-        assert maps["map_b"]["dims"] == ["K", "N"] and maps["map_b"]["box"][1] == config["tile_n"] // config["cluster_m"]
+        assert maps["map_b"].dims == ("K", "N") and maps["map_b"].box[1] == config["tile_n"] // config["cluster_m"]
     else:
-        assert maps["map_b"]["dims"] == ["N", "K"] and maps["map_b"]["box"][1] == 64 // config["cluster_m"]
+        assert maps["map_b"].dims == ("N", "K") and maps["map_b"].box[1] == 64 // config["cluster_m"]
 
 
 @pytest.mark.parametrize("name", STAGED)
@@ -112,84 +122,101 @@ def test_staged_problems_carry_their_stage_entries_steps_and_scratch(artifacts, 
     art = artifacts[name]
     stages = STAGED[name]
     assert set(stages) | {"gemm_wgmma"} <= function_symbols(art.binary)
-    steps = art.launch["steps"]
-    assert [s["name"] for s in steps] == [*stages, "gemm_wgmma"]  # the staging runs first, in the timed sequence
+    assert set(art.resources["kernels"]) == {*stages, "gemm_wgmma"}
+    steps = art.plan.steps
+    assert [s.name for s in steps] == [*stages, "gemm_wgmma"]  # the staging runs first, in the timed sequence
     e = hs.elem_bytes(problem.dtype)
     for step in steps[:-1]:
-        assert step["block"] == [256, 1, 1] and step["dynamic_smem_bytes"] == 0 and "cluster" not in step
-        operand = step["name"][-1].upper()
-        assert step["params"] == [operand, f"{operand}_staged", "M" if operand == "A" else "N", "K",
-                                  f"ld{operand.lower()}", f"ld{operand.lower()}_staged"]
+        assert step.block == (256, 1, 1) and step.dynamic_smem_bytes == 0 and step.cluster is None
+        operand = step.name[-1].upper()
+        assert step.params == (operand, f"{operand}_staged", "M" if operand == "A" else "N", "K",
+                               f"ld{operand.lower()}", f"ld{operand.lower()}_staged")
+        assert art.plan.step_params(step) == step.params
+    assert steps[-1].params is None and art.plan.step_params(steps[-1]) == art.plan.params
     transposed = problem.dtype == "tf32" and problem.layout == "nn"
     if transposed:
-        assert steps[0]["grid"] == {"x": "n/64", "y": "k/64", "z": 1}
+        assert steps[0].grid == ("n/64", "k/64", 1)
     else:
-        assert steps[0]["grid"] == {"x": "m/8", "y": f"k/{512 // e}", "z": 1}
-    scratch = art.launch["scratch"]
-    assert [b["name"] for b in scratch] == [f"{s[-1].upper()}_staged" for s in stages]
-    assert all(b["cols"] == "K" and b["ld_multiple"] * e == 128 and b["align_bytes"] == 256 for b in scratch)
-    assert [b["transposed"] for b in scratch] == [transposed and b["source"] == "B" for b in scratch]
-    maps = art.launch["tensor_maps"]
-    assert (maps["map_a"]["tensor"], maps["map_a"]["row_stride"]) == (
+        assert steps[0].grid == ("m/8", f"k/{512 // e}", 1)
+    scratch = art.plan.scratch
+    assert [b.name for b in scratch] == [f"{s[-1].upper()}_staged" for s in stages]
+    assert all(b.cols == "K" and b.ld_multiple * e == 128 and b.align_bytes == 256 for b in scratch)
+    assert [b.transposed for b in scratch] == [transposed and b.source == "B" for b in scratch]
+    maps = art.plan.tensor_maps
+    assert (maps["map_a"].tensor, maps["map_a"].row_stride) == (
         ("A_staged", "lda_staged") if "gemm_stage_a" in stages else ("A", "lda"))
     if "gemm_stage_b" in stages:
-        assert (maps["map_b"]["tensor"], maps["map_b"]["row_stride"], maps["map_b"]["dims"]) == (
-            "B_staged", "ldb_staged", ["K", "N"])
+        assert (maps["map_b"].tensor, maps["map_b"].row_stride, maps["map_b"].dims) == (
+            "B_staged", "ldb_staged", ("K", "N"))
     assert "#define WG_B_KMAJOR 1" in art.source if transposed else True
-    assert "gemm_stage_" in art.source and ch.source_hash(problem) != ch.source_hash(None)
+    # the staging entries are part of the source, and of the cache key: it differs from an unstaged problem's
+    unstaged = GemmProblem(512, 512, 512, problem.dtype, "nt")
+    assert "gemm_stage_" in art.source and "gemm_stage_" in WGMMA.template(problem)
+    assert BACKEND.source_hash(problem) != BACKEND.source_hash(unstaged)
 
 
 def test_scratch_layout_follows_the_description():
     problem, config = CASES["bf16-nt-staged-k777-silu"]
-    launch = ch.launch_description(problem, {**BASE, **config})
-    (a, b), total = ch.scratch_layout(launch, 1000, 3000, 777)
+    plan = wgmma_launch(problem, {**BASE, **config})
+    sizes = {"M": problem.m, "N": problem.n, "K": problem.k}  # 1000 x 3000 x 777
+    (a, b), total = plan.scratch_layout(sizes)
     assert (a.name, a.ld_name, a.offset, a.ld, a.nbytes) == ("A_staged", "lda_staged", 0, 832, 1000 * 832 * 2)
     assert (b.name, b.ld_name, b.offset, b.ld) == ("B_staged", "ldb_staged", 1000 * 832 * 2, 832)
-    assert b.offset % 256 == 0 and total == b.offset + 3000 * 832 * 2
-    (a,), total = ch.scratch_layout(launch | {"scratch": launch["scratch"][:1]}, 999, 3000, 1)
+    assert b.offset % 256 == 0 and total == b.offset + 3000 * 832 * 2 == plan.workspace_bytes(sizes)
+    (a,), total = dataclasses.replace(plan, scratch=plan.scratch[:1]).scratch_layout({"M": 999, "N": 3000, "K": 1})
     assert a.ld == 64 and total == 999 * 64 * 2
-    assert ch.scratch_layout(ch.launch_description(GemmProblem(512, 512, 512, "bf16", "nt"), BASE), 512, 512, 512) == ([], 0)
-    sizes = (problem.m, problem.n, problem.k)  # 1000 x 3000 x 777
-    assert [grid_extent(rule, launch, *sizes) for rule in ("m/8", "n/8", "k/256", "k/64", 1)] == [125, 375, 4, 13, 1]
+    assert wgmma_launch(GemmProblem(512, 512, 512, "bf16", "nt"), BASE).scratch_layout(
+        {"M": 512, "N": 512, "K": 512}) == ((), 0)
+    assert [plan.grid_extent(rule, sizes) for rule in ("m/8", "n/8", "k/256", "k/64", 1)] == [125, 375, 4, 13, 1]
 
 
 def test_unstaged_sources_have_no_stage_entries():
     problem, _ = CASES["fp16-nt-tma-store"]
-    assert "gemm_stage_" not in ch.kernel_source_for(problem, BASE)
-    assert ch.source_hash(problem) == ch.source_hash(None)  # unstaged problems keep their cache keys
-    assert "scratch" not in ch.launch_description(problem, BASE)
+    assert "gemm_stage_" not in wgmma_source(problem, BASE) and "gemm_stage_" not in WGMMA.template(problem)
+    # unstaged problems keep their cache keys: one per dtype, whatever the shape and layout
+    assert BACKEND.source_hash(problem) == BACKEND.source_hash(GemmProblem(512, 384, 256, "fp16", "nn"))
+    plan = wgmma_launch(problem, BASE)
+    assert plan.scratch == () and "scratch" not in plan.as_dict()
+    assert [s.name for s in plan.steps] == ["gemm_wgmma"]
 
 
 def test_source_is_self_contained_and_names_the_configuration():
     problem, _ = CASES["bf16-nn-cluster-silu"]
-    source = ch.kernel_source_for(problem, BASE)
+    source = wgmma_source(problem, BASE)
+    assert WGMMA.source(problem, BASE) == source
     assert '#include "gemm_wgmma' not in source
     assert "#define WG_TILE_N 256" in source and "#define WG_EPILOGUE 3" in source and "#define WG_B_KMAJOR 0" in source
     assert "#define WG_PINGPONG 0" in source
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16" in source
-    assert ch.source_hash(problem) == ch.source_hash(problem) and len(ch.source_hash(problem)) == 16
+    assert BACKEND.source_hash(problem) == BACKEND.source_hash(problem) and len(BACKEND.source_hash(problem)) == 16
 
 
 @pytest.mark.parametrize("config,words", [
     ({**BASE, "tile_m": 64}, "rejected before compiling"),
     ({**BASE, "stages": 9}, "rejected before compiling"),
 ])
-def test_rejected_configurations_never_reach_nvrtc(config, words):
+def test_rejected_configurations_never_reach_nvrtc(config, words, monkeypatch):
     problem, _ = CASES["bf16-nn-cluster-silu"]
+    monkeypatch.setattr(cuda, "compile_program", lambda *a, **kw: pytest.fail("NVRTC was asked"))
     with pytest.raises(CompileFailed, match=words):
-        ch.compile_config(problem, config, H200)
+        BACKEND.compile(problem, config, H200)
 
 
 def test_problems_outside_the_family_fail_to_compile_with_the_reason():
     with pytest.raises(CompileFailed, match="multiple of 8"):
-        ch.compile_config(GemmProblem(256, 260, 256, "fp16", "nn"), BASE, H200)
+        BACKEND.compile(GemmProblem(256, 260, 256, "fp16", "nn"), BASE, H200)
 
 
-def test_backend_space_refuses_with_a_usage_error():
-    from tracea_cli.errors import UsageError
-
-    with pytest.raises(UsageError):
-        ch.HopperBackend().space(GemmProblem(256, 256, 256, "fp32"), H200)
+def test_the_family_refuses_a_problem_outside_it_with_the_reason():
+    """The wgmma family has no fp32 kernels: its space is the reason, the CUDA space leaves it out, and a wgmma
+    configuration for such a problem is invalid with that reason."""
+    problem = GemmProblem(256, 256, 256, "fp32")
+    reason = WGMMA.space(problem, H200)
+    assert isinstance(reason, str) and "no fp32 kernels" in reason
+    assert "tile_m" not in BACKEND.space(problem, H200).names
+    assert [f.name for f, _ in BACKEND.spaces(problem, H200)] == ["simt"]
+    assert BACKEND.why_invalid(problem, H200, BASE) == reason
+    assert all(c["family"] != "wgmma" for c in BACKEND.suggested(problem, H200))
 
 
 def test_mma_header_is_generated():
@@ -211,3 +238,4 @@ def test_the_gpu_tests_use_configurations_of_the_space():
     spec.loader.exec_module(module)
     for problem, config in module.CASES + module.STAGED_CASES:
         assert hs.hopper_space(problem, H200).why_invalid(config) is None, (problem.label, config)
+        assert BACKEND.why_invalid(problem, H200, config) is None, (problem.label, config)

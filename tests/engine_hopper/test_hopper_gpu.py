@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tracea_cli.backends import cuda
-from tracea_cli.backends import cuda_hopper as ch
 from tracea_cli.backends.base import Status
+from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.target import Target, limits_for
@@ -17,6 +17,7 @@ pytestmark = pytest.mark.gpu
 
 H200 = Target(backend="cuda", device_class="NVIDIA H200", arch="sm_90a", limits=limits_for("sm_90a"), device_index=0)
 ONE_SAMPLE = TimingPolicy(warmup=1, min_samples=1, max_samples=2, max_seconds=0.1)
+BACKEND = OpBackend("gemm", "cuda")
 
 
 def cfg(tm, tn, stages, consumers=2, cluster=1, persistent=1, group=1, store="direct", schedule="cooperative"):
@@ -26,9 +27,14 @@ def cfg(tm, tn, stages, consumers=2, cluster=1, persistent=1, group=1, store="di
 
 @pytest.fixture(scope="module", autouse=True)
 def hopper_gpu():
-    reason = ch._gpu_ready()
+    reason = cuda.gpu_ready(0)
     if reason:
         pytest.skip(reason)
+    import cupy
+
+    cc = str(cupy.cuda.Device(0).compute_capability)  # "90" on Hopper
+    if cc != "90":
+        pytest.skip(f"this GPU is compute capability {cc[:-1]}.{cc[-1]}; the wgmma family runs on 9.0 (Hopper) only")
 
 
 CASES = [
@@ -42,7 +48,7 @@ CASES = [
     (GemmProblem(600, 1024, 512, "fp16", "nt"), cfg(64, 256, 4, cluster=2, schedule="pingpong")),
 ]
 
-# Behind the staging pre-pass (hopper_space.staging): K not a multiple of 16 bytes (A, and B in nt, copied with a
+# Behind the staging pre-pass (wgmma_space.staging): K not a multiple of 16 bytes (A, and B in nt, copied with a
 # padded leading dimension; the last K-block cut mid-row) and tf32 nn (B transposed into scratch).
 STAGED_CASES = [
     (GemmProblem(1000, 3000, 777, "fp16", "nn"), cfg(128, 256, 3, store="tma", group=4)),
@@ -58,8 +64,8 @@ STAGED_CASES = [
 
 @pytest.mark.parametrize("problem,config", CASES, ids=[p.label for p, _ in CASES])
 def test_results_match_the_float64_reference(problem, config):
-    artifact = ch.compile_config(problem, config, H200)
-    evaluation = ch.HopperBackend().evaluate(artifact, problem, H200, policy=ONE_SAMPLE, seed=3)
+    artifact = BACKEND.compile(problem, config, H200)
+    evaluation = BACKEND.evaluate(artifact, problem, H200, policy=ONE_SAMPLE, seed=3)
     assert evaluation.status is Status.OK, evaluation.reason
     assert evaluation.rel_error <= get_dtype(problem.dtype).bound
     assert evaluation.samples is not None and evaluation.samples.n >= 1
@@ -67,9 +73,9 @@ def test_results_match_the_float64_reference(problem, config):
 
 @pytest.mark.parametrize("problem,config", STAGED_CASES, ids=[p.label for p, _ in STAGED_CASES])
 def test_staged_problems_match_the_float64_reference(problem, config):
-    artifact = ch.compile_config(problem, config, H200)
-    assert any(step["name"].startswith("gemm_stage_") for step in artifact.launch["steps"])
-    evaluation = ch.HopperBackend().evaluate(artifact, problem, H200, policy=ONE_SAMPLE, seed=5)
+    artifact = BACKEND.compile(problem, config, H200)
+    assert any(step.name.startswith("gemm_stage_") for step in artifact.plan.steps)
+    evaluation = BACKEND.evaluate(artifact, problem, H200, policy=ONE_SAMPLE, seed=5)
     assert evaluation.status is Status.OK, evaluation.reason
     assert evaluation.rel_error <= get_dtype(problem.dtype).bound
     assert evaluation.samples is not None and evaluation.samples.n >= 1
@@ -79,28 +85,31 @@ def test_a_staged_launch_leaves_its_inputs_alone_and_repeats_bit_for_bit():
     import cupy
     import numpy as np
 
+    from tracea_cli.backends.checked import poison, upload
     from tracea_cli.ops.gemm.problem import make_inputs
 
     problem = GemmProblem(1000, 3000, 777, "tf32", "nt")  # both operands staged
-    artifact = ch.compile_config(problem, cfg(128, 256, 4, group=4), H200)
-    buffers = cuda.upload(problem, make_inputs(problem, np.random.default_rng(6)))
-    a, b = buffers.a.copy(), buffers.b.copy()
+    artifact = BACKEND.compile(problem, cfg(128, 256, 4, group=4), H200)
+    assert [s.name for s in artifact.plan.scratch] == ["A_staged", "B_staged"]
+    buffers = upload(cupy, problem.tensors(), make_inputs(problem, np.random.default_rng(6)), problem.dtype)
+    a, b = buffers["A"].copy(), buffers["B"].copy()
     stream = cupy.cuda.get_current_stream()
-    launch = ch.load(artifact).bind(problem, buffers, stream.ptr)
-    buffers.poison()  # C NaN: an element the launch leaves unwritten shows below
+    family = BACKEND.family_of(artifact.config)
+    launch = cuda.bind(cuda.load(artifact), family.args(problem, buffers), stream.ptr)
+    poison(buffers["C"], problem.dtype)  # C NaN: an element the launch leaves unwritten shows below
     launch()
     stream.synchronize()
-    first = buffers.c.copy()
+    first = buffers["C"].copy()
     launch()
     stream.synchronize()
-    assert bool(cupy.array_equal(first, buffers.c)) and not bool(cupy.isnan(first).any())
-    assert bool(cupy.array_equal(a, buffers.a)) and bool(cupy.array_equal(b, buffers.b))
+    assert bool(cupy.array_equal(first, buffers["C"])) and not bool(cupy.isnan(first).any())
+    assert bool(cupy.array_equal(a, buffers["A"])) and bool(cupy.array_equal(b, buffers["B"]))
 
 
 def test_a_kernel_computing_the_wrong_product_is_caught():
     # Built for B given N x K, run on B given K x N: it computes A·Bᵀ, which the check must reject.
     square_nn = GemmProblem(512, 512, 512, "bf16", "nn")
-    artifact = ch.compile_config(GemmProblem(512, 512, 512, "bf16", "nt"), cfg(128, 128, 4), H200)
-    evaluation = ch.HopperBackend().evaluate(artifact, square_nn, H200, policy=ONE_SAMPLE, seed=4)
+    artifact = BACKEND.compile(GemmProblem(512, 512, 512, "bf16", "nt"), cfg(128, 128, 4), H200)
+    evaluation = BACKEND.evaluate(artifact, square_nn, H200, policy=ONE_SAMPLE, seed=4)
     assert evaluation.status is Status.WRONG_RESULT
     assert evaluation.samples is None  # a wrong result is never timed

@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from tracea_cli.ops.gemm import hopper_space as hs
+from tracea_cli.ops.gemm.families import wgmma_space as hs
+from tracea_cli.ops.gemm.families.wgmma import WGMMA
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.target import Target, limits_for
 
@@ -27,6 +28,8 @@ def problem(m=4096, n=4096, k=4096, dtype="bf16", layout="nn", epilogue="none") 
 def test_only_sm90_targets(target):
     assert hs.hopper_space(problem(), target) is None
     assert "sm_90" in hs.qualifies(problem(), target)
+    assert WGMMA.space(problem(), target) == hs.qualifies(problem(), target)  # the family's reason
+    assert WGMMA.suggested(problem(), target) == []
 
 
 def test_plain_sm90_target_qualifies():
@@ -171,6 +174,8 @@ def test_default_config_follows_the_measured_winners():
 
 def test_default_config_is_none_where_the_family_does_not_apply():
     assert hs.default_config(problem(dtype="fp32"), H200) is None
+    assert WGMMA.suggested(problem(dtype="fp32"), H200) == []
+    assert WGMMA.suggested(problem(), H200) == [hs.default_config(problem(), H200)]
 
 
 def test_work_items_count_cluster_pairs():

@@ -6,6 +6,8 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,8 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tracea_cli.backends import nvrtc
-from tracea_cli.backends.cuda import grid_extent
+from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.cache import CacheKey
 from tracea_cli.cli import app
+from tracea_cli.ops.launch import LaunchPlan
+from tracea_cli.ops.registry import get_op
 
 HERE = Path(__file__).parent
 needs_nvrtc = pytest.mark.skipif(not nvrtc.available(), reason="NVRTC is not installed (pip install 'tracea[cuda]')")
@@ -27,6 +32,24 @@ def cli(args: list[str], tmp: Path):
     result = CliRunner().invoke(app, ["export", *args], env=env)
     assert "Traceback" not in result.output, result.output
     return result
+
+
+def cache_key(problem, device: str, arch: str | None) -> CacheKey:
+    """The tuning cache's key of a CUDA tuning of `problem` on `device` (a device class) for `arch`."""
+    return CacheKey(op=problem.op, backend="cuda", dtype=problem.dtype, problem=problem.key(), sizes=problem.sizes(),
+                    device_class=device, source_hash="s", toolchain={"nvrtc": "13.0"}, arch=arch)
+
+
+def tune_command_problem(text: str):
+    """(the problem, the backend) of the `tracea tune OP --opt value ...` command quoted in `text` (a hint)."""
+    (command,) = re.findall(r"`(tracea tune [^`]*)`", text)
+    words = shlex.split(command)
+    op = get_op(words[2])
+    options = dict(zip(words[3::2], words[4::2]))
+    assert all(name.startswith("--") for name in options) and len(words[3:]) == 2 * len(options), command
+    backend = options.pop("--backend")
+    types = {o.flag: o.type for o in op.options}
+    return op.problem(**{flag[2:].replace("-", "_"): types[flag](value) for flag, value in options.items()}), backend
 
 
 def cuda_include() -> str | None:
@@ -57,11 +80,30 @@ def read_manifest(folder: Path) -> dict:
     return json.loads((folder / "manifest.json").read_text())
 
 
-def backend_grid(description: dict, kernel: str, m: int, n: int, k: int) -> str:
-    """The grid the CUDA backends give kernel step `kernel` of a launch description for an M x N x K call
-    (cuda.grid_extent), written as the fake driver logs it: the exported runtime must compute the same."""
-    step = next(s for s in description["steps"] if s.get("name") == kernel)
-    return ",".join(str(grid_extent(step["grid"][axis], description, m, n, k)) for axis in "xyz")
+def problem_of(doc: dict, shape: dict):
+    """The problem of an export's manifest at one of its tuned shapes (its op, dtype and other fields)."""
+    op = get_op(doc["op"])
+    fields = {o.name: doc[o.name] for o in op.options if not o.size and o.name != "dtype"}
+    return op.from_key(doc["dtype"], {**fields, **shape})
+
+
+def backend_plan(doc: dict, entry: dict) -> LaunchPlan:
+    """The launch plan the CUDA backend's family makes for a `launch` entry of the manifest `doc` (its shape's
+    configuration); the entry's description must be that plan, as manifest.json writes it."""
+    (config,) = [c["values"] for c in doc["config"] if c["shape"] == entry["shape"] and c["arch"] == entry["arch"]]
+    problem = problem_of(doc, entry["shape"])
+    plan = OpBackend(doc["op"], "cuda").family_of(config).launch(problem, config)
+    assert json.loads(json.dumps(plan.as_dict())) == entry["description"]
+    return plan
+
+
+def backend_grid(doc: dict, entry: dict, kernel: str, m: int, n: int, k: int, resident: int | None = None) -> str:
+    """The grid the CUDA backend gives kernel step `kernel` of a launch entry for an M x N x K call (LaunchPlan.grid,
+    what backends/cuda.py launches with), written as the fake driver logs it: the exported runtime must compute the
+    same."""
+    plan = backend_plan(doc, entry)
+    step = next(s for s in plan.kernels if s.name == kernel)
+    return ",".join(str(g) for g in plan.grid(step, {"M": m, "N": n, "K": k}, resident))
 
 
 def run_with_fake(program: Path, args: list[str], fake_library: Path, **fake: str) -> tuple[list[str], list[str]]:
@@ -86,7 +128,8 @@ def fields(line: str) -> dict[str, str]:
 
 
 def build_probe(folder: Path, toolchain, *, elem_bytes: int, dtype_code: int, epilogue_code: int = 0) -> Path:
-    """probe.cpp built against the export in `folder` (tracea::DType / tracea::Epilogue codes as in tracea.hpp)."""
+    """probe.cpp built against the export in `folder` (tracea::DType codes as in tracea_runtime.h, tracea::Epilogue
+    codes as in tracea_gemm.h)."""
     doc = read_manifest(folder)
     p = doc["prefix"]
     return build(toolchain["cxx"], [str(HERE / "probe.cpp")], folder / "probe", [str(folder), toolchain["include"]],

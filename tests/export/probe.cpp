@@ -1,4 +1,5 @@
-// Calls an export through tracea.hpp the way a program would, for tests with the fake driver (fake_libcuda.c).
+// Calls an export through tracea.hpp (tracea::TensorView from tracea_runtime.h, tracea::gemm from the op's header
+// tracea_gemm.h) the way a program would, for tests with the fake driver (fake_libcuda.c).
 //   probe M N K [misalign] [no-workspace] [nt] [threads=T] [load=DEVICE] [stream]
 // Prints "status=<code> <text>" per call on stdout (with " call=<driver call>" for driver errors); the fake driver
 // logs the driver calls on stderr ("cu: ..."), and the probe its buffers there ("probe: a=... b=... c=... workspace=...").

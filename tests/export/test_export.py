@@ -8,14 +8,27 @@ import math
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from export_helpers import backend_grid, build, build_probe, cli, fields, needs_nvrtc, read_manifest, run_with_fake
+from export_helpers import (
+    backend_grid,
+    build,
+    build_probe,
+    cache_key,
+    cli,
+    fields,
+    needs_nvrtc,
+    read_manifest,
+    run_with_fake,
+    tune_command_problem,
+)
 
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import CompileFailed
-from tracea_cli.cache import CacheKey, Trial, TuningCache
+from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.cache import Trial, TuningCache
 from tracea_cli.config import Settings
 from tracea_cli.errors import UsageError
 from tracea_cli.export.elf import function_symbols
@@ -98,6 +111,11 @@ def test_the_manifest_is_valid_and_says_what_was_verified(fp16):
                  "measurement"):
         assert name in doc
     assert doc["op"] == "gemm" and doc["dtype"] == "fp16" and doc["shape"] == [{"m": 512, "n": 512, "k": 512}]
+    assert doc["schema_version"] == 2 and (doc["layout"], doc["epilogue"]) == ("nn", "none")
+    assert doc["files"] == {"c_header": "tracea_gemm_fp16_nn.h", "op_header": "tracea_gemm.h",
+                            "runtime_header": "tracea_runtime.h", "cpp_header": "tracea.hpp", "example": "example.cpp",
+                            "cmake": "CMakeLists.txt"}
+    assert all((folder / name).is_file() for name in doc["files"].values())
     assert doc["toolchain"]["nvrtc"] == nvrtc.version() and doc["requires"]["min_driver"] == nvrtc.version()
     # Exported for sm_80 and sm_90 from the shipped defaults: the sm_90 entry carries its record from the H200 run
     # (profiles/defaults/gemm.json), the sm_80 one was only ever compiled.
@@ -136,6 +154,21 @@ def test_the_c_header_compiles_as_strict_c(fp16, toolchain, tmp_path):
                     "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-ldl", "-lpthread")
     out = subprocess.run([str(program)], capture_output=True, text=True, timeout=30).stdout.split()
     assert out == [str(7), "0"]  # TRACEA_ERROR_INVALID_ARGUMENT for null pointers; no workspace without split-K
+
+
+def test_the_op_header_declares_the_abis_slots_and_the_shared_headers_are_this_versions(fp16):
+    from tracea_cli.export import c_header
+    from tracea_cli.ops.gemm.export.abi import ABI, INTS, POINTERS
+
+    folder, _ = fp16
+    text = (folder / "tracea_gemm.h").read_text()
+    assert text == c_header.render_op_header(ABI)
+    assert (folder / "tracea_runtime.h").read_text() == c_header.render_runtime()
+    assert (folder / "tracea.hpp").read_text() == c_header.render_cpp()
+    pointers = ", ".join(f"TRACEA_GEMM_{name.upper()} = {i}" for i, name in enumerate(POINTERS))
+    ints = ", ".join(f"TRACEA_GEMM_{name.upper()} = {i}" for i, name in enumerate(INTS))
+    assert f"enum {{ {pointers} }};" in text and f"enum {{ {ints} }};" in text
+    assert '"gemm", TRACEA_GEMM_WORKSPACE, {TRACEA_GEMM_M, TRACEA_GEMM_N, TRACEA_GEMM_K}' in text
 
 
 def test_the_example_builds_and_links_without_libcuda_and_says_so_when_run(fp16, toolchain, tmp_path):
@@ -237,8 +270,9 @@ def test_split_k_zeroes_the_workspace_then_reduces(splitk, splitk_probe, fake_dr
     assert memset["bytes"] == str(4 * 256 * 256) and memset["value"] == "0" and memset["ptr"] == main["workspace"]
     assert main["name"] == "gemm_main" and main["grid"] == f"{(256 // 64) ** 2},1,2"
     assert reduce["name"] == "gemm_splitk_reduce" and reduce["grid"] == f"{256 * 256 // 256},1,1"
-    description = read_manifest(splitk)["launch"][0]["description"]  # both tuned shapes share the configuration
-    assert [main["grid"], reduce["grid"]] == [backend_grid(description, name, 256, 256, 256) for name in
+    doc = read_manifest(splitk)
+    entry = next(e for e in doc["launch"] if e["shape"] == {"m": 256, "n": 256, "k": 256})
+    assert [main["grid"], reduce["grid"]] == [backend_grid(doc, entry, name, 256, 256, 256) for name in
                                               ("gemm_main", "gemm_splitk_reduce")]
 
 
@@ -262,7 +296,7 @@ def test_shapes_no_variant_serves_and_a_missing_workspace_are_refused(splitk, sp
 
 def test_several_exports_live_in_one_program(fp16, splitk, toolchain, fake_driver, tmp_path):
     for folder in (fp16[0], splitk):
-        for name in ("tracea_runtime.h", "tracea.hpp"):
+        for name in ("tracea_runtime.h", "tracea.hpp", "tracea_gemm.h"):
             assert (folder / name).read_text() == (fp16[0] / name).read_text()  # the same text in every export
     (tmp_path / "both.cpp").write_text("""
 #include "tracea_gemm_fp16_nn.h"
@@ -310,7 +344,7 @@ def test_an_arch_specific_export_has_no_ptx_and_runs_on_its_own_architecture_onl
 
 def test_a_sliced_k_mma_configuration_exports_and_launches_its_block_of_k_slices(tmp_path, toolchain, fake_driver):
     """slice_k multiplies the block's warps and may raise shared memory: both travel in the launch description."""
-    from tracea_cli.ops.gemm.cuda_space import tiling
+    from tracea_cli.ops.gemm.families.engine_space import tiling
 
     config = {"family": "mma", "block_m": 32, "block_n": 32, "block_k": 256, "warp_m": 32, "warp_n": 32,
               "stages": 3, "split_k": 1, "group_m": 1, "vec": 8, "slice_k": 8}
@@ -334,8 +368,7 @@ def test_a_sliced_k_mma_configuration_exports_and_launches_its_block_of_k_slices
 def test_a_cached_winner_exports_with_its_verification_and_measurement(tmp_path):
     device = "NVIDIA H200 | sm_90 | 132 SMs | 140 GiB | 1980/3201 MHz"
     config = {**SPLITK, "split_k": 1}
-    key = CacheKey(op="gemm", backend="cuda", dtype="fp32", layout="nt", shape={"m": 256, "n": 256, "k": 256},
-                   device_class=device, source_hash="s", toolchain={"nvrtc": "13.0"}, arch="sm_90")
+    key = cache_key(GemmProblem(256, 256, 256, "fp32", "nt"), device, "sm_90")
     with TuningCache.open(tmp_path / "cache" / "tuning.sqlite3") as cache:
         cache.set_winner(key, Trial(config, samples_ms=(0.011, 0.012, 0.013), median_ms=0.012, cv=0.05, rel_error=3e-7))
     result = cli(["gemm", "--m", "256", "--layout", "nt", "--arch", "sm_90,sm_86", "--out", str(tmp_path / "out")], tmp_path)
@@ -362,7 +395,7 @@ def leftovers(parent: Path) -> list[str]:
     (["--m", "512", "--arch", "sm_12345", "--config", "default"], "cannot build for sm_12345"),
     (["--m", "512", "--arch", "ampere", "--config", "default"], "is not a CUDA architecture name"),
     (["--m", "512", "--arch", "sm_90", "--config", "CONFIG"], "outside the search space of gemm 512x512x512 fp32 nn on sm_90: block_m=48"),
-    (["--m", "512", "--arch", "sm_90", "--config", "MISSING"], "cannot read the configuration file"),
+    (["--m", "512", "--arch", "sm_90", "--config", "MISSING"], "the configuration file MISSING does not exist"),
     (["--m", "512", "--arch", "sm_90", "--backend", "cpu", "--config", "default"], "the cpu backend has no export"),
     (["--shapes", "512x512", "--arch", "sm_90"], "is not MxNxK"),
     (["--m", "512", "--m", "256", "--m", "128", "--n", "1", "--n", "2", "--arch", "sm_90"], "--n was given 2 times"),
@@ -372,6 +405,7 @@ def leftovers(parent: Path) -> list[str]:
 def test_bad_input_is_one_sentence_and_exit_2_with_nothing_written(tmp_path, args, says):
     (tmp_path / "c.json").write_text(json.dumps({**SPLITK, "block_m": 48}))
     args = [a.replace("CONFIG", str(tmp_path / "c.json")).replace("MISSING", str(tmp_path / "no.json")) for a in args]
+    says = says.replace("MISSING", str(tmp_path / "no.json"))
     result = cli(["gemm", *args, "--out", str(tmp_path / "out")], tmp_path)
     assert result.exit_code == 2, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
@@ -390,8 +424,10 @@ def test_folders_above_out_are_made_only_when_the_export_is_written(tmp_path):
 
 def test_hint_says_how_to_get_a_winner(tmp_path):
     result = cli(["gemm", "--m", "512", "--dtype", "fp16", "--arch", "sm_90", "--out", str(tmp_path / "out")], tmp_path)
-    assert "hint: Tune it on a GPU with `tracea tune gemm --m 512 --n 512 --k 512 --dtype fp16 --layout nn --backend cuda`" \
-           in result.output
+    assert result.exit_code == 2, result.output
+    hint = " ".join(result.output.split()).partition(" hint: ")[2]  # the hint may wrap
+    assert hint.startswith("Tune it on a GPU with `tracea tune gemm ") and "--config default" in hint, result.output
+    assert tune_command_problem(hint) == (GemmProblem(512, 512, 512, "fp16", "nn"), "cuda")
 
 
 @pytest.mark.parametrize("out, says", [("FILE/sub/out", "FILE is a file"), ("FILE", "is a file, not a folder"),
@@ -406,21 +442,18 @@ def test_an_unwritable_or_occupied_out_is_refused(tmp_path, out, says):
     assert sorted(p.name for p in (tmp_path / "FOREIGN").iterdir()) == ["notes.txt"] and leftovers(tmp_path) == []
 
 
-class FailsFor:
-    """The CUDA backend, except that compiling for one architecture fails (as a broken toolchain would)."""
+@dataclass(frozen=True)
+class FailsFor(OpBackend):
+    """The GEMM ops' CUDA backend, except that compiling for one architecture fails (as a broken toolchain would)."""
 
-    def __init__(self, arch: str) -> None:
-        from tracea_cli.backends.cuda import CudaBackend
-
-        self.inner, self.arch = CudaBackend(), arch
-
-    def space(self, problem, target):
-        return self.inner.space(problem, target)
+    op_name: str = "gemm"
+    name: str = "cuda"
+    arch: str = "sm_90"
 
     def compile(self, problem, config, target):
         if target.arch == self.arch:
             raise CompileFailed("ptxas fatal: out of memory")
-        return self.inner.compile(problem, config, target)
+        return super().compile(problem, config, target)
 
 
 def test_a_failure_midway_leaves_an_earlier_export_as_it_was(tmp_path):
@@ -431,7 +464,7 @@ def test_a_failure_midway_leaves_an_earlier_export_as_it_was(tmp_path):
     assert len(before) == len(first.files)
     with pytest.raises(Exception, match="did not compile for sm_90: ptxas fatal"):
         export(ExportRequest(**{**request.__dict__, "archs": ("sm_80", "sm_90")}), settings=settings,
-               builder=FailsFor("sm_90"))
+               builder=FailsFor(arch="sm_90"))
     assert {p: p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()} == before
     assert leftovers(tmp_path) == []
     with pytest.raises(UsageError, match="cannot write the export"):  # a file cannot be created midway through writing

@@ -12,15 +12,26 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from export_helpers import backend_grid, build, build_probe, cli, fields, needs_nvrtc, read_manifest, run_probe
+from export_helpers import (
+    backend_grid,
+    backend_plan,
+    build,
+    build_probe,
+    cli,
+    fields,
+    needs_nvrtc,
+    read_manifest,
+    run_probe,
+)
 
-from tracea_cli.backends.cuda import grid_extent
 from tracea_cli.export import c_header
 from tracea_cli.export.elf import function_symbols
 from tracea_cli.export.manifest import validate
 from tracea_cli.export.writer import export_target
-from tracea_cli.ops.gemm import hopper_space as hs
+from tracea_cli.ops.gemm.export.abi import ABI
+from tracea_cli.ops.gemm.families import wgmma_space as hs
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.launch import LaunchPlan, Scratch, check_grid_rule
 
 pytestmark = [needs_nvrtc, pytest.mark.timeout(300)]
 
@@ -127,7 +138,11 @@ def test_the_header_documents_the_mnk_workspace_size(exports):
     p = doc["prefix"]
     assert f"static inline size_t {p}_workspace_bytes_mnk(int m, int n, int k)" in text
     assert f"static inline size_t {p}_workspace_bytes(int m, int n)" in text and "(this one does)" in text
-    assert "TRACEA_GRID_M_DIV, 8u" in text and "TRACEA_PARAM_A_STAGED" in text
+    assert "TRACEA_GRID_M_DIV, 8u" in text and "TRACEA_GEMM_A_STAGED" in text
+    # the staging kernel's own parameters, by slot, and the scratch row placing A_staged in the workspace
+    assert ("{TRACEA_GEMM_A, TRACEA_GEMM_A_STAGED, TRACEA_PARAM_INT + TRACEA_GEMM_M, TRACEA_PARAM_INT + TRACEA_GEMM_K, "
+            "TRACEA_PARAM_INT + TRACEA_GEMM_LDA, TRACEA_PARAM_INT + TRACEA_GEMM_LDA_STAGED}") in text
+    assert "{TRACEA_GEMM_A_STAGED, TRACEA_GEMM_A, TRACEA_GEMM_M, TRACEA_GEMM_K, TRACEA_GEMM_LDA_STAGED, 64u, 2u, 256u}" in text
 
 
 # ---- the runtime against the fake driver ------------------------------------------------------------------------------
@@ -153,7 +168,10 @@ def test_the_stage_kernels_run_first_and_the_maps_read_the_workspace(exports, pr
 
     ran = launches(log)
     assert [launch["name"] for launch in ran] == [*stages, "gemm_wgmma"]
-    (described,) = read_manifest(exports[name])["launch"]
+    doc = read_manifest(exports[name])
+    (described,) = doc["launch"]
+    placed, needed = backend_plan(doc, described).scratch_layout({"M": m, "N": n, "K": k})  # what the backend places
+    assert needed == total and {p.name: (p.offset, p.ld) for p in placed} == scratch
     for launch, stage in zip(ran, stages):
         buffer = stage[-1].upper() + "_staged"
         offset, ld = scratch[buffer]
@@ -165,7 +183,7 @@ def test_the_stage_kernels_run_first_and_the_maps_read_the_workspace(exports, pr
             grid = f"{math.ceil(rows / 8)},{math.ceil(k / (512 // e))},1"
         source_ld = k if buffer == "A_staged" or layout == "nt" else n
         assert launch["api"] == "plain" and launch["block"] == "256,1,1" and launch["smem"] == "0"
-        assert launch["grid"] == grid == backend_grid(described["description"], stage, m, n, k)
+        assert launch["grid"] == grid == backend_grid(doc, described, stage, m, n, k)
         assert launch["src"] == buffers["a" if buffer == "A_staged" else "b"]
         assert int(launch["dst"]) == workspace + offset and int(launch["dst"]) % 256 == 0
         assert [launch[key] for key in ("rows", "cols", "ld_src", "ld_dst")] == [str(rows), str(k), str(source_ld), str(ld)]
@@ -200,41 +218,57 @@ def test_a_staged_launch_without_its_workspace_is_refused(probes, fake_driver):
 
 SCRATCH = {"name": "A_staged", "source": "A", "transposed": False, "rows": "M", "cols": "K", "ld": "lda_staged",
            "ld_multiple": 64, "elem_bytes": 2, "align_bytes": 256}
+SLOTS = c_header.Slots(ABI)
 
 
-@pytest.mark.parametrize("change", [
-    {"name": "C_staged"}, {"source": "B"}, {"ld": "ldb_staged"}, {"rows": "Q"}, {"ld_multiple": 0}, {"align_bytes": 8},
+@pytest.mark.parametrize("change, says", [
+    # the buffer, its source and its sizes are the op's ABI slots (pointers; ints)
+    ({"name": "C_staged"}, "pointer 'C_staged'"), ({"name": "M"}, "pointer 'M'"), ({"source": "D"}, "pointer 'D'"),
+    ({"ld": "ldq_staged"}, "size 'ldq_staged'"), ({"rows": "Q"}, "size 'Q'"), ({"cols": "A"}, "size 'A'"),
+    ({"ld_multiple": 0}, "scratch"), ({"align_bytes": 8}, "scratch"), ({"elem_bytes": True}, "scratch"),
 ])
-def test_the_header_refuses_scratch_it_cannot_place(change):
-    with pytest.raises(c_header.UnsupportedLaunch, match="scratch"):
-        c_header.scratch_buffers({"scratch": [{**SCRATCH, **change}]})
+def test_the_header_refuses_scratch_it_cannot_place(change, says):
+    with pytest.raises(c_header.UnsupportedLaunch, match=says):
+        c_header.scratch_row(Scratch(**{**SCRATCH, **change}), SLOTS)
+
+
+def test_a_scratch_row_names_the_slots_it_fills():
+    row = c_header.scratch_row(Scratch(**SCRATCH), SLOTS)
+    assert row.strip() == ("{TRACEA_GEMM_A_STAGED, TRACEA_GEMM_A, TRACEA_GEMM_M, TRACEA_GEMM_K, TRACEA_GEMM_LDA_STAGED, "
+                           "64u, 2u, 256u},")
 
 
 def test_stage_grid_rules_and_params_become_c_rules():
     assert c_header.grid_rule("m/8") == c_header.GridRule("TRACEA_GRID_M_DIV", 8)
     assert c_header.grid_rule("n/64") == c_header.GridRule("TRACEA_GRID_N_DIV", 64)
     assert c_header.grid_rule("k/256") == c_header.GridRule("TRACEA_GRID_K_DIV", 256)
-    assert c_header.step_params(["A", "A_staged", "M", "K", "lda", "lda_staged"]) == (
-        "TRACEA_PARAM_A", "TRACEA_PARAM_A_STAGED", "TRACEA_PARAM_M", "TRACEA_PARAM_K", "TRACEA_PARAM_LDA",
-        "TRACEA_PARAM_LDA_STAGED")
+    assert c_header.step_params(["A", "A_staged", "M", "K", "lda", "lda_staged"], SLOTS) == (
+        "TRACEA_GEMM_A", "TRACEA_GEMM_A_STAGED", "TRACEA_PARAM_INT + TRACEA_GEMM_M", "TRACEA_PARAM_INT + TRACEA_GEMM_K",
+        "TRACEA_PARAM_INT + TRACEA_GEMM_LDA", "TRACEA_PARAM_INT + TRACEA_GEMM_LDA_STAGED")
+    with pytest.raises(c_header.UnsupportedLaunch, match="map_a"):  # a staging kernel takes no tensor map
+        c_header.step_params(["map_a"], SLOTS)
     with pytest.raises(c_header.UnsupportedLaunch, match="params"):
-        c_header.step_params(["map_a"])
+        c_header.step_params([], SLOTS)
 
 
 @pytest.mark.parametrize("rule", [1, 7, "tiles", "tiles_m", "tiles_n", "split_k", "mn/256", "m/8", "n/64", "k/256",
-                                  "k/0", "m/08", "x/8", "mn", "m/", "rows", "m/8/2"])
+                                  "work_clusters", "persistent_clusters",
+                                  "k/0", "m/08", "x/8", "mn", "m/", "rows", "m/8/2", 0, -1, True, 2.0, None])
 def test_the_export_and_the_backend_know_the_same_grid_rules(rule):
-    # c_header.grid_rule turns a rule into the exported runtime's; cuda.grid_extent computes it for the backends.
-    # (The cluster rules are left out: their size needs the device, which grid_extent does not see.)
+    # c_header.grid_rule turns a rule into the exported runtime's; LaunchPlan.grid_extent computes it for the backends
+    # (backends/cuda.py), and check_grid_rule is what a KernelStep accepts.
     def known(read) -> bool:
         try:
             read()
-        except (c_header.UnsupportedLaunch, ValueError):
+        except (c_header.UnsupportedLaunch, ValueError, TypeError):
             return False
         return True
 
-    description = {"tile_m": 128, "tile_n": 64, "split_k": 2}
-    assert known(lambda: c_header.grid_rule(rule)) == known(lambda: grid_extent(rule, description, 1000, 3000, 777))
+    plan = LaunchPlan(steps=(), tile_m=128, tile_n=64, split_k=2, cluster_m=2)
+    sizes = {"M": 1000, "N": 3000, "K": 777}
+    exported = known(lambda: c_header.grid_rule(rule, plan.cluster_m))
+    assert exported == known(lambda: plan.grid_extent(check_grid_rule(rule), sizes, resident_clusters=10))
+    assert exported == known(lambda: check_grid_rule(rule))
 
 
 # ---- on an H200 (the lead runs these) --------------------------------------------------------------------------------

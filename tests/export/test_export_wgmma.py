@@ -11,17 +11,32 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from export_helpers import build, build_probe, cli, fields, needs_nvrtc, read_manifest, run_probe, run_with_fake
+from export_helpers import (
+    backend_grid,
+    build,
+    build_probe,
+    cache_key,
+    cli,
+    fields,
+    needs_nvrtc,
+    read_manifest,
+    run_probe,
+    run_with_fake,
+)
 
 from tracea_cli.backends import nvrtc
-from tracea_cli.cache import CacheKey, Trial, TuningCache
+from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.cache import Trial, TuningCache
 from tracea_cli.errors import TraceaError
 from tracea_cli.export import c_header
 from tracea_cli.export.elf import function_symbols
 from tracea_cli.export.manifest import COMPILED_ONLY, VERIFIED, validate
 from tracea_cli.export.writer import export_target
-from tracea_cli.ops.gemm import hopper_space as hs
-from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.gemm.export.abi import ABI
+from tracea_cli.ops.gemm.families import wgmma_space as hs
+from tracea_cli.ops.gemm.families.engine import MMA
+from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem
+from tracea_cli.ops.launch import KernelStep, LaunchPlan, TensorMap
 
 pytestmark = [needs_nvrtc, pytest.mark.timeout(300)]
 
@@ -114,18 +129,19 @@ def test_a_wgmma_export_is_an_sm_90a_cubin_named_as_such_with_a_valid_manifest(e
     assert launch["arch_specific"] and description["family"] == "wgmma" and description["arch"] == "sm_90a"
     assert description["params"][:3] == ["map_a", "map_b", "map_c"] and set(description["tensor_maps"]) == {
         "map_a", "map_b", "map_c"}
-    assert doc["ptx"]["files"] == [] and "wgmma" in doc["ptx"]["note"] and doc["ptx"]["note"].startswith("no PTX")
+    # the note says why: the arch-specific target (the export knows no family by name; the plan names the target)
+    assert doc["ptx"]["files"] == [] and "sm_90a" in doc["ptx"]["note"] and doc["ptx"]["note"].startswith("no PTX")
+    assert "arch-specific" in doc["ptx"]["note"]
     assert "no PTX" in result.stderr and doc["verification"][0]["status"] == COMPILED_ONLY
     assert launch["valid_for"]["n_multiple"] == launch["valid_for"]["k_multiple"] == 8  # TMA: 16-byte row strides
 
 
 def test_the_cubin_is_the_sm_90a_build_of_the_exported_source(exports):
-    from tracea_cli.backends.cuda_hopper import compile_config
-
     folder, _ = exports[("bf16", "nt")]
     doc = read_manifest(folder)
     problem = GemmProblem(4096, 4096, 4096, "bf16", "nt")
-    artifact = compile_config(problem, doc["config"][0]["values"], export_target("sm_90a"))
+    artifact = OpBackend("gemm", "cuda").compile(problem, doc["config"][0]["values"], export_target("sm_90a"))
+    assert artifact.family == "wgmma" and artifact.arch == "sm_90a"
     assert artifact.resources["ptx_target"] == "sm_90a"  # the PTX .target line names the arch-specific target
     assert (folder / doc["launch"][0]["source"]).read_text() == artifact.source
     assert (folder / doc["kernels"][0]["file"]).read_bytes() == artifact.binary
@@ -224,7 +240,7 @@ def test_clusters_launch_with_their_attribute_and_persistent_grids_with_the_occu
     doc = read_manifest(tmp_path / "out")
     assert validate(doc) == [] and doc["kernels"][0]["cluster"] == [2, 1, 1]
     program = build_probe(tmp_path / "out", toolchain, elem_bytes=2, dtype_code=DTYPE_CODE[dtype],
-                          epilogue_code=3 if epilogue == "bias_silu" else 0)
+                          epilogue_code=next(e.code for e in EPILOGUES if e.name == epilogue))
     m, n, k = 2048, 2048, 1024
     fake = {"active_clusters": str(resident)} if resident else {}
     out, log, buffers = run_probe(program, [str(m), str(n), str(k)] + (["nt"] if layout == "nt" else []), fake_driver,
@@ -256,15 +272,14 @@ def test_a_wgmma_configuration_for_sm_90_is_built_as_sm_90a_with_a_warning(tmp_p
 
 
 def test_the_cache_chooses_per_architecture_and_ptx_comes_from_the_portable_one(tmp_path, toolchain, fake_driver):
-    from tracea_cli.ops.gemm.cuda_space import hand_picked
+    from tracea_cli.ops.gemm.families.engine_space import hand_picked
 
     problem = GemmProblem(4096, 4096, 4096, "fp16", "nt")
     wgmma, mma = default_config("fp16", "nt"), hand_picked(problem, export_target("sm_80"))[0]
     h200 = "NVIDIA H200 | sm_90 | 132 SMs | 140 GiB | 1980/3201 MHz"
     with TuningCache.open(tmp_path / "cache" / "tuning.sqlite3") as cache:
         for device, arch, config, ms in ((h200, "sm_90", wgmma, 0.19), ("NVIDIA A100 | sm_80", "sm_80", mma, 0.45)):
-            key = CacheKey(op="gemm", backend="cuda", dtype="fp16", layout="nt", shape={"m": 4096, "n": 4096, "k": 4096},
-                           device_class=device, source_hash="s", toolchain={"nvrtc": "13.0"}, arch=arch)
+            key = cache_key(problem, device, arch)
             cache.set_winner(key, Trial(config, samples_ms=(ms,) * 3, median_ms=ms, cv=0.01, rel_error=2e-4))
     result = cli(["gemm", "--m", "4096", "--dtype", "fp16", "--layout", "nt", "--arch", "sm_80,sm_90", "--out",
                   str(tmp_path / "out")], tmp_path)
@@ -290,8 +305,8 @@ def test_the_cache_chooses_per_architecture_and_ptx_comes_from_the_portable_one(
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--arch", "sm_80,sm_90a"], "cannot be exported for sm_80 (wgmma needs --arch sm_90a)"),
-    (["--arch", "sm_100"], "cannot be exported for sm_100 (wgmma needs --arch sm_90a)"),
+    (["--arch", "sm_80,sm_90a"], "on sm_80: the wgmma family needs an sm_90 target, not sm_80"),
+    (["--arch", "sm_100"], "on sm_100: the wgmma family needs an sm_90 target, not sm_100"),
     (["--arch", "sm_90a", "--dtype", "fp32"], "the wgmma family has no fp32 kernels"),
     (["--arch", "sm_90a", "--n", "4100"], "TMA needs N to be a multiple of 8"),
 ])
@@ -305,12 +320,14 @@ def test_wgmma_where_it_cannot_run_is_one_sentence_and_exit_2(tmp_path, args, sa
 
 
 def test_a_cached_wgmma_winner_alone_cannot_serve_sm_80(tmp_path):
-    key = CacheKey(op="gemm", backend="cuda", dtype="fp16", layout="nn", shape={"m": 4096, "n": 4096, "k": 4096},
-                   device_class="NVIDIA H200", source_hash="s", toolchain={"nvrtc": "13.0"}, arch="sm_90")
+    key = cache_key(GemmProblem(4096, 4096, 4096, "fp16", "nn"), "NVIDIA H200", "sm_90")
     with TuningCache.open(tmp_path / "cache" / "tuning.sqlite3") as cache:
         cache.set_winner(key, Trial(default_config("fp16", "nn"), samples_ms=(0.2,), median_ms=0.2, cv=0.0, rel_error=1e-4))
     result = cli(["gemm", "--m", "4096", "--dtype", "fp16", "--arch", "sm_80", "--out", str(tmp_path / "out")], tmp_path)
-    assert result.exit_code == 2 and "wgmma needs --arch sm_90a" in " ".join(result.output.split()), result.output
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and text.count("error: ") == 1, result.output
+    assert "no cached winner of gemm 4096x4096x4096 fp16 nn is valid on sm_80" in text, result.output
+    assert "the wgmma family needs an sm_90 target, not sm_80" in text and not (tmp_path / "out").exists()
 
 
 # ---- the tables and the schema ------------------------------------------------------------------------------------------
@@ -319,27 +336,64 @@ MAP = {"tensor": "A", "dims": ["K", "M"], "row_stride": "lda", "box": [64, 128],
        "swizzle": "128B", "interleave": "none", "l2_promotion": "256B", "oob_fill": "zero"}
 
 
+SLOTS = c_header.Slots(ABI)
+
+
 @pytest.mark.parametrize("change, says", [
     ({"box": [64, 300]}, "box"),  # TMA boxes hold at most 256 elements per dimension
     ({"box": [128, 64]}, "swizzle 128B"),  # 256 bytes per row do not fit a 128-byte swizzle
     ({"dtype": "fp64", "elem_bytes": 8}, "element type"),
+    ({"elem_bytes": 4}, "fp16 with 4-byte elements"),
     ({"oob_fill": "nan"}, "out-of-bounds fill"),
-    ({"dims": ["K", "Q"]}, "tensor map"),
+    ({"swizzle": "96B"}, "swizzle"),
+    ({"dims": ["K", "Q"]}, "size 'Q'"),  # the sizes, strides and tensors a map names are the op's ABI slots
+    ({"row_stride": "ldq"}, "size 'ldq'"),
+    ({"tensor": "D"}, "pointer 'D'"),
 ])
 def test_the_header_refuses_a_tensor_map_the_runtime_cannot_encode(change, says):
-    with pytest.raises(TraceaError, match=says):
-        c_header.tensor_map("map_a", {**MAP, **change})
+    with pytest.raises(c_header.UnsupportedLaunch, match=says):
+        c_header.tensor_map_row("map_a", TensorMap(**{**MAP, **change}), SLOTS)
 
 
-def test_kernel_params_follow_the_description_and_reject_unknown_ones():
-    params, maps = c_header.kernel_params({"params": ["map_a", "C", "M", "ldc"], "tensor_maps": {"map_a": MAP}})
-    assert params == ("TRACEA_PARAM_MAP_0 + 0", "TRACEA_PARAM_C", "TRACEA_PARAM_M", "TRACEA_PARAM_LDC")
-    assert maps[0].data_type == "CU_TENSOR_MAP_DATA_TYPE_FLOAT16" and maps[0].oob_fill == "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE"
-    assert c_header.kernel_params({})[0][0] == "TRACEA_PARAM_A" and len(c_header.kernel_params({})[0]) == 12
-    with pytest.raises(TraceaError, match="kernel parameter 'stride'"):
-        c_header.kernel_params({"params": ["stride"]})
+def test_a_tensor_map_row_names_the_ops_slots_and_the_drivers_enums():
+    row = c_header.tensor_map_row("map_a", TensorMap(**MAP), SLOTS)
+    assert row.split() == ["{/*", "map_a", "*/", "TRACEA_GEMM_A,", "{TRACEA_GEMM_K,", "TRACEA_GEMM_M},", "TRACEA_GEMM_LDA,",
+                           "{64u,", "128u},", "2u,", "CU_TENSOR_MAP_DATA_TYPE_FLOAT16,", "CU_TENSOR_MAP_INTERLEAVE_NONE,",
+                           "CU_TENSOR_MAP_SWIZZLE_128B,", "CU_TENSOR_MAP_L2_PROMOTION_L2_256B,",
+                           "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE},"]
+
+
+def plan_with(params, maps=None) -> LaunchPlan:
+    return LaunchPlan(steps=(KernelStep("gemm_wgmma", grid=("work_clusters", 1, 1), block=(384, 1, 1)),),
+                      params=tuple(params), tensor_maps={name: TensorMap(**spec) for name, spec in (maps or {}).items()},
+                      tile_m=128, tile_n=128, cluster_m=1)
+
+
+def test_kernel_params_follow_the_plan_and_reject_unknown_ones():
+    params, maps = c_header.kernel_params(plan_with(["map_a", "C", "M", "ldc"], {"map_a": MAP}), SLOTS)
+    assert params == ("TRACEA_PARAM_MAP + 0", "TRACEA_GEMM_C", "TRACEA_PARAM_INT + TRACEA_GEMM_M",
+                      "TRACEA_PARAM_INT + TRACEA_GEMM_LDC")
+    assert maps == ("map_a",)
+    # the engine families' plans pass the twelve pointers and sizes of TRACEA_GEMM_PARAMS
+    engine = MMA.launch(GemmProblem(512, 512, 512, "fp16"), {
+        "family": "mma", "block_m": 64, "block_n": 64, "block_k": 32, "warp_m": 32, "warp_n": 32, "stages": 3, "vec": 8,
+        "group_m": 1, "split_k": 1})
+    params, maps = c_header.kernel_params(engine, SLOTS)
+    assert params[0] == "TRACEA_GEMM_A" and params[5] == "TRACEA_GEMM_WORKSPACE" and len(params) == 12 and maps == ()
+    assert params[6:] == tuple(f"TRACEA_PARAM_INT + TRACEA_GEMM_{n}" for n in ("M", "N", "K", "LDA", "LDB", "LDC"))
+    with pytest.raises(TraceaError, match="'stride'"):
+        c_header.kernel_params(plan_with(["stride"]), SLOTS)
     with pytest.raises(TraceaError, match="no kernel parameter takes"):
-        c_header.kernel_params({"params": ["C"], "tensor_maps": {"map_a": MAP}})
+        c_header.kernel_params(plan_with(["C"], {"map_a": MAP}), SLOTS)
+
+
+def test_the_launch_grid_of_the_export_is_the_backends(exports):
+    # A persistent grid needs the device's resident clusters: the fake driver's default SM count here.
+    folder, _ = exports[("fp16", "nn")]
+    doc = read_manifest(folder)
+    (entry,) = doc["launch"]
+    m, n, k = CALL
+    assert backend_grid(doc, entry, "gemm_wgmma", m, n, k, resident=SMS) == f"{grid_x(default_config('fp16', 'nn'), m, n, SMS)},1,1"
 
 
 @pytest.mark.parametrize("change, says", [

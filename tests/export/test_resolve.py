@@ -5,23 +5,29 @@ from __future__ import annotations
 import json
 
 import pytest
+from export_helpers import cache_key, tune_command_problem
 
-from tracea_cli.cache import CacheKey, Trial, TuningCache
+from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.cache import Trial, TuningCache
 from tracea_cli.errors import UsageError
 from tracea_cli.export import resolve
-from tracea_cli.export.defaults import FAMILIES, load_defaults
+from tracea_cli.export.defaults import load_defaults
 from tracea_cli.export.manifest import COMPILED_ONLY, VERIFIED
-from tracea_cli.ops.gemm.cuda_space import gemm_space
+from tracea_cli.export.writer import export_target
+from tracea_cli.ops.gemm.defaults import FAMILIES
 from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.target import Target, limits_for
 
 FP16 = GemmProblem(512, 512, 512, "fp16")
 GOOD = {"family": "mma", "block_m": 64, "block_n": 64, "block_k": 32, "warp_m": 32, "warp_n": 32, "stages": 3, "vec": 8,
         "group_m": 1, "split_k": 1}
 
 
+BACKEND = OpBackend("gemm", "cuda")
+
+
 def space_of(problem: GemmProblem, arch: str):
-    return gemm_space(problem, Target(backend="cuda", device_class="export", arch=arch, limits=limits_for(arch)))
+    """What the export asks (writer.export): a configuration's verdict in its family's space on `arch`."""
+    return lambda config: BACKEND.why_invalid(problem, export_target(arch), config)
 
 
 # ---- --config FILE ------------------------------------------------------------------------------------------------------
@@ -55,7 +61,7 @@ def test_a_bad_configuration_file_is_a_usage_error_with_the_reason(tmp_path, tex
 def test_a_configuration_beyond_an_architectures_limits_is_refused_for_it(tmp_path):
     big = GemmProblem(4096, 4096, 4096, "fp16")
     config = {**GOOD, "block_m": 256, "block_n": 128, "warp_m": 64, "warp_n": 64, "block_k": 64, "stages": 4}
-    assert space_of(big, "sm_90").why_invalid(config) is None  # fits the H100/H200's 227 KiB ...
+    assert space_of(big, "sm_90")(config) is None  # fits the H100/H200's 227 KiB ...
     path = tmp_path / "c.json"
     path.write_text(json.dumps(config))
     with pytest.raises(UsageError, match="on sm_86: .*shared memory"):  # ... not sm_86's 99 KiB
@@ -65,7 +71,8 @@ def test_a_configuration_beyond_an_architectures_limits_is_refused_for_it(tmp_pa
 # ---- --config default ---------------------------------------------------------------------------------------------------
 
 def test_families_are_tried_from_the_architectures_own_down():
-    defaults = load_defaults()
+    defaults = load_defaults("gemm")
+    assert {f: tuple(m) for f, m in defaults["families"].items()} == FAMILIES  # the file is what ops/gemm/defaults says
     assert resolve.family_order(defaults, "sm_89") == ["sm_86/89", "sm_80"]
     assert resolve.family_order(defaults, "sm_90a") == ["sm_90", "sm_86/89", "sm_80"]
     assert resolve.family_order(defaults, "sm_120") == ["sm_90", "sm_86/89", "sm_80"]
@@ -73,13 +80,13 @@ def test_families_are_tried_from_the_architectures_own_down():
 
 
 def test_every_shipped_default_is_in_its_familys_space():
-    defaults = load_defaults()
+    defaults = load_defaults("gemm")
     for entry in defaults["defaults"]:
         arch = FAMILIES[entry["family"]][0]
         for layout in ("nn", "nt"):
             # a square for most entries; an odd K for the element-wise (predicated) ones, which aligned rows refuse
             problems = [GemmProblem(m, n, k, entry["dtype"], layout) for m, n, k in ((4096, 4096, 4096), (1000, 3000, 777))]
-            assert any(space_of(p, arch).why_invalid(entry["config"]) is None for p in problems), entry
+            assert any(space_of(p, arch)(entry["config"]) is None for p in problems), entry
         assert entry["verification"]["status"] in (VERIFIED, COMPILED_ONLY)
 
 
@@ -90,9 +97,9 @@ def test_a_default_exists_for_every_shape_layout_and_architecture(dtype):
     choices = resolve.from_defaults(problems, ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100"], space_of)
     assert len(choices) == len(problems) * 6
     for c in choices:
-        assert space_of(c.problem, c.arch).why_invalid(c.config) is None
+        assert space_of(c.problem, c.arch)(c.config) is None
     big = next(c for c in choices if c.problem.m == 4096 and c.arch == "sm_90")
-    assert big.config == load_defaults()["defaults"][int(big.origin_detail.rsplit("#", 1)[1])]["config"]
+    assert big.config == load_defaults("gemm")["defaults"][int(big.origin_detail.rsplit("#", 1)[1])]["config"]
 
 
 def test_default_verification_applies_to_its_own_architecture_only():
@@ -117,9 +124,8 @@ def test_no_valid_default_is_a_usage_error():
 
 # ---- the tuning cache ---------------------------------------------------------------------------------------------------
 
-def key(arch: str, device: str) -> CacheKey:
-    return CacheKey(op="gemm", backend="cuda", dtype="fp16", layout="nn", shape=FP16.shape, device_class=device,
-                    source_hash="s", toolchain={"nvrtc": "13.0"}, arch=arch)
+def key(arch: str, device: str):
+    return cache_key(FP16, device, arch)
 
 
 def test_cached_winners_are_verified_only_on_the_architecture_they_ran_on(tmp_path):
@@ -153,5 +159,5 @@ def test_no_cached_winner_says_how_to_get_one(tmp_path):
     with pytest.raises(UsageError) as e:
         resolve.from_cache([FP16], ["sm_90"], space_of, tmp_path / "absent.sqlite3", [])
     assert "holds no tuned configuration for gemm 512x512x512 fp16 nn" in e.value.message
-    assert "tracea tune gemm --m 512 --n 512 --k 512 --dtype fp16" in e.value.hint and "--config default" in e.value.hint
+    assert tune_command_problem(e.value.hint) == (FP16, "cuda") and "--config default" in e.value.hint
     assert not (tmp_path / "absent.sqlite3").exists()  # looking does not create a cache

@@ -1,12 +1,9 @@
-"""Search-space primitives, the GEMM problem, dtypes and the correctness policy."""
+"""Search-space primitives, dtypes and the correctness policy (the GEMM problem: tests/ops)."""
 
 import numpy as np
 import pytest
 
-from tracea_cli.errors import UsageError
-from tracea_cli.ops import check_op
 from tracea_cli.ops.dtypes import bf16_from_bits, representable, round_to_bf16, to_storage
-from tracea_cli.ops.gemm import GemmProblem, make_inputs, reference
 from tracea_cli.ops.verify import check
 from tracea_cli.space import Candidates, Param, SearchSpace, config_key
 
@@ -41,24 +38,6 @@ def test_config_key_is_canonical():
     assert config_key({"b": 1, "a": "x"}) == config_key({"a": "x", "b": 1}) == '{"a":"x","b":1}'
 
 
-@pytest.mark.parametrize("bad", [dict(m=0), dict(m=-5), dict(dtype="fp7"), dict(layout="tn"), dict(epilogue="tanh")])
-def test_problem_rejects_bad_input(bad):
-    with pytest.raises(UsageError):
-        GemmProblem(**{"m": 4, "n": 4, "k": 4, **bad})
-
-
-def test_unknown_op_is_a_usage_error():
-    with pytest.raises(UsageError):
-        check_op("nosuchop")
-    assert check_op("gemm") == "gemm"
-
-
-def test_problem_work_counts():
-    p = GemmProblem(128, 256, 64, dtype="fp16", epilogue="bias_residual")
-    assert p.flops == 2 * 128 * 256 * 64
-    assert p.bytes == 2 * (128 * 64 + 64 * 256 + 128 * 256 + 256 + 128 * 256)
-
-
 def test_bf16_rounding_is_nearest_even():
     x = np.array([1.0, 1.00390625, 1.01171875, -3.14159], dtype=np.float32)  # 1 + 2^-8 is a tie
     r = round_to_bf16(x)
@@ -66,15 +45,8 @@ def test_bf16_rounding_is_nearest_even():
     assert np.array_equal(bf16_from_bits(to_storage(x, "bf16")), r)
 
 
-@pytest.mark.parametrize("layout", ["nn", "nt"])
-def test_reference_and_verdicts(layout):
-    p = GemmProblem(17, 33, 9, dtype="fp32", layout=layout, epilogue="bias_silu")
-    inputs = make_inputs(p, np.random.default_rng(0))
-    assert np.all(inputs.a != 0) and inputs.b.shape == ((9, 33) if layout == "nn" else (33, 9))
-    ref = reference(p, inputs)
-    b = inputs.b if layout == "nn" else inputs.b.T
-    c = inputs.a @ b + inputs.bias
-    assert np.allclose(ref, c / (1 + np.exp(-c)))
+def test_verdicts_follow_the_policy():
+    ref = np.random.default_rng(0).uniform(-1, 1, size=(17, 33))
     assert check(ref.astype(np.float32), ref, "fp32").ok
     poisoned = ref.copy()
     poisoned[3, 4] = np.nan

@@ -11,12 +11,19 @@ import os
 import time
 
 from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status
+from tracea_cli.ops.launch import LaunchPlan
 from tracea_cli.space import Param, SearchSpace
 from tracea_cli.timing import Samples
 
 
 class FaultyBackend:
-    name = "faulty"
+    """Built like backends.op_backend.OpBackend (op name, backend name), so the planner can make it."""
+
+    def __init__(self, op_name: str = "gemm", name: str = "cpu") -> None:
+        self.op_name, self.name = op_name, name
+
+    def suggested(self, problem, target):
+        return []
 
     def space(self, problem, target):
         return SearchSpace(params=(Param("x", tuple(range(8))),))
@@ -27,7 +34,7 @@ class FaultyBackend:
     def compile(self, problem, config, target):
         if config["x"] == 7:
             raise CompileFailed("error: x=7 does not compile")
-        return Artifact(config=config, kernel_name="faulty")
+        return Artifact(config=config, family="faulty", source="x", plan=LaunchPlan(steps=()))
 
     def evaluate(self, artifact, problem, target, *, policy, seed):
         x = artifact.config["x"]
@@ -42,14 +49,14 @@ class FaultyBackend:
         t = 1.0 + x
         return Evaluation(Status.OK, samples=Samples(times_ms=(t, t, t), throttled=(False,) * 3, wall_s=0.0), rel_error=0.0)
 
-    def baseline(self, problem, target, *, policy, seed):
+    def baseline(self, problem, target, *, policy, seed, name="auto"):
         return "reference", Evaluation(Status.OK, samples=Samples(times_ms=(2.5,) * 3, throttled=(False,) * 3, wall_s=0.0))
 
 
 class BrokenBaselineBackend(FaultyBackend):
     """Candidates as above, but the vendor baseline fails."""
 
-    def baseline(self, problem, target, *, policy, seed):
+    def baseline(self, problem, target, *, policy, seed, name="auto"):
         return "reference", Evaluation(Status.LAUNCH_ERROR, reason="the vendor library is not installed")
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import Artifact, Evaluation, Status
+from tracea_cli.ops.launch import LaunchPlan
 from tracea_cli.space import Param, SearchSpace
 from tracea_cli.timing import TimingPolicy, measure
 
@@ -25,7 +26,10 @@ BODY = {
 
 
 class FaultyCudaBackend:
-    name = "cuda"
+    """Built like backends.op_backend.OpBackend (op name, backend name), so the planner can make it."""
+
+    def __init__(self, op_name: str = "gemm", name: str = "cuda") -> None:
+        self.op_name, self.name = op_name, name
 
     def space(self, problem, target):
         return SearchSpace(params=(Param("x", tuple(BODY)),))
@@ -41,7 +45,7 @@ class FaultyCudaBackend:
                ' long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) { '
                + BODY[config["x"]] + " } }")
         prog = nvrtc.compile_source(src, nvrtc.CompileOptions(arch=target.arch or "sm_90"))
-        return Artifact(config=config, kernel_name="k", binary=prog.cubin, source=src)
+        return Artifact(config=config, family="faulty", source=src, plan=LaunchPlan(steps=()), binary=prog.cubin)
 
     def evaluate(self, artifact, problem, target, *, policy: TimingPolicy, seed):
         import cupy
@@ -69,7 +73,7 @@ class FaultyCudaBackend:
             return Evaluation(Status.WRONG_RESULT, reason=f"relative error {err:.3g}", rel_error=err)
         return Evaluation(Status.OK, samples=measure(run, clock=CudaEventClock(), policy=policy), rel_error=err)
 
-    def baseline(self, problem, target, *, policy, seed):
+    def baseline(self, problem, target, *, policy, seed, name="auto"):
         import cupy
 
         from tracea_cli.backends.cuda_clock import CudaEventClock

@@ -11,14 +11,14 @@ sys.path.insert(0, str(Path(__file__).parent))  # spawned workers import faulty_
 from faulty_backend import FaultyBackend  # noqa: E402
 
 from tracea_cli.config import Settings  # noqa: E402
-from tracea_cli.ops.gemm import GemmProblem  # noqa: E402
+from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.tune import setup  # noqa: E402
 from tracea_cli.tune.driver import TuneRequest, tune  # noqa: E402
 
 
 @pytest.fixture
 def settings(tmp_path, monkeypatch):
-    monkeypatch.setattr(setup, "backend_class", lambda name: FaultyBackend)
+    monkeypatch.setattr(setup, "OpBackend", FaultyBackend)
     s = Settings.from_env({"TRACEA_CACHE_DIR": str(tmp_path / "cache"), "TRACEA_DATA_DIR": str(tmp_path / "data")})
     return replace(s, worker_timeout_s=3.0)
 
@@ -55,7 +55,7 @@ def test_resume_counts_stored_trials_and_force_starts_afresh(settings):
 def test_a_failed_baseline_is_reported_not_hidden(settings, monkeypatch):
     from faulty_backend import BrokenBaselineBackend
 
-    monkeypatch.setattr(setup, "backend_class", lambda name: BrokenBaselineBackend)
+    monkeypatch.setattr(setup, "OpBackend", BrokenBaselineBackend)
     result = tune(TuneRequest(GemmProblem(16, 16, 16), backend="cpu", strategy="grid", budget=1), settings=settings)
     assert result.winner.config == {"x": 0} and result.baseline is None
     assert result.as_dict()["baseline_error"] == "launch_error: the vendor library is not installed"

@@ -27,11 +27,11 @@ def test_gpu_faults_are_recorded_and_the_gpu_stays_usable(tmp_path, monkeypatch)
     from faulty_cuda_backend import FaultyCudaBackend
 
     from tracea_cli.config import Settings
-    from tracea_cli.ops.gemm import GemmProblem
+    from tracea_cli.ops.gemm.problem import GemmProblem
     from tracea_cli.tune import setup
     from tracea_cli.tune.driver import TuneRequest, tune
 
-    monkeypatch.setattr(setup, "backend_class", lambda name: FaultyCudaBackend)
+    monkeypatch.setattr(setup, "OpBackend", FaultyCudaBackend)
     settings = replace(Settings.from_env({"TRACEA_CACHE_DIR": str(tmp_path / "c"), "TRACEA_DATA_DIR": str(tmp_path / "d")}),
                        worker_timeout_s=20.0)
     result = tune(TuneRequest(GemmProblem(64, 64, 64), backend="cuda", strategy="grid", budget=5), settings=settings)

@@ -11,6 +11,7 @@ from tracea_cli.backends.base import Artifact, CompileFailed
 from tracea_cli.doctor.profile import GpuInfo
 from tracea_cli.errors import UsageError
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.launch import LaunchPlan
 from tracea_cli.target import Target
 from tracea_cli.timing import TimingPolicy
 from tracea_cli.tune import setup
@@ -23,13 +24,13 @@ class SlowCompiler:
         time.sleep(SECONDS[config["x"]])
         if config["x"] == 3:
             raise CompileFailed("error: x=3 does not compile")
-        return Artifact(config=config, kernel_name="k", binary=b"cubin")
+        return Artifact(config=config, family="k", source="k", plan=LaunchPlan(steps=()), binary=b"cubin")
 
 
 def test_gpu_jobs_come_fastest_compile_first_with_their_artifacts(monkeypatch):
     monkeypatch.setattr(setup.os, "cpu_count", lambda: 4)  # one compile thread per configuration, on any machine
     target = Target(backend="cuda", device_class="test", arch="sm_90")
-    plan = setup.Plan(GemmProblem(64, 64, 64), target, (0,), SlowCompiler(), SlowCompiler, key=None)
+    plan = setup.Plan(GemmProblem(64, 64, 64), target, (0,), SlowCompiler(), key=None)
     began = time.monotonic()
     arrivals = [(job, time.monotonic() - began) for job in setup.jobs(plan, [{"x": x} for x in range(4)], TimingPolicy(), seed=10)]
     assert [job.config["x"] for job, _ in arrivals] == [1, 3, 2, 0]
@@ -42,7 +43,7 @@ def test_gpu_jobs_come_fastest_compile_first_with_their_artifacts(monkeypatch):
 
 def test_cpu_jobs_are_compiled_in_the_worker():
     plan = setup.Plan(GemmProblem(64, 64, 64), Target(backend="cpu", device_class="test"), (None,), SlowCompiler(),
-                      SlowCompiler, key=None)
+                      key=None)
     jobs = list(setup.jobs(plan, [{"x": 0}, {"x": 1}], TimingPolicy(), seed=0))
     assert [j.config["x"] for j in jobs] == [0, 1] and all(j.artifact is None for j in jobs)
 

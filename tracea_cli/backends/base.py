@@ -1,5 +1,5 @@
-"""What a backend is, what it is given and what it returns. Data only; no device code here. (Where kernels run, the
-`Target`, is ground floor: tracea_cli/target.py.)"""
+"""What a backend is given and returns. Data only; no device code here. (Where kernels run, the `Target`, is ground
+floor: tracea_cli/target.py; what an op's kernels are, its families and launch plans, is in ops/.)"""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Mapping, Protocol
 
-from tracea_cli.space import SearchSpace, Value
+from tracea_cli.ops.launch import LaunchPlan
+from tracea_cli.space import Value
 from tracea_cli.target import Target
 from tracea_cli.timing import Samples, TimingPolicy
 
@@ -24,14 +25,16 @@ class Status(str, Enum):
 
 @dataclass(frozen=True)
 class Artifact:
-    """A compiled configuration, ready to load. `binary` is a cubin for CUDA, None for the CPU (numba compiles in the worker)."""
+    """A compiled configuration, ready to load: its family's source and launch plan, and for CUDA the cubin (None
+    on the CPU, where numba compiles in the evaluating process)."""
 
     config: Mapping[str, Value]
-    kernel_name: str
+    family: str
+    source: str  # the exact source that was compiled
+    plan: LaunchPlan
     binary: bytes | None = None
-    source: str = ""  # the exact source that was compiled
-    launch: Mapping[str, Any] = field(default_factory=dict)  # grid/block/shared memory rules, kernel-specific
-    resources: Mapping[str, Any] = field(default_factory=dict)  # registers, smem, spills, stack (ptxas report)
+    arch: str | None = None  # what the cubin was built for ("sm_90a")
+    resources: Mapping[str, Any] = field(default_factory=dict)  # ptxas report: registers, smem, spills per kernel
     compile_s: float = 0.0
 
 
@@ -51,12 +54,13 @@ class Evaluation:
 
 
 class Backend(Protocol):
-    """Compiles, loads, runs and times one op's kernels. Memory belongs to arrays, not to the backend."""
+    """One op's kernels on one backend (backends/op_backend.OpBackend): space, compile, evaluate, baselines.
+    Memory belongs to arrays, not to the backend. Workers build one with a picklable factory."""
 
     name: str
 
-    def space(self, problem: Any, target: Target) -> SearchSpace:
-        """The problem's search space on this target, its rules including the target's limits."""
+    def space(self, problem: Any, target: Target) -> Any:
+        """The problem's search space on this target (every family that applies), rules including the limits."""
         ...
 
     def source_hash(self, problem: Any) -> str:
@@ -71,10 +75,18 @@ class Backend(Protocol):
         """Run on fresh random inputs, check against the reference, and only then time. Never raises for kernel faults."""
         ...
 
-    def baseline(self, problem: Any, target: Target, *, policy: TimingPolicy, seed: int) -> tuple[str, Evaluation]:
-        """Time the vendor library on the same problem: (name, evaluation)."""
+    def baseline(self, problem: Any, target: Target, *, policy: TimingPolicy, seed: int,
+                 name: str = "auto") -> tuple[str, Evaluation]:
+        """Check and time a library baseline on the same problem: (what ran, evaluation)."""
         ...
 
 
 class CompileFailed(Exception):
-    """A configuration did not compile; the message is the compiler's log (trimmed)."""
+    """A configuration did not compile; the message is the compiler's log (trimmed), or why it was not compiled."""
+
+
+def failure(status: Status, error: BaseException | str, compile_s: float = 0.0, limit: int = 600) -> Evaluation:
+    """A failed evaluation whose reason is the error's type and message on one line, trimmed to `limit`."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    text = " ".join(text.split())
+    return Evaluation(status, reason=text if len(text) <= limit else text[: limit - 3] + "...", compile_s=compile_s)

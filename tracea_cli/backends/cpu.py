@@ -1,10 +1,12 @@
-"""The CPU backend for GEMM: numba kernels (backends/cpu_gemm_kernels.py), checked, then timed on the host clock.
+"""The CPU runtime: a family's numba module (its `source`) compiled once per process and kept on disk, its entry
+point called as the launch plan's CallStep says, checked, then timed on the host clock. It knows no op.
 
-`CpuBackend.compile` only validates a configuration and describes it: numba compiles in the evaluating process, on
-first use of a kernel spec, and `evaluate` records how long that took. `evaluate` runs the kernel on fresh random
-inputs with the output poisoned (NaN), checks it against the float64 reference, and only then times it with the
-shared harness; kernel faults come back as typed evaluations, never as exceptions. `baseline` does the same for
-numpy.matmul (OpenBLAS here) followed by the epilogue in numpy.
+Every module gets `PROLOGUE` in front: numba, numpy as np, njit and prange, the vector vocabulary of
+backends/numba_simd.py and `CACHE` (whether numba may keep the machine code beside the module file). With a kernel
+cache folder (TRACEA_KERNEL_CACHE_DIR, else the tuning cache folder's numba/), the module is written there under a
+name made from its text and numba's version, so that a later process loads the machine code in a fraction of a second
+instead of compiling for seconds, and a changed kernel or numba never loads stale code. Without one, or where the
+folder cannot be written, it is compiled in memory (its assembly can then be inspected).
 
 numba is imported inside functions only: importing this module is cheap.
 """
@@ -12,35 +14,30 @@ numba is imported inside functions only: importing this module is cheap.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import sys
+import threading
 import time
-from functools import lru_cache
-from importlib import resources
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from types import ModuleType
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status
-from tracea_cli.ops.gemm.cpu_space import DTYPES, gemm_space
-from tracea_cli.ops.gemm.problem import GemmInputs, GemmProblem, make_inputs, reference
-from tracea_cli.ops.verify import check
-from tracea_cli.space import Config, SearchSpace, Value
+from tracea_cli.backends.base import Artifact, Evaluation, Status, failure
+from tracea_cli.backends.checked import Device, run_checked
+from tracea_cli.ops.launch import CallStep
 from tracea_cli.target import Target
-from tracea_cli.timing import HostClock, TimingPolicy, measure
+from tracea_cli.timing import HostClock, TimingPolicy
 
-if TYPE_CHECKING:
-    from tracea_cli.backends.cpu_gemm_kernels import KernelSpec, RunOptions
-
-KERNEL_MODULE = "cpu_gemm_kernels.py"
-_NUMPY_DTYPES = {"fp32": np.float32, "fp64": np.float64}
-
-
-@lru_cache(maxsize=1)
-def kernel_source_hash() -> str:
-    """sha256 of the kernel module's text (it generates every micro-kernel): part of every CPU cache key."""
-    text = resources.files("tracea_cli.backends").joinpath(KERNEL_MODULE).read_bytes()
-    return hashlib.sha256(text).hexdigest()
+PROLOGUE = """import numba
+import numpy as np
+from numba import njit, prange
+from tracea_cli.backends.numba_simd import vadd, vfma, vload, vsplat, vstore, vzero
+CACHE = {cache}
+"""
 
 
 def kernel_cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
@@ -56,135 +53,93 @@ def kernel_cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
     return Path(value).expanduser() if value else Settings.from_env(env).cache_dir / "numba"
 
 
-def spec_and_options(problem: GemmProblem, config: Mapping[str, Value]) -> tuple["KernelSpec", "RunOptions"]:
-    """Split a configuration into its compiled part and its run-time part."""
-    from tracea_cli.backends.cpu_gemm_kernels import KernelSpec, RunOptions
-
-    spec = KernelSpec(problem.dtype, int(config["mr"]), int(config["nr"]), str(config["parallel"]))
-    options = RunOptions(int(config["mc"]), int(config["kc"]), int(config["nc"]), bool(config["pack_a"]),
-                         int(config["threads"]), problem.layout, problem.epilogue)
-    return spec, options
+def module_text(source: str, *, cache: bool) -> str:
+    return PROLOGUE.format(cache=bool(cache)) + source
 
 
-def host_arrays(problem: GemmProblem, inputs: GemmInputs) -> dict[str, np.ndarray | None]:
-    """The inputs as C-contiguous arrays of the problem's dtype (the values are already representable in it)."""
-    dt = _NUMPY_DTYPES[problem.dtype]
+def module_path(source: str, cache_dir: Path) -> Path:
+    """Where a module lives under `cache_dir`: its name carries a hash of its text and numba's version."""
+    import numba
 
-    def conv(x: np.ndarray | None) -> np.ndarray | None:
-        return None if x is None else np.ascontiguousarray(x, dtype=dt)
-
-    return {"a": conv(inputs.a), "b": conv(inputs.b), "bias": conv(inputs.bias), "residual": conv(inputs.residual)}
+    digest = hashlib.sha256(module_text(source, cache=True).encode() + numba.__version__.encode()).hexdigest()
+    return Path(cache_dir) / f"tracea_kernel_{digest[:16]}.py"
 
 
-def run_gemm(problem: GemmProblem, config: Mapping[str, Value], inputs: GemmInputs) -> np.ndarray:
-    """Compute the problem with one configuration's kernel into a freshly NaN-poisoned output, and return it.
-    Compiles the kernel on first use. Raises whatever the kernel raises."""
-    spec, options = spec_and_options(problem, config)
-    from tracea_cli.backends.cpu_gemm_kernels import compiled_gemm
-
-    kernel = compiled_gemm(spec, kernel_cache_dir())
-    arrays = host_arrays(problem, inputs)
-    out = np.full((problem.m, problem.n), np.nan, dtype=_NUMPY_DTYPES[problem.dtype])
-    kernel(arrays["a"], arrays["b"], out, options, bias=arrays["bias"], residual=arrays["residual"])
-    return out
-
-
-def numpy_gemm(problem: GemmProblem, a: np.ndarray, b: np.ndarray, out: np.ndarray,
-               bias: np.ndarray | None, residual: np.ndarray | None) -> None:
-    """The baseline: numpy.matmul into `out`, then the epilogue with numpy's element-wise operations, in place."""
-    np.matmul(a, b if problem.layout == "nn" else b.T, out=out)
-    if problem.has_bias:
-        out += bias
-    if problem.epilogue == "bias_relu":
-        np.maximum(out, 0, out=out)
-    elif problem.epilogue == "bias_silu":
-        out /= 1 + np.exp(-out)
-    elif problem.epilogue == "bias_gelu":
-        from scipy.special import erf  # numpy has no erf
-
-        out *= 0.5 * (1 + erf(out * np.sqrt(0.5)))
-    if problem.has_residual:
-        out += residual
+def _load_cached_module(source: str, cache_dir: Path) -> tuple[ModuleType, Path] | None:
+    """Write (once) and import the module under `cache_dir`; None when the folder cannot be written."""
+    path = module_path(source, cache_dir)
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(module_text(source, cache=True))
+            os.replace(tmp, path)  # atomic: concurrent workers never import half a file
+        if not os.access(path.parent, os.W_OK):  # numba could not store its cache beside it
+            return None
+    except OSError:
+        return None
+    name = f"_tracea_cpu_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # numba finds a cached function's module by name when it loads the cache
+    spec.loader.exec_module(module)
+    return module, path
 
 
-class CpuBackend:
-    """GEMM on the host CPU (fp32, fp64) with numba kernels. See the module docstring."""
+@dataclass(frozen=True)
+class CompiledEntry:
+    """One entry point of a module, compiled for its signature. Calling it runs the function (no other argument
+    types: they would fail loudly instead of compiling a slow variant)."""
 
-    name = "cpu"
+    dispatcher: Callable
+    namespace: Mapping[str, Any]
+    compile_s: float  # seconds this process took to get it (compiling, or loading numba's on-disk cache)
+    module_path: str | None  # the module under the kernel cache folder; None: compiled in memory
 
-    def space(self, problem: GemmProblem, target: Target) -> SearchSpace:
-        return gemm_space(problem, target)
+    def assembly(self, name: str | None = None) -> str:
+        """The host assembly of the entry point (or of the module's function `name`), as numba's inspect_asm shows."""
+        fn = self.dispatcher if name is None else self.namespace[name]
+        return "\n".join(fn.inspect_asm().values())
 
-    def source_hash(self, problem: GemmProblem) -> str:
-        return kernel_source_hash()
 
-    def compile(self, problem: GemmProblem, config: Mapping[str, Value], target: Target) -> Artifact:
-        """Validate and describe a configuration (binary=None: numba compiles where it runs). Raises CompileFailed
-        for a configuration outside the space, with the space's reason."""
-        if problem.dtype not in DTYPES:
-            raise CompileFailed(f"the cpu backend does fp32 and fp64, not {problem.dtype}")
-        reason = gemm_space(problem, target).why_invalid(config)
-        if reason:
-            raise CompileFailed(f"configuration not in the CPU space: {reason}")
-        from tracea_cli.backends.cpu_gemm_kernels import micro_kernel_source
+_entries: dict[tuple[str, str, str, bool], CompiledEntry] = {}  # (source digest, entry, signature, on disk)
+_lock = threading.Lock()
 
-        spec, options = spec_and_options(problem, config)
-        return Artifact(
-            config=dict(config),
-            kernel_name=spec.name,
-            binary=None,
-            source=micro_kernel_source(spec.mr, spec.nr, spec.lanes),
-            launch={"mc": options.mc, "kc": options.kc, "nc": options.nc, "pack_a": options.pack_a,
-                    "threads": options.threads, "parallel": spec.parallel, "layout": options.layout,
-                    "epilogue": options.epilogue},
-        )
 
-    def evaluate(self, artifact: Artifact, problem: GemmProblem, target: Target, *, policy: TimingPolicy,
-                 seed: int) -> Evaluation:
-        """Compile (first use in this process), run once on fresh inputs into a NaN-poisoned output, check against
-        the float64 reference, then time. compile_s is the time numba spent here (0 when already compiled)."""
-        try:
-            spec, options = spec_and_options(problem, artifact.config)
-            from tracea_cli.backends.cpu_gemm_kernels import cached_specs, compiled_gemm
-
-            fresh = spec not in cached_specs()
+def compiled_entry(source: str, step: CallStep, cache_dir: Path | str | None = None) -> CompiledEntry:
+    """`step`'s entry point of the module `source`, compiled on first use and reused for the rest of the process."""
+    key = (hashlib.sha256(source.encode()).hexdigest(), step.name, step.signature, cache_dir is not None)
+    with _lock:
+        entry = _entries.get(key)
+        if entry is None:
             t0 = time.perf_counter()
-            kernel = compiled_gemm(spec, kernel_cache_dir())
-            compile_s = time.perf_counter() - t0 if fresh else 0.0
-        except Exception as e:  # numba's typing and lowering errors, bad configuration values
-            return Evaluation(Status.COMPILE_ERROR, reason=_brief(e))
-        import numba
+            loaded = _load_cached_module(source, Path(cache_dir)) if cache_dir is not None else None
+            if loaded is not None:
+                namespace, path = vars(loaded[0]), str(loaded[1])
+            else:
+                namespace, path = {"__name__": f"_tracea_cpu_{key[0][:16]}"}, None
+                exec(compile(module_text(source, cache=False), f"<tracea kernel {key[0][:16]}>", "exec"), namespace)
+            dispatcher = namespace[step.name]
+            dispatcher.compile(step.signature)
+            dispatcher.disable_compile()
+            entry = _entries[key] = CompiledEntry(dispatcher, namespace, time.perf_counter() - t0, path)
+        return entry
 
-        if options.threads > numba.config.NUMBA_NUM_THREADS:
-            return Evaluation(Status.LAUNCH_ERROR, compile_s=compile_s,
-                              reason=f"threads={options.threads} exceeds numba's pool of {numba.config.NUMBA_NUM_THREADS}")
-        inputs = make_inputs(problem, _rng(seed))
-        arrays = host_arrays(problem, inputs)
-        out = np.full((problem.m, problem.n), np.nan, dtype=_NUMPY_DTYPES[problem.dtype])
 
-        def run() -> None:
-            kernel(arrays["a"], arrays["b"], out, options, bias=arrays["bias"], residual=arrays["residual"])
+def is_compiled(source: str, step: CallStep) -> bool:
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    with _lock:
+        return any(k[:3] == (digest, step.name, step.signature) for k in _entries)
 
-        return _check_then_time(run, out, problem, inputs, policy, compile_s)
 
-    def suggested(self, problem: GemmProblem, target: Target) -> list[Config]:
-        """The tuner's first proposals: the two best hand-picked configurations (they share compiled kernels)."""
-        from tracea_cli.ops.gemm.cpu_space import hand_picked
+def call(entry: CompiledEntry, step: CallStep, values: Mapping[str, Any]) -> None:
+    """Run the entry point on `step.threads` threads with the parameters from `values` (the family's arguments), the
+    step's own values and `threads`."""
+    import numba
 
-        return hand_picked(problem, target)[:2]
-
-    def baseline(self, problem: GemmProblem, target: Target, *, policy: TimingPolicy,
-                 seed: int) -> tuple[str, Evaluation]:
-        """numpy.matmul (its BLAS, with its own threads) and the epilogue in numpy, on the inputs `evaluate` makes
-        from the same seed, checked and timed the same way."""
-        inputs = make_inputs(problem, _rng(seed))
-        arrays = host_arrays(problem, inputs)
-        out = np.full((problem.m, problem.n), np.nan, dtype=_NUMPY_DTYPES[problem.dtype])
-
-        def run() -> None:
-            numpy_gemm(problem, arrays["a"], arrays["b"], out, arrays["bias"], arrays["residual"])
-
-        return "numpy", _check_then_time(run, out, problem, inputs, policy, 0.0)
+    numba.set_num_threads(step.threads)
+    known = {**step.values, **values, "threads": numba.get_num_threads()}
+    entry.dispatcher(*(known[name] for name in step.params))
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -192,23 +147,42 @@ def _rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed % 2**64)
 
 
-def _check_then_time(run: Callable[[], None], out: np.ndarray, problem: GemmProblem, inputs: GemmInputs,
-                     policy: TimingPolicy, compile_s: float) -> Evaluation:
+HOST = Device(xp=np, rng=_rng, synchronize=lambda: None, clock=lambda stream: HostClock())
+
+
+def evaluate(op: Any, family: Any, problem: Any, artifact: Artifact, target: Target, *, seed: int,
+             policy: TimingPolicy | None) -> Evaluation:
+    """Compile (first use in this process), run once on fresh inputs into NaN-poisoned outputs, check against the
+    float64 reference, then time. compile_s is the time numba spent here (0 when already compiled)."""
+    step = next(s for s in artifact.plan.steps if isinstance(s, CallStep))
     try:
-        run()
-    except Exception as e:
-        return Evaluation(Status.LAUNCH_ERROR, reason=_brief(e), compile_s=compile_s)
-    verdict = check(out.astype(np.float64), reference(problem, inputs), problem.dtype)
-    if not verdict.ok:
-        return Evaluation(Status.WRONG_RESULT, reason=verdict.reason, rel_error=verdict.rel_error, compile_s=compile_s)
-    try:
-        samples = measure(run, clock=HostClock(), policy=policy)
-    except Exception as e:
-        return Evaluation(Status.LAUNCH_ERROR, reason=f"while timing: {_brief(e)}", compile_s=compile_s)
-    return Evaluation(Status.OK, samples=samples, rel_error=verdict.rel_error, compile_s=compile_s)
+        fresh = not is_compiled(artifact.source, step)
+        entry = compiled_entry(artifact.source, step, kernel_cache_dir())
+        compile_s = entry.compile_s if fresh else 0.0
+    except Exception as e:  # numba's typing and lowering errors, bad configuration values
+        return failure(Status.COMPILE_ERROR, e)
+    import numba
+
+    if step.threads > numba.config.NUMBA_NUM_THREADS:
+        return Evaluation(Status.LAUNCH_ERROR, compile_s=compile_s,
+                          reason=f"threads={step.threads} exceeds numba's pool of {numba.config.NUMBA_NUM_THREADS}")
+
+    def launcher(operands: Mapping[str, Any]) -> Callable[[], None]:
+        values = family.args(problem, operands)
+        return lambda: call(entry, step, values)
+
+    return run_checked(op, problem, HOST, launcher, seed=seed, policy=policy, compile_s=compile_s)
 
 
-def _brief(error: BaseException, limit: int = 600) -> str:
-    text = " ".join(f"{type(error).__name__}: {error}".split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def evaluate_baseline(op: Any, baseline: Any, problem: Any, target: Target, *, seed: int,
+                      policy: TimingPolicy | None) -> tuple[str, Evaluation]:
+    """A library baseline (ops/base.Baseline) on the host, on the inputs `evaluate` makes from the same seed,
+    checked and timed the same way: (what ran, evaluation)."""
+    prepared: list[Any] = []
 
+    def launcher(operands: Mapping[str, Any]) -> Any:
+        prepared.append(baseline.prepare(problem, operands))
+        return prepared[0]
+
+    ev = run_checked(op, problem, HOST, launcher, seed=seed, policy=policy)
+    return (prepared[0].label if prepared else baseline.name), ev

@@ -1,168 +1,74 @@
-"""The CUDA backend for GEMM: NVRTC compiles the templates of kernels/cuda/ to cubin, CuPy loads and launches them.
+"""The CUDA runtime: any family's source compiled by NVRTC to a cubin (no GPU needed), loaded and launched by following
+its launch plan (ops/launch.py), with CuPy owning the memory, the stream and the events. It knows no op.
 
-Compiling needs no GPU (`CudaBackend.compile`, or `compile_config` for a named architecture). Running needs CuPy
-and a device: `CudaBackend.evaluate` checks a kernel on fresh random inputs against the float64 reference with the
-output poisoned (NaN), and only then times it with device events, L2 flushed between samples, the whole launch
-sequence (split-K workspace zeroing and reduction included) inside the timed region. Kernel faults become typed
-evaluations, never exceptions. `CudaBackend.baseline` times cuBLAS through `cupy.matmul` the same way.
+    compile_artifact(family, source, plan, config, arch)  NVRTC, once per process per program; ptxas report kept
+    load(artifact)                    the cubin in the current device's primary context (once per process and device)
+    bind(module, plan, values)        a launcher: workspace and scratch placed, tensor maps encoded, arguments packed
+                                      once; each call runs the plan's steps in order on the current stream
+    evaluate(...)                     fresh inputs, check, then time (backends/checked.py) on the target's GPU
 
-CuPy is imported inside functions only: importing this module stays cheap and works without a GPU.
+Every kernel goes through cuda.bindings (`cuLaunchKernel`, or `cuLaunchKernelEx` for a launch-time cluster): one
+launcher for ordinary launches, clusters and TMA tensor-map arguments. CuPy and cuda.bindings are imported inside
+functions only: importing this module stays cheap and works without a GPU.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
+import ctypes
 import hashlib
 import re
 import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from tracea_cli.backends import nvrtc
-from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status
-from tracea_cli.errors import ToolchainMissing, UsageError
-from tracea_cli.ops.dtypes import from_storage, to_storage
-from tracea_cli.ops.gemm.cuda_space import (
-    SPLITK_REDUCE_THREADS,
-    cluster_k_of,
-    gemm_space,
-    slice_k_of,
-    tiling,
-)
-from tracea_cli.ops.gemm.problem import GemmInputs, GemmProblem, make_inputs, reference
-from tracea_cli.ops.verify import check
-from tracea_cli.resources import kernel_source
-from tracea_cli.space import Value, config_key
+from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status, failure
+from tracea_cli.backends.checked import Device, run_checked
+from tracea_cli.errors import ToolchainMissing
+from tracea_cli.ops.launch import KernelStep, LaunchPlan, MemsetStep, TensorMap
+from tracea_cli.space import Value
 from tracea_cli.target import DeviceLimits, Target
-from tracea_cli.timing import Samples, TimingPolicy, measure
+from tracea_cli.timing import TimingPolicy
 
-GENERATOR_VERSION = 1  # bump when the text `gemm_source` generates around the templates changes
-MAIN_KERNEL = "gemm_main"
-REDUCE_KERNEL = "gemm_splitk_reduce"
-HEADERS = {"simt": "cuda/gemm_simt.cuh", "mma": "cuda/gemm_mma.cuh"}
-ELEMENT = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "fp64": "double"}
-EPILOGUE = {"none": "None", "bias": "Bias", "bias_relu": "BiasRelu", "bias_silu": "BiasSilu", "bias_gelu": "BiasGelu",
-            "bias_residual": "BiasResidual"}
 _CUPY_HINT = "Install the CUDA extra (pip install 'tracea[cuda]') on a machine with an NVIDIA GPU."
-_INCLUDE = re.compile(r'^#include "([^"]+)"\s*$', re.M)
+DEFAULT_SMEM_LIMIT = 48 * 1024  # above this a kernel's dynamic shared memory limit must be raised
+SERIALIZED_WGMMA = "C7510"  # ptxas: a wgmma pipeline was serialised (correct, but slow)
+IGNORED_SETMAXNREG = "C7508"  # ptxas: setmaxnreg was ignored
 
 
-# ---- source ------------------------------------------------------------------------------------------------------
-
-def _inline(relative: str, seen: set[str]) -> str:
-    """The header's text with its quoted includes pasted in (once each): one self-contained translation unit."""
-    if relative in seen:
-        return ""
-    seen.add(relative)
-    folder = relative.rsplit("/", 1)[0]
-    text = kernel_source(relative).replace("#pragma once\n", "")
-    return _INCLUDE.sub(lambda m: _inline(f"{folder}/{m.group(1)}", seen), text)
+def _cupy():
+    try:
+        import cupy
+    except ImportError:
+        raise ToolchainMissing("CuPy is not installed, so CUDA kernels cannot run here.", _CUPY_HINT) from None
+    return cupy
 
 
-@functools.lru_cache(maxsize=None)
-def _template(family: str) -> str:
-    return _inline(HEADERS[family], set())
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError:  # cuda-python before the cuda.bindings namespace
+        from cuda import cuda as driver  # type: ignore[no-redef]
+    return driver
 
 
-def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
-    """The exact, self-contained CUDA source of one configuration (what is compiled, hashed and exported)."""
-    family = str(config["family"])
-    t = tiling(problem, config)
-    layout = "NN" if problem.layout == "nn" else "NT"
-    head = (f"tracea::{'MmaGemm' if family == 'mma' else 'SimtGemm'}<{ELEMENT[problem.dtype]}, tracea::Layout::{layout}, "
-            f"tracea::Epilogue::{EPILOGUE[problem.epilogue]}, ")
-    if family == "mma":
-        args = [config[p] for p in ("block_m", "block_n", "block_k", "warp_m", "warp_n", "stages", "vec", "split_k", "group_m")]
-        cluster = cluster_k_of(config)
-        if slice_k_of(config) > 1 or cluster > 1:  # 1 is the template's default: the instantiation of before
-            args.append(slice_k_of(config))
-        if cluster > 1:
-            args.append(cluster)
-        entry, bounds = "tracea::gemm_mma<Gemm>", "Gemm::THREADS"
-    else:
-        args = [config[p] for p in ("block_m", "block_n", "block_k", "warp_m", "warp_n", "vec", "split_k", "group_m")]
-        entry, bounds = "tracea::gemm_simt<Gemm>", "Gemm::THREADS, Gemm::MIN_BLOCKS"  # blocks per SM: see the template
-    lines = [
-        f"// Tracea CUDA GEMM ({problem.dtype}, layout {problem.layout}, epilogue {problem.epilogue})",
-        f"// configuration {config_key(config)}",
-        _template(family),
-        f"using Gemm = {head}{', '.join(str(int(a)) for a in args)}>;",
-        f'static_assert(Gemm::THREADS == {t.threads}, "block size differs from the launch description");',
-        f'static_assert(Gemm::SMEM_BYTES == {t.smem_bytes}, "shared memory differs from the launch description");',
-        f"extern \"C\" __global__ void __launch_bounds__({bounds}) {_cluster_dims(config)}{MAIN_KERNEL}(TRACEA_GEMM_PARAMS) "
-        f"{{ {entry}(TRACEA_GEMM_ARGS); }}",
-    ]
-    if int(config["split_k"]) > 1:
-        lines.append(f"extern \"C\" __global__ void __launch_bounds__({SPLITK_REDUCE_THREADS}) {REDUCE_KERNEL}"
-                     f"(TRACEA_GEMM_PARAMS) {{ tracea::splitk_reduce<Gemm::T, Gemm::EPILOGUE>(TRACEA_GEMM_ARGS); }}")
-    return "\n".join(lines) + "\n"
+class LaunchFailed(RuntimeError):
+    """A driver call for loading or launching failed; the message names the call and the CUDA error."""
 
 
-def _cluster_z(config: Mapping[str, Value]) -> int | str:
-    """Grid z: the split-K slices, or the blocks of a K cluster (a fixed number)."""
-    cluster = cluster_k_of(config)
-    return cluster if cluster > 1 else "split_k"
+def _ok(result: Any, what: str) -> Any:
+    driver = _driver()
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise LaunchFailed(f"{what} failed: {getattr(err, 'name', str(err))}")
+    return rest[0] if len(rest) == 1 else rest
 
 
-def _cluster_dims(config: Mapping[str, Value]) -> str:
-    """The entry's compile-time cluster shape (an ordinary launch then makes the clusters), or nothing."""
-    cluster = cluster_k_of(config)
-    return f"__cluster_dims__(1, 1, {cluster}) " if cluster > 1 else ""
-
-
-def launch_description(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, Any]:
-    """How to run a configuration (docs/kernel-abi.md): memsets and kernels in order, with grid rules."""
-    t = tiling(problem, config)
-    split = int(config["split_k"])
-    steps: list[dict[str, Any]] = []
-    if split > 1:
-        steps.append({"kind": "memset", "buffer": "workspace", "bytes_per": "mn", "elem_bytes": 4})
-    steps.append({"kind": "kernel", "name": MAIN_KERNEL, "block": [t.threads, 1, 1],
-                  "grid": {"x": "tiles", "y": 1, "z": _cluster_z(config)}, "dynamic_smem_bytes": t.smem_bytes})
-    if split > 1:
-        steps.append({"kind": "kernel", "name": REDUCE_KERNEL, "block": [SPLITK_REDUCE_THREADS, 1, 1],
-                      "grid": {"x": f"mn/{SPLITK_REDUCE_THREADS}", "y": 1, "z": 1}, "dynamic_smem_bytes": 0})
-    return {
-        "steps": steps,
-        "tile_m": int(config["block_m"]),
-        "tile_n": int(config["block_n"]),
-        "split_k": split,
-        "workspace_bytes_per_mn": 4 if split > 1 else 0,
-        "alignment_bytes": t.copy_bytes,
-    }
-
-
-_DIVIDED_RULE = re.compile(r"(mn|m|n|k)/([1-9][0-9]*)")  # the forms export/c_header.grid_rule accepts
-
-
-def grid_extent(rule: Any, launch: Mapping[str, Any], m: int, n: int, k: int) -> int:
-    """One grid dimension of an M x N x K call from its rule in a launch description (docs/kernel-abi.md): an
-    integer; "tiles", "tiles_m", "tiles_n" (output tiles of tile_m x tile_n); "split_k"; "mn/Q", "m/Q", "n/Q", "k/Q"
-    (the size divided by Q, rounded up). The Hopper family's cluster rules need the device: cuda_hopper sizes those."""
-    if isinstance(rule, int):
-        return rule
-    if rule in ("tiles", "tiles_m", "tiles_n"):
-        tiles_m, tiles_n = -(-m // int(launch["tile_m"])), -(-n // int(launch["tile_n"]))
-        return {"tiles": tiles_m * tiles_n, "tiles_m": tiles_m, "tiles_n": tiles_n}[rule]
-    if rule == "split_k":
-        return int(launch["split_k"])
-    divided = _DIVIDED_RULE.fullmatch(rule) if isinstance(rule, str) else None
-    if divided:
-        size = {"mn": m * n, "m": m, "n": n, "k": k}[divided.group(1)]
-        return -(-size // int(divided.group(2)))
-    raise ValueError(f"unknown grid rule {rule!r}")
-
-
-# ---- compiling ---------------------------------------------------------------------------------------------------
-
-def source_digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
+# ---- compiling (no GPU) -----------------------------------------------------------------------------------------------
 
 _COMPILED_KEEP = 256  # programs kept per process
 _compiled: dict[tuple[str, str], Future] = {}  # (source digest, arch) -> the one compile of that program
@@ -170,15 +76,15 @@ _compiled_lock = threading.Lock()
 _retry_lock = threading.Lock()
 
 
-def _compile_program(source: str, arch: str) -> nvrtc.CompiledProgram:
-    program = nvrtc.compile_source(source, nvrtc.CompileOptions(arch=arch), name="tracea_gemm.cu", want_ptx=True)
-    if MAIN_KERNEL not in program.resources:  # no ptxas report: once more, alone (see docs/engine.md)
+def _compile_program(source: str, arch: str, kernels: tuple[str, ...]) -> nvrtc.CompiledProgram:
+    program = nvrtc.compile_source(source, nvrtc.CompileOptions(arch=arch), name="tracea_kernel.cu", want_ptx=True)
+    if not set(kernels) <= set(program.resources):  # no ptxas report: once more, alone (see docs/engine.md)
         with _retry_lock:
-            program = nvrtc.compile_source(source, nvrtc.CompileOptions(arch=arch), name="tracea_gemm.cu", want_ptx=True)
+            program = nvrtc.compile_source(source, nvrtc.CompileOptions(arch=arch), name="tracea_kernel.cu", want_ptx=True)
     return program
 
 
-def _compile_once(source: str, arch: str) -> nvrtc.CompiledProgram:
+def compile_program(source: str, arch: str, kernels: tuple[str, ...] = ()) -> nvrtc.CompiledProgram:
     """Compile a program once per process: threads asking for the same one wait for the first compile."""
     key = (hashlib.sha256(source.encode()).hexdigest(), arch)
     with _compiled_lock:
@@ -190,7 +96,7 @@ def _compile_once(source: str, arch: str) -> nvrtc.CompiledProgram:
                 del _compiled[next(iter(_compiled))]
     if owner:
         try:
-            pending.set_result(_compile_program(source, arch))
+            pending.set_result(_compile_program(source, arch, kernels))
         except BaseException as e:  # not kept: a later call compiles afresh
             with _compiled_lock:
                 _compiled.pop(key, None)
@@ -198,24 +104,28 @@ def _compile_once(source: str, arch: str) -> nvrtc.CompiledProgram:
     return pending.result()
 
 
-def compile_config(problem: GemmProblem, config: Mapping[str, Value], arch: str) -> Artifact:
-    """Compile one configuration to a cubin for `arch` ("sm_80", "sm_90", ...). Needs no GPU. Raises CompileFailed."""
-    source = gemm_source(problem, config)
+def _ptx_target(ptx: str) -> str:
+    m = re.search(r"^\.target\s+(\S+)", ptx, re.M)
+    return m.group(1) if m else ""
+
+
+def compile_artifact(family: str, source: str, plan: LaunchPlan, config: Mapping[str, Value], arch: str) -> Artifact:
+    """One configuration's cubin for `arch` ("sm_80", "sm_90a"). Needs no GPU. Raises CompileFailed."""
+    kernels = tuple(k.name for k in plan.kernels)
     t0 = time.perf_counter()
     try:
-        program = _compile_once(source, arch)
+        program = compile_program(source, arch, kernels)
     except nvrtc.NvrtcError as e:
         log = e.log.strip().splitlines()
         raise CompileFailed(f"{e}: " + "\n".join(log[-20:])) from None
-    elapsed = time.perf_counter() - t0
-    main = program.resources.get(MAIN_KERNEL)
-    if main is None:
-        raise CompileFailed(f"the cubin has no entry {MAIN_KERNEL!r}; ptxas reported {sorted(program.resources)}")
-    launch = launch_description(problem, config)
+    missing = [k for k in kernels if k not in program.resources]
+    if missing:
+        raise CompileFailed(f"the cubin has no entries {missing}; ptxas reported {sorted(program.resources)}")
+    main = program.resources[plan.main_kernel.name]
     resources = {
         "registers": main.registers,
         "static_shared_bytes": main.shared_bytes,
-        "dynamic_shared_bytes": tiling(problem, config).smem_bytes,
+        "dynamic_shared_bytes": max(k.dynamic_smem_bytes for k in plan.kernels),
         "stack_bytes": main.stack_bytes,
         "spill_store_bytes": main.spill_store_bytes,
         "spill_load_bytes": main.spill_load_bytes,
@@ -223,295 +133,15 @@ def compile_config(problem: GemmProblem, config: Mapping[str, Value], arch: str)
         "arch": arch,
         "nvrtc_version": program.nvrtc_version,
         "ptx_isa": program.ptx_isa,
+        "ptx_target": _ptx_target(program.ptx),
+        "warnings": list(program.warnings),
+        "log": program.log,
     }
-    return Artifact(config=dict(config), kernel_name=MAIN_KERNEL, binary=program.cubin, source=source, launch=launch,
-                    resources=resources, compile_s=elapsed)
+    return Artifact(config=dict(config), family=family, source=source, plan=plan, binary=program.cubin, arch=arch,
+                    resources=resources, compile_s=time.perf_counter() - t0)
 
 
-# ---- running -----------------------------------------------------------------------------------------------------
-
-def _cupy():
-    try:
-        import cupy
-    except ImportError:
-        raise ToolchainMissing("CuPy is not installed, so CUDA kernels cannot run here.", _CUPY_HINT) from None
-    return cupy
-
-
-class L2Flush:
-    """Overwrites a buffer of twice the current device's L2 size (64 MiB assumed where CuPy reports none), so that no
-    sample finds its inputs in the cache (outside the timing)."""
-
-    def __init__(self) -> None:
-        cupy = _cupy()
-        l2_bytes = int(cupy.cuda.Device().attributes.get("L2CacheSize", 0)) or 64 << 20
-        self._buffer = cupy.empty(2 * l2_bytes // 4, dtype=cupy.int32)
-
-    def __call__(self) -> None:
-        self._buffer.fill(0)
-
-
-@dataclass
-class DeviceOperands:
-    """A problem's operands in device memory, in storage format (bf16 as uint16 bit patterns)."""
-
-    problem: GemmProblem
-    a: Any
-    b: Any
-    c: Any
-    bias: Any
-    residual: Any
-    workspace: Any
-
-    @property
-    def leading_dims(self) -> tuple[int, int, int]:
-        p = self.problem
-        return p.k, (p.n if p.layout == "nn" else p.k), p.n
-
-    def poison(self) -> None:
-        """Fill C with NaN, so that any element a kernel fails to write fails the check."""
-        if self.problem.dtype == "bf16":
-            self.c.fill(0x7FC0)
-        else:
-            self.c.fill(np.nan)
-
-    def output(self) -> Any:
-        """C as float64 values, on the device."""
-        return from_storage(self.c, self.problem.dtype)
-
-
-def upload(problem: GemmProblem, inputs: GemmInputs, *, workspace_bytes: int = 0) -> DeviceOperands:
-    """Operands in storage format on the current device (inputs made on the host are copied there)."""
-    cupy = _cupy()
-
-    def put(values: Any):
-        return None if values is None else cupy.asarray(to_storage(values, problem.dtype))
-
-    storage = to_storage(np.zeros(1), problem.dtype).dtype
-    return DeviceOperands(
-        problem=problem,
-        a=put(inputs.a),
-        b=put(inputs.b),
-        c=cupy.empty((problem.m, problem.n), dtype=storage),
-        bias=put(inputs.bias),
-        residual=put(inputs.residual),
-        workspace=cupy.empty(workspace_bytes // 4, dtype=cupy.float32) if workspace_bytes else None,
-    )
-
-
-class LoadedGemm:
-    """A cubin loaded on the current device, launched by following its launch description."""
-
-    def __init__(self, artifact: Artifact) -> None:
-        cupy = _cupy()
-        from cupy.cuda import driver
-        from cupy.cuda import function as cuda_function
-
-        self._cupy = cupy
-        self.launch = artifact.launch
-        self._module = cuda_function.Module()
-        self._module.load(bytes(artifact.binary or b""))
-        self._functions = {}
-        for step in self.launch["steps"]:
-            if step["kind"] != "kernel":
-                continue
-            fn = self._module.get_function(step["name"])
-            if step["dynamic_smem_bytes"] > 48 * 1024:
-                attr = getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8)
-                driver.funcSetAttribute(fn.ptr, attr, int(step["dynamic_smem_bytes"]))
-            self._functions[step["name"]] = fn
-
-    def workspace_bytes(self, problem: GemmProblem) -> int:
-        return int(self.launch.get("workspace_bytes_per_mn", 0)) * problem.m * problem.n
-
-    def __call__(self, ops: DeviceOperands, stream: Any = None) -> None:
-        """Enqueue the whole launch sequence (memsets included) on `stream`."""
-        cupy = self._cupy
-        p = ops.problem
-        stream = stream if stream is not None else cupy.cuda.get_current_stream()
-        lda, ldb, ldc = ops.leading_dims
-
-        def ptr(x: Any) -> Any:
-            return x if x is not None else np.uint64(0)
-
-        args = (ops.a, ops.b, ops.c, ptr(ops.bias), ptr(ops.residual), ptr(ops.workspace),
-                np.int32(p.m), np.int32(p.n), np.int32(p.k), np.int32(lda), np.int32(ldb), np.int32(ldc))
-        for step in self.launch["steps"]:
-            if step["kind"] == "memset":
-                nbytes = p.m * p.n * int(step["elem_bytes"])
-                cupy.cuda.runtime.memsetAsync(ops.workspace.data.ptr, 0, nbytes, stream.ptr)
-                continue
-            grid = tuple(grid_extent(step["grid"][axis], self.launch, p.m, p.n, p.k) for axis in ("x", "y", "z"))
-            self._functions[step["name"]](grid, tuple(step["block"]), args,
-                                          shared_mem=int(step["dynamic_smem_bytes"]), stream=stream)
-
-
-def checked_inputs(problem: GemmProblem, seed: int) -> tuple[GemmInputs, Any]:
-    """Fresh random inputs for `seed`, made on the current GPU, and their float64 reference there (cuBLAS DGEMM):
-    a check costs milliseconds even at 8192³, where numpy's float64 reference takes seconds."""
-    inputs = make_inputs(problem, _cupy().random.RandomState(seed))
-    return inputs, reference(problem, inputs)
-
-
-def _failure(status: Status, error: BaseException | str, compile_s: float = 0.0) -> Evaluation:
-    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    return Evaluation(status, reason=text.strip()[:500], compile_s=compile_s)
-
-
-def _verify_and_time(run: Callable[[], None], ops: DeviceOperands, ref: np.ndarray, *, policy: TimingPolicy | None,
-                     compile_s: float = 0.0) -> Evaluation:
-    """Poison, run once, check; only a correct result is timed. `policy=None` checks without timing."""
-    cupy = _cupy()
-    try:
-        ops.poison()
-        run()
-        cupy.cuda.get_current_stream().synchronize()
-        out = ops.output()
-    except Exception as e:  # an illegal address, too many resources, ...: the kernel's fault, not ours
-        return _failure(Status.LAUNCH_ERROR, e, compile_s)
-    verdict = check(out, ref, ops.problem.dtype)
-    if not verdict.ok:
-        return Evaluation(Status.WRONG_RESULT, reason=verdict.reason, rel_error=verdict.rel_error, compile_s=compile_s)
-    if policy is None:
-        return Evaluation(Status.OK, rel_error=verdict.rel_error, compile_s=compile_s)
-    from tracea_cli.backends.cuda_clock import CudaEventClock
-
-    try:
-        samples: Samples = measure(run, clock=CudaEventClock(), policy=policy, prepare=L2Flush())
-    except Exception as e:
-        return _failure(Status.LAUNCH_ERROR, e, compile_s)
-    return Evaluation(Status.OK, samples=samples, rel_error=verdict.rel_error, compile_s=compile_s)
-
-
-def run_checked(problem: GemmProblem, target: Target,
-                launcher: Callable[[GemmInputs], tuple[DeviceOperands, Callable[[], None]]], *, seed: int,
-                policy: TimingPolicy | None, compile_s: float = 0.0) -> Evaluation:
-    """On the target's GPU: fresh inputs for `seed` and their reference; `launcher(inputs)` puts them in device memory
-    and gives (operands, launch); the launch is checked, and (with a policy) timed only when its result is right.
-    A failure to load or launch is a LAUNCH_ERROR evaluation."""
-    cupy = _cupy()
-    try:
-        with cupy.cuda.Device(target.device_index or 0):
-            inputs, ref = checked_inputs(problem, seed)
-            ops, run = launcher(inputs)
-            return _verify_and_time(run, ops, ref, policy=policy, compile_s=compile_s)
-    except Exception as e:
-        return _failure(Status.LAUNCH_ERROR, e, compile_s)
-
-
-def run_artifact(artifact: Artifact, problem: GemmProblem, target: Target, *, seed: int,
-                 policy: TimingPolicy | None) -> Evaluation:
-    """Load, check against the float64 reference, and (with a policy) time one compiled configuration."""
-
-    def launcher(inputs: GemmInputs) -> tuple[DeviceOperands, Callable[[], None]]:
-        kernel = LoadedGemm(artifact)
-        ops = upload(problem, inputs, workspace_bytes=kernel.workspace_bytes(problem))
-        return ops, lambda: kernel(ops)
-
-    return run_checked(problem, target, launcher, seed=seed, policy=policy, compile_s=artifact.compile_s)
-
-
-# ---- the vendor baseline -----------------------------------------------------------------------------------------
-
-def _cublas_view(cupy: Any, array: Any, dtype: str) -> Any:
-    """The array as cuBLAS should see it: bf16 bit patterns as ml_dtypes' bfloat16 (unchanged without ml_dtypes)."""
-    if dtype != "bf16" or array is None:
-        return array
-    try:
-        import ml_dtypes
-
-        return array.view(np.dtype(ml_dtypes.bfloat16))
-    except Exception:  # no ml_dtypes, or a CuPy without bfloat16: cupy.matmul will refuse, and torch is tried
-        return array
-
-
-_EPILOGUE_CODE = {
-    "bias": "v = v;",
-    "bias_relu": "v = v > 0.f ? v : 0.f;",
-    "bias_silu": "v = v / (1.f + expf(-v));",
-    "bias_gelu": "v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));",
-    "bias_residual": "v = v + (float)r;",
-}
-
-
-@functools.lru_cache(maxsize=None)
-def _epilogue_pass(epilogue: str):
-    """An unfused epilogue pass over C (what a library user writes after cuBLAS), computed in fp32."""
-    cupy = _cupy()
-    residual = epilogue == "bias_residual"
-    return cupy.ElementwiseKernel(
-        "T bias" + (", T r" if residual else ""), "T c",
-        f"float v = (float)c + (float)bias; {_EPILOGUE_CODE[epilogue]} c = (T)v;",
-        f"tracea_epilogue_{epilogue}")
-
-
-def cublas_runner(problem: GemmProblem, ops: DeviceOperands) -> tuple[str, Callable[[], None]]:
-    """(name, run): C = epilogue(A·B) with cupy.matmul (cuBLAS), then the epilogue as a separate pass when there is
-    one. bf16 needs ml_dtypes for CuPy; without it, cuBLAS is reached through torch when that is installed. tf32 runs
-    on TF32 tensor cores only inside `cublas_math(problem)`."""
-    cupy = _cupy()
-    name = baseline_name(problem)
-    a, b, c, bias, res = (_cublas_view(cupy, x, problem.dtype) for x in (ops.a, ops.b, ops.c, ops.bias, ops.residual))
-    b_kn = b if problem.layout == "nn" else b.T
-    if problem.epilogue == "none":
-        if problem.dtype == "bf16":  # CuPy's bf16 support varies by version: try once, else go through torch
-            try:
-                if a.dtype.name != "bfloat16":
-                    raise TypeError("no bfloat16 dtype for CuPy")
-                cupy.matmul(a, b_kn, out=c)
-                cupy.cuda.get_current_stream().synchronize()
-            except Exception:
-                return f"{name} (via torch)", _torch_bf16_runner(problem, ops)
-        return name, lambda: cupy.matmul(a, b_kn, out=c)
-    if problem.dtype == "bf16" and a.dtype.name != "bfloat16":
-        raise ToolchainMissing("the bf16 epilogue baseline needs CuPy with ml_dtypes' bfloat16.", "pip install ml_dtypes")
-    epilogue = _epilogue_pass(problem.epilogue)
-    extra = (res,) if problem.has_residual else ()
-
-    def run() -> None:
-        cupy.matmul(a, b_kn, out=c)
-        epilogue(bias, *extra, c)
-
-    return name, run
-
-
-def _torch_bf16_runner(problem: GemmProblem, ops: DeviceOperands) -> Callable[[], None]:
-    try:
-        import torch
-    except ImportError:
-        raise ToolchainMissing("a bf16 cuBLAS baseline needs ml_dtypes (for CuPy) or torch.", "pip install ml_dtypes") from None
-
-    def bf16(x: Any) -> Any:  # shares the CuPy buffer (DLPack), on the same default stream
-        return torch.from_dlpack(x).view(torch.bfloat16)
-
-    a, b, c = bf16(ops.a), bf16(ops.b), bf16(ops.c)
-    b_kn = b if problem.layout == "nn" else b.t()
-    return lambda: torch.matmul(a, b_kn, out=c)
-
-
-@contextlib.contextmanager
-def cublas_math(problem: GemmProblem) -> Iterator[None]:
-    """The math `cublas_runner`'s run needs, inside the block: for a tf32 problem, cuBLAS fp32 GEMMs on TF32 tensor
-    cores (CuPy's compute type; the previous one restored after). Other dtypes: nothing changes."""
-    if problem.dtype != "tf32":
-        yield
-        return
-    from cupy._core import _routines_linalg as linalg
-
-    previous = linalg.get_compute_type(np.float32)
-    linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_TF32)
-    try:
-        yield
-    finally:
-        linalg.set_compute_type(np.float32, previous)
-
-
-def baseline_name(problem: GemmProblem) -> str:
-    name = "cublas-tf32" if problem.dtype == "tf32" else "cublas"
-    return name if problem.epilogue == "none" else f"{name}+epilogue-pass"
-
-
-# ---- the backend -------------------------------------------------------------------------------------------------
+# ---- devices ----------------------------------------------------------------------------------------------------------
 
 def device_target(index: int = 0) -> Target:
     """The Target of CUDA device `index` as this process sees it, limits read from the runtime."""
@@ -543,55 +173,276 @@ def device_target(index: int = 0) -> Target:
                   limits=limits, device_index=index)
 
 
-class CudaBackend:
-    """backends.base.Backend for GEMM on NVIDIA GPUs: SIMT (fp32, fp64) and mma.sync (fp16, bf16, tf32) families."""
+def runs_on(arch: str, compute_capability: tuple[int, int]) -> str | None:
+    """None if a cubin for `arch` runs on a device of `compute_capability`, else why not: same major version and a
+    minor at most the device's; an architecture-specific one ("sm_90a") on exactly its own."""
+    m = re.fullmatch(r"sm_(\d+)(\d)(a?)", arch)
+    if not m:
+        return f"{arch!r} is not a CUDA architecture"
+    major, minor = int(m.group(1)), int(m.group(2))
+    cc = f"{compute_capability[0]}.{compute_capability[1]}"
+    if m.group(3) and (major, minor) != tuple(compute_capability):
+        return f"this GPU is compute capability {cc}; a {arch} kernel runs on {major}.{minor} only"
+    if major != compute_capability[0] or minor > compute_capability[1]:
+        return f"this GPU is compute capability {cc}; a {arch} cubin does not run on it"
+    return None
 
-    name = "cuda"
 
-    def space(self, problem: GemmProblem, target: Target):
-        return gemm_space(problem, target)
+class L2Flush:
+    """Overwrites a buffer of twice the current device's L2 size (64 MiB assumed where CuPy reports none), so that no
+    sample finds its inputs in the cache (outside the timing)."""
 
-    def source_hash(self, problem: GemmProblem) -> str:
-        from tracea_cli.ops.gemm.cuda_space import FAMILY
-
-        return source_digest(f"generator {GENERATOR_VERSION}\n{_template(FAMILY[problem.dtype])}")
-
-    def compile(self, problem: GemmProblem, config: Mapping[str, Value], target: Target) -> Artifact:
-        reason = gemm_space(problem, target).why_invalid(config)
-        if reason:
-            raise UsageError(f"the configuration is not in the {problem.dtype} CUDA space: {reason}.",
-                             "Check the configuration against `tracea tune`'s space.")
-        if target.arch is None:
-            raise UsageError("a CUDA target needs an architecture (sm_80, sm_90, ...).")
-        return compile_config(problem, config, target.arch)
-
-    def evaluate(self, artifact: Artifact, problem: GemmProblem, target: Target, *, policy: TimingPolicy,
-                 seed: int) -> Evaluation:
-        return run_artifact(artifact, problem, target, seed=seed, policy=policy)
-
-    def check(self, artifact: Artifact, problem: GemmProblem, target: Target, *, seed: int) -> Evaluation:
-        """Correctness only: fresh inputs, poisoned output, the reference; no timing."""
-        return run_artifact(artifact, problem, target, seed=seed, policy=None)
-
-    def baseline(self, problem: GemmProblem, target: Target, *, policy: TimingPolicy,
-                 seed: int) -> tuple[str, Evaluation]:
+    def __init__(self) -> None:
         cupy = _cupy()
-        name = baseline_name(problem)
-        try:
-            with cupy.cuda.Device(target.device_index or 0):
-                inputs, ref = checked_inputs(problem, seed)
-                ops = upload(problem, inputs)
-                name, run = cublas_runner(problem, ops)
-                with cublas_math(problem):
-                    return name, _verify_and_time(run, ops, ref, policy=policy)
-        except ToolchainMissing as e:
-            return name, _failure(Status.LAUNCH_ERROR, str(e))
-        except Exception as e:
-            return name, _failure(Status.LAUNCH_ERROR, e)
+        l2_bytes = int(cupy.cuda.Device().attributes.get("L2CacheSize", 0)) or 64 << 20
+        self._buffer = cupy.empty(2 * l2_bytes // 4, dtype=cupy.int32)
+
+    def __call__(self) -> None:
+        self._buffer.fill(0)
 
 
-__all__ = [
-    "CudaBackend", "DeviceOperands", "L2Flush", "LoadedGemm", "baseline_name", "checked_inputs",
-    "compile_config", "cublas_math", "cublas_runner", "device_target", "gemm_source", "grid_extent",
-    "launch_description", "run_artifact", "run_checked", "upload",
-]
+def gpu_device() -> Device:
+    """The check-then-time path's view of the current GPU: CuPy arrays, CUDA events holding the stream, L2 flushed."""
+    cupy = _cupy()
+    from tracea_cli.backends.cuda_clock import CudaEventClock
+
+    def clock(stream: int | None):
+        return CudaEventClock(None if stream is None else cupy.cuda.ExternalStream(stream))
+
+    return Device(xp=cupy, rng=cupy.random.RandomState, synchronize=lambda: cupy.cuda.get_current_stream().synchronize(),
+                  clock=clock, prepare=L2Flush())
+
+
+# ---- loading and launching ----------------------------------------------------------------------------------------------
+
+# tf32 operands load through TFLOAT32 maps (wgmma reads them so: relative error 2.6e-4 on the H200, against 6.9e-4
+# through FLOAT32 maps, where wgmma truncates); a tf32 problem's C is plain fp32.
+_MAP_DTYPE = {"fp16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
+              "tf32": "CU_TENSOR_MAP_DATA_TYPE_TFLOAT32", "fp32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"}
+_SWIZZLE = {"none": "CU_TENSOR_MAP_SWIZZLE_NONE", "32B": "CU_TENSOR_MAP_SWIZZLE_32B",
+            "64B": "CU_TENSOR_MAP_SWIZZLE_64B", "128B": "CU_TENSOR_MAP_SWIZZLE_128B"}
+_L2_PROMOTION = {"none": "CU_TENSOR_MAP_L2_PROMOTION_NONE", "64B": "CU_TENSOR_MAP_L2_PROMOTION_L2_64B",
+                 "128B": "CU_TENSOR_MAP_L2_PROMOTION_L2_128B", "256B": "CU_TENSOR_MAP_L2_PROMOTION_L2_256B"}
+
+
+def encode_tensor_map(ptr: int, spec: TensorMap, sizes: Mapping[str, int]) -> bytes:
+    """The 128-byte CUtensorMap of `spec` over memory at `ptr` ("zero" out-of-bounds fill: the driver's FILL_NONE)."""
+    d = _driver()
+    dims = [int(sizes[name]) for name in spec.dims]
+    stride = int(sizes[spec.row_stride]) * spec.elem_bytes
+    tmap = _ok(d.cuTensorMapEncodeTiled(
+        getattr(d.CUtensorMapDataType, _MAP_DTYPE[spec.dtype]),
+        2,
+        ptr,
+        [d.cuuint64_t(v) for v in dims],
+        [d.cuuint64_t(stride)],
+        [d.cuuint32_t(int(v)) for v in spec.box],
+        [d.cuuint32_t(1), d.cuuint32_t(1)],
+        d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        getattr(d.CUtensorMapSwizzle, _SWIZZLE[spec.swizzle]),
+        getattr(d.CUtensorMapL2promotion, _L2_PROMOTION[spec.l2_promotion]),
+        d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    ), f"cuTensorMapEncodeTiled({spec.tensor})")
+    return ctypes.string_at(int(tmap.getPtr()), 128)
+
+
+def _launch_config(step: KernelStep, grid: tuple[int, int, int], stream_ptr: int):
+    d = _driver()
+    cfg = d.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = step.block
+    cfg.sharedMemBytes = step.dynamic_smem_bytes
+    cfg.hStream = d.CUstream(stream_ptr)
+    if step.cluster is not None and step.cluster != (1, 1, 1):
+        attr = d.CUlaunchAttribute()
+        attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = step.cluster
+        cfg.attrs = [attr]
+        cfg.numAttrs = 1
+    else:
+        cfg.numAttrs = 0
+    return cfg
+
+
+@dataclass
+class LoadedModule:
+    """A cubin loaded into the current device's context: its kernels, their shared-memory limits raised, and for
+    kernels on a persistent grid the clusters (or CTAs) that fit on the device at once."""
+
+    artifact: Artifact
+    module: Any
+    functions: dict[str, Any]
+    resident: dict[str, int]
+
+
+def _resident(function: Any, step: KernelStep, sm_count: int) -> int:
+    d = _driver()
+    cluster = step.cluster[0] if step.cluster else 1
+    if cluster > 1:
+        n = int(_ok(d.cuOccupancyMaxActiveClusters(function, _launch_config(step, (sm_count * cluster, 1, 1), 0)),
+                    "cuOccupancyMaxActiveClusters"))
+    else:
+        per_sm = _ok(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, step.block[0], step.dynamic_smem_bytes),
+                     "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        n = int(per_sm) * sm_count
+    if n < 1:
+        raise LaunchFailed(f"{step.name} does not fit on this device (no resident cluster)")
+    return n
+
+
+_LOADED: dict[tuple[str, int], LoadedModule] = {}
+_loaded_lock = threading.Lock()
+
+
+def load(artifact: Artifact) -> LoadedModule:
+    """The artifact's cubin in the current device's primary context, loaded once per process and device."""
+    cupy = _cupy()
+    device = cupy.cuda.Device()
+    key = (hashlib.sha256(artifact.binary or b"").hexdigest(), device.id)
+    with _loaded_lock:
+        if key in _LOADED:
+            return _LOADED[key]
+        d = _driver()
+        device.use()
+        cupy.cuda.runtime.free(0)  # makes sure the primary context exists and is current
+        module = _ok(d.cuModuleLoadData(artifact.binary), "cuModuleLoadData")
+        sm_count = int(device.attributes["MultiProcessorCount"])
+        functions, resident = {}, {}
+        for step in artifact.plan.kernels:
+            fn = _ok(d.cuModuleGetFunction(module, step.name.encode()), f"cuModuleGetFunction({step.name})")
+            if step.dynamic_smem_bytes > DEFAULT_SMEM_LIMIT:
+                _ok(d.cuFuncSetAttribute(fn, d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         step.dynamic_smem_bytes), f"cuFuncSetAttribute({step.name})")
+            functions[step.name] = fn
+            if "persistent_clusters" in step.grid:
+                resident[step.name] = _resident(fn, step, sm_count)
+        loaded = _LOADED[key] = LoadedModule(artifact, module, functions, resident)
+        return loaded
+
+
+def _pointer(value: Any) -> int:
+    """A device pointer from a CuPy array, an integer address or None (a null pointer for an absent tensor)."""
+    if value is None:
+        return 0
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    return int(value.data.ptr)
+
+
+def bind(loaded: LoadedModule, values: Mapping[str, Any], stream_ptr: int | None = None) -> Callable[[], None]:
+    """A launcher of the loaded plan over `values` (the family's `args`: arrays by tensor name, sizes by parameter
+    name). The workspace (split-K sums, then the staging scratch) is allocated here and lives with the launcher;
+    tensor maps are encoded and every step's arguments packed once; each call queues the steps in order."""
+    cupy = _cupy()
+    d = _driver()
+    plan = loaded.artifact.plan
+    stream_ptr = cupy.cuda.get_current_stream().ptr if stream_ptr is None else stream_ptr
+    named: dict[str, Any] = dict(values)
+    sizes = {k: int(v) for k, v in named.items() if isinstance(v, (int, np.integer)) and not isinstance(v, bool)}
+    placed, total = plan.scratch_layout(sizes)
+    workspace = cupy.empty(total, dtype=np.uint8) if total else None
+    named["workspace"] = workspace
+    for buf in placed:
+        named[buf.name] = _pointer(workspace) + buf.offset
+        sizes[buf.ld_name] = named[buf.ld_name] = buf.ld
+    maps = {name: encode_tensor_map(_pointer(named[spec.tensor]), spec, sizes) for name, spec in plan.tensor_maps.items()}
+    keep: list[Any] = [workspace]
+    queued: list[Callable[[], None]] = []
+    stream = d.CUstream(stream_ptr)
+    for step in plan.steps:
+        if isinstance(step, MemsetStep):
+            nbytes = sizes["M"] * sizes["N"] * step.elem_bytes
+            ptr = _pointer(workspace)
+            queued.append(lambda ptr=ptr, nbytes=nbytes: cupy.cuda.runtime.memsetAsync(ptr, 0, nbytes, stream_ptr))
+            continue
+        args: list[Any] = []
+        for name in plan.step_params(step):
+            if name in maps:
+                args.append(ctypes.create_string_buffer(maps[name], 128))
+            elif name in sizes:
+                args.append(ctypes.c_int(sizes[name]))
+            elif name in named:
+                args.append(ctypes.c_void_p(_pointer(named[name])))
+            else:
+                raise LaunchFailed(f"{step.name} takes {name!r}, which neither the family's arguments nor the plan's "
+                                   "scratch give")
+        packed = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+        keep += [args, packed]
+        grid = plan.grid(step, sizes, loaded.resident.get(step.name))
+        function = loaded.functions[step.name]
+        if step.cluster is not None and step.cluster != (1, 1, 1):
+            cfg = _launch_config(step, grid, stream_ptr)
+            keep.append(cfg)
+            queued.append(lambda f=function, cfg=cfg, p=packed, name=step.name: _ok(
+                d.cuLaunchKernelEx(cfg, f, ctypes.addressof(p), 0), f"cuLaunchKernelEx({name})"))
+        else:
+            queued.append(lambda f=function, g=grid, b=step.block, s=step.dynamic_smem_bytes, p=packed, name=step.name:
+                          _ok(d.cuLaunchKernel(f, *g, *b, s, stream, ctypes.addressof(p), 0), f"cuLaunchKernel({name})"))
+
+    def launch() -> None:
+        _ = keep  # the packed arguments and the workspace live as long as the launcher
+        for run in queued:
+            run()
+
+    return launch
+
+
+# ---- checking and timing on the target's GPU ---------------------------------------------------------------------------
+
+def gpu_ready(index: int = 0) -> str | None:
+    """None if CuPy, cuda.bindings and a GPU as device `index` are here, else what is missing."""
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+        if count <= index:
+            return "no CUDA device is visible" if count < 1 else f"there is no CUDA device {index} ({count} visible)"
+        _driver()
+    except Exception as e:  # ImportError, or a CUDA runtime error without a driver
+        return f"CuPy/cuda.bindings are not usable here ({type(e).__name__}: {e})"
+    return None
+
+
+def _compute_capability() -> tuple[int, int]:
+    cc = str(_cupy().cuda.Device().compute_capability)  # "90" on Hopper
+    return int(cc[:-1]), int(cc[-1])
+
+
+def evaluate(op: Any, family: Any, problem: Any, artifact: Artifact, target: Target, *, seed: int,
+             policy: TimingPolicy | None) -> Evaluation:
+    """Load, check against the float64 reference, and (with a policy) time one compiled configuration on the
+    target's GPU. Kernel faults become statuses."""
+    missing = gpu_ready(target.device_index or 0)
+    if missing:
+        return Evaluation(Status.LAUNCH_ERROR, missing, compile_s=artifact.compile_s)
+    cupy = _cupy()
+    try:
+        with cupy.cuda.Device(target.device_index or 0):
+            wrong = runs_on(artifact.arch or "", _compute_capability())
+            if wrong:
+                return Evaluation(Status.LAUNCH_ERROR, wrong, compile_s=artifact.compile_s)
+            return run_checked(op, problem, gpu_device(),
+                               lambda operands: bind(load(artifact), family.args(problem, operands)),
+                               seed=seed, policy=policy, compile_s=artifact.compile_s)
+    except Exception as e:
+        return failure(Status.LAUNCH_ERROR, e, artifact.compile_s)
+
+
+def evaluate_baseline(op: Any, baseline: Any, problem: Any, target: Target, *, seed: int,
+                      policy: TimingPolicy | None) -> tuple[str, Evaluation]:
+    """A library baseline (ops/base.Baseline) on the target's GPU, checked and timed like a kernel: (what ran,
+    evaluation)."""
+    cupy = _cupy()
+    prepared: list[Any] = []
+
+    def launcher(operands: Mapping[str, Any]) -> Any:
+        prepared.append(baseline.prepare(problem, operands))
+        return prepared[0]
+
+    with cupy.cuda.Device(target.device_index or 0):
+        ev = run_checked(op, problem, gpu_device(), launcher, seed=seed, policy=policy)
+    return (prepared[0].label if prepared else baseline.name), ev
+
+
+__all__ = ["L2Flush", "LaunchFailed", "LoadedModule", "bind", "compile_artifact", "compile_program", "device_target",
+           "encode_tensor_map", "evaluate", "evaluate_baseline", "gpu_device", "gpu_ready", "load", "runs_on"]

@@ -9,17 +9,16 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tracea_cli import __version__
-from tracea_cli.backends.base import Evaluation, Status
-from tracea_cli.bench.baselines import check_baseline, torch_gemm
+from tracea_cli.backends.base import Evaluation
+from tracea_cli.bench.baselines import check_baseline
 from tracea_cli.bench.results import Ceiling, Environment, HostLoad, TrialPoint, Tuning
 from tracea_cli.bench.runner import ProgressFn, TunedKernel
 from tracea_cli.doctor.ceilings import ceiling_from_profile
-from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.registry import get_op
 from tracea_cli.space import Value
 from tracea_cli.target import Target
 from tracea_cli.timing import TimingPolicy
 
-CPU_DTYPES = ("fp32", "fp64")
 ALL_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp64")
 HOST_FIELDS = ("os", "os_release", "kernel", "machine", "python", "container", "packages")  # not the host name
 
@@ -37,8 +36,11 @@ def _as_dict(obj: Any) -> dict[str, Any]:
     return {}
 
 
-def cuda_dtypes(target: Target) -> tuple[str, ...]:
-    """tf32 and bf16 need Ampere (sm_80) or later; fp16 tensor cores Volta or later."""
+def device_dtypes(target: Target) -> tuple[str, ...]:
+    """The dtypes a device has the arithmetic for: every one on the host; on a GPU, tf32 and bf16 need Ampere (sm_80)
+    or later, fp16 tensor cores Volta or later. An op runs those of them its families have (`Op.dtypes`)."""
+    if target.backend != "cuda":
+        return ALL_DTYPES
     cc = target.limits.compute_capability if target.limits else (0, 0)
     if cc >= (8, 0):
         return ALL_DTYPES
@@ -54,7 +56,7 @@ class LiveEngine:
 
         self.settings = settings
         self.devices = devices
-        self.backend_name = setup.resolve_backend(backend, GemmProblem(1, 1, 1, "fp32"))
+        self.backend_name = setup.resolve_backend(backend)
         self.profile = load_or_make_profile(settings)
         if self.backend_name == "cuda":
             from tracea_cli.devices import parse_devices
@@ -70,8 +72,8 @@ class LiveEngine:
             from tracea_cli.doctor.profile import cpu_target
 
             self.target = cpu_target(self.profile)
-        self._plans: dict[GemmProblem, Any] = {}
-        self._pools: dict[Any, Any] = {}  # (backend factory, devices) -> a WorkerPool kept for the whole run
+        self._plans: dict[Any, Any] = {}
+        self._pools: dict[Any, Any] = {}  # (op, backend, devices) -> a WorkerPool kept for the whole run
 
     def close(self) -> None:
         """Stop the tuning workers this engine started."""
@@ -91,7 +93,14 @@ class LiveEngine:
         check_baseline(choice, ops=ops, backend=self.backend_name)
 
     def dtypes(self) -> tuple[str, ...]:
-        return CPU_DTYPES if self.backend_name == "cpu" else cuda_dtypes(self.target)
+        """The dtypes this device has the arithmetic for (built-in suites ask their ops for rows in them)."""
+        return device_dtypes(self.target)
+
+    def unsupported(self, problem: Any) -> str | None:
+        runs = [d for d in get_op(problem.op).dtypes.get(self.backend_name, ()) if d in self.dtypes()]
+        if problem.dtype in runs:
+            return None
+        return f"the {self.backend_name} backend does not run {problem.op} in {problem.dtype} here (it runs {', '.join(runs) or 'none'})"
 
     def environment(self, *, suite: str, command: str, created: str) -> Environment:
         p = self.profile
@@ -131,11 +140,11 @@ class LiveEngine:
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         return HostLoad(start=now, end=now, cpu_threads=threads)
 
-    def ceiling(self, problem: GemmProblem) -> Ceiling:
+    def ceiling(self, problem: Any) -> Ceiling:
         c = ceiling_from_profile(self.profile, backend=self.backend_name, dtype=problem.dtype, device_index=self.target.device_index)
         return Ceiling(c.flops_per_s, c.bytes_per_s, c.flops_source, c.bytes_source)
 
-    def tuned(self, problem: GemmProblem, *, budget: int | None, seed: int, progress: ProgressFn) -> TunedKernel | None:
+    def tuned(self, problem: Any, *, budget: int | None, seed: int, progress: ProgressFn) -> TunedKernel | None:
         from tracea_cli.cache import TuningCache
         from tracea_cli.tune.driver import TuneRequest, tune
 
@@ -156,7 +165,7 @@ class LiveEngine:
                         stopped_because=result.stopped_because, failures=failures)
         return TunedKernel(config=dict(result.winner.config) if result.winner else None, tuning=tuning)
 
-    def trials(self, problem: GemmProblem) -> tuple[TrialPoint, ...]:
+    def trials(self, problem: Any) -> tuple[TrialPoint, ...]:
         from tracea_cli.cache import TuningCache
         from tracea_cli.cache.records import iso_time
 
@@ -165,37 +174,34 @@ class LiveEngine:
         return tuple(TrialPoint(index=i + 1, status=t.status, median_ms=t.median_ms if t.ok else None, timestamp=iso_time(t.timestamp))
                      for i, t in enumerate(trials))
 
-    def measure(self, problem: GemmProblem, config: Mapping[str, Value], *, policy: TimingPolicy, seed: int) -> Evaluation:
+    def measure(self, problem: Any, config: Mapping[str, Value], *, policy: TimingPolicy, seed: int) -> Evaluation:
         from tracea_cli.tune.workers import EvalJob, run_job
 
         plan = self._plan(problem)
         return run_job(plan.backend, EvalJob(0, problem, dict(config), plan.target, policy, seed))
 
-    def baseline(self, choice: str, problem: GemmProblem, *, policy: TimingPolicy, seed: int) -> tuple[str, Evaluation]:
+    def baseline(self, choice: str, problem: Any, *, policy: TimingPolicy, seed: int) -> tuple[str, Evaluation]:
+        """The baseline `choice` (auto: the op's default library on this backend) on the inputs the tuned kernel gets
+        from the same seed, checked and timed the same way, in this process."""
         from tracea_cli.tune.workers import EvalJob, run_baseline
 
         plan = self._plan(problem)
-        if choice == "torch":
-            try:
-                return torch_gemm(problem, plan.target, policy=policy, seed=seed)
-            except Exception as e:  # out of memory, an unsupported dtype on this device: a failed row, not a crash
-                return "torch", Evaluation(Status.LAUNCH_ERROR, reason=f"torch.matmul failed: {type(e).__name__}: {e}"[:600])
-        # auto, cublas (cuda) and numpy (cpu) are the backend's own vendor baseline; check_baseline kept the rest out
-        name, ev = run_baseline(plan.backend, EvalJob(-1, problem, {}, plan.target, policy, seed, kind="baseline"))
+        job = EvalJob(-1, problem, {}, plan.target, policy, seed, kind="baseline", baseline=choice)
+        name, ev = run_baseline(plan.backend, job)
         return name or choice, ev
 
     # -- internals -----------------------------------------------------------------------------------------------
 
     def _pool(self, plan):
-        """One set of workers for every problem of the run: each starts (imports, CUDA context) once."""
-        key = (plan.backend_factory, plan.devices)
+        """One set of workers per op for every problem of the run: each starts (imports, CUDA context) once."""
+        key = (plan.backend.op_name, plan.backend.name, plan.devices)
         if key not in self._pools:
             from tracea_cli.tune import setup
 
             self._pools[key] = setup.pool(plan, self.settings)
         return self._pools[key]
 
-    def _plan(self, problem: GemmProblem):
+    def _plan(self, problem: Any):
         plan = self._plans.get(problem)
         if plan is None:
             from tracea_cli.tune import setup

@@ -30,7 +30,7 @@ from tracea_cli.bench.results import (
 )
 from tracea_cli.bench.suites import Suite
 from tracea_cli.errors import TraceaError
-from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.base import problem_fields
 from tracea_cli.space import Value
 from tracea_cli.stats import speedup_interval
 from tracea_cli.timing import TimingPolicy
@@ -63,25 +63,25 @@ class Engine(Protocol):
         """The host's load now (`start` and `end` both the current 1-minute average); None where unknown."""
         ...
 
-    def dtypes(self) -> tuple[str, ...]:
-        """Dtypes the chosen backend runs here."""
+    def unsupported(self, problem: Any) -> str | None:
+        """Why the chosen backend cannot run `problem` here (its op's dtypes, the device's), or None."""
         ...
 
-    def ceiling(self, problem: GemmProblem) -> Ceiling: ...
+    def ceiling(self, problem: Any) -> Ceiling: ...
 
-    def tuned(self, problem: GemmProblem, *, budget: int | None, seed: int, progress: ProgressFn) -> TunedKernel | None:
+    def tuned(self, problem: Any, *, budget: int | None, seed: int, progress: ProgressFn) -> TunedKernel | None:
         """The cached winner, tuning with `budget` evaluations on a miss; `budget=None`: cache only (None on a miss)."""
         ...
 
-    def trials(self, problem: GemmProblem) -> tuple[TrialPoint, ...]:
+    def trials(self, problem: Any) -> tuple[TrialPoint, ...]:
         """The cache's trials for the problem's key, in the order they ran."""
         ...
 
-    def measure(self, problem: GemmProblem, config: Mapping[str, Value], *, policy: TimingPolicy, seed: int) -> Evaluation:
+    def measure(self, problem: Any, config: Mapping[str, Value], *, policy: TimingPolicy, seed: int) -> Evaluation:
         """Compile `config`, check it against the float64 reference, then time it."""
         ...
 
-    def baseline(self, choice: str, problem: GemmProblem, *, policy: TimingPolicy, seed: int) -> tuple[str, Evaluation]:
+    def baseline(self, choice: str, problem: Any, *, policy: TimingPolicy, seed: int) -> tuple[str, Evaluation]:
         """Check and time the baseline `choice` (auto, cublas, numpy, torch): (provider name, evaluation)."""
         ...
 
@@ -108,7 +108,6 @@ def run_bench(request: BenchRequest, engine: Engine, *, progress: ProgressFn | N
     created = created or now_iso()
     environment = engine.environment(suite=request.suite.name, command=request.command, created=created)
     load_at_start = engine.load()
-    supported = engine.dtypes()
     if request.tune_budget is None:
         request = _replace(request, tune_budget=DEFAULT_TUNE_BUDGET.get(environment.backend, 12))
     problems: list[ProblemInfo] = []
@@ -116,9 +115,10 @@ def run_bench(request: BenchRequest, engine: Engine, *, progress: ProgressFn | N
     total = len(request.suite.problems)
     for i, problem in enumerate(request.suite.problems):
         progress(i, total, problem.label)
-        info = ProblemInfo(problem=problem.label, spec=problem.as_dict(), flops=problem.flops, bytes=problem.bytes, ceiling=engine.ceiling(problem))
-        if problem.dtype not in supported:
-            reason = f"the {environment.backend} backend does not run {problem.dtype} here (it runs {', '.join(supported)})"
+        info = ProblemInfo(problem=problem.label, spec=problem_fields(problem), flops=problem.flops, bytes=problem.bytes,
+                           ceiling=engine.ceiling(problem))
+        reason = engine.unsupported(problem)
+        if reason:
             problems.append(info)
             rows.append(failed_row(problem=info, provider=TRACEA, kind=TUNED, status=SKIPPED, reason=reason))
             continue
@@ -133,7 +133,7 @@ def run_bench(request: BenchRequest, engine: Engine, *, progress: ProgressFn | N
 
 
 def _bench_problem(
-    problem: GemmProblem, info: ProblemInfo, request: BenchRequest, engine: Engine, say: Callable[[str], None]
+    problem: Any, info: ProblemInfo, request: BenchRequest, engine: Engine, say: Callable[[str], None]
 ) -> tuple[ProblemInfo, list[ResultRow]]:
     rows: list[ResultRow] = []
     tuned_row, info = _tuned_row(problem, info, request, engine, say)

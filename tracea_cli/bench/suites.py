@@ -1,7 +1,8 @@
-"""Benchmark suites: the built-in `quick` and `default` lists, and suite files.
+"""Benchmark suites: the built-in ones, made of every op's rows, and suite files.
 
-`quick` takes seconds (CI); `default` is at most a dozen problems a user would want first: on a GPU, GEMM squares
-and LLM-like shapes in the dtypes the device supports; on the CPU, fp32 and fp64 squares.
+Built in: `quick` (seconds, CI), `default` (what a user wants first), one suite per op (its benchmark shapes, named
+after it: `gemm`, ...) and `full` (every op's own suite). Each op supplies its rows (ops/base.Op.suite) in the
+dtypes the device runs.
 
 A suite file is JSON (see docs/bench.md):
 
@@ -13,141 +14,96 @@ A suite file is JSON (see docs/bench.md):
       ]
     }
 
-Per problem: `op` (default "gemm"), `m` (required), `n` and `k` (default: m), `dtype` (a name or a list of names,
-one problem each; default "fp32"), `layout` ("nn" or "nt"; default "nn"), `epilogue` (default "none").
+Per problem: `op` (default: the registry's DEFAULT_OP, for files written when it was the only one) and the op's own
+options (`tracea tune OP --help` lists them), with their defaults; `dtype` may be a list of names, one problem each.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from tracea_cli.errors import TraceaError, UsageError
-from tracea_cli.ops import check_op
-from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.files import read_json
+from tracea_cli.ops.registry import DEFAULT_OP, get_op, op_names
 
-BUILTIN = ("quick", "default")
-PROBLEM_FIELDS = ("op", "m", "n", "k", "dtype", "layout", "epilogue")
+SHARED = ("quick", "default", "full")
+_HINT = "See docs/bench.md for the suite file format."
 
 
 @dataclass(frozen=True)
 class Suite:
     name: str
-    problems: tuple[GemmProblem, ...]
+    problems: tuple[Any, ...]
     source: str = "built-in"  # or the suite file's path
 
 
-def _gemms(rows: Iterable[tuple[int, int, int, str, str]]) -> tuple[GemmProblem, ...]:
-    return tuple(GemmProblem(m=m, n=n, k=k, dtype=dtype, layout=layout) for m, n, k, dtype, layout in rows)
+def builtin_names() -> tuple[str, ...]:
+    return (*SHARED[:2], *op_names(), SHARED[2])
 
 
-def _gpu_dtype(wanted: str, dtypes: tuple[str, ...]) -> str | None:
-    """The dtype to use for `wanted` on a device that has `dtypes`: bf16 falls back to fp16, tf32 to nothing."""
-    if wanted in dtypes:
-        return wanted
-    if wanted == "bf16" and "fp16" in dtypes:
-        return "fp16"
-    return None
+def builtin_suite(name: str, *, backend: str, dtypes: tuple[str, ...]) -> Suite:
+    """`quick`, `default`, an op's own suite or `full`, for `backend` in the dtypes its device runs."""
+    if name in SHARED[:2]:
+        parts = [(op, name) for op in op_names()]
+    elif name == "full":
+        parts = [(op, op) for op in op_names()]
+    else:
+        parts = [(name, name)]
+    problems: list[Any] = []
+    for op_name, row_set in parts:
+        problems += [p for p in get_op(op_name).suite(row_set, backend, dtypes) if p not in problems]
+    return Suite(name, tuple(problems))
 
 
-def quick_suite(backend: str, dtypes: tuple[str, ...]) -> Suite:
-    """Seconds of work: two small fp32 GEMMs on the CPU; on a GPU, 1024³ in fp32 and the fastest 16-bit dtype."""
-    if backend == "cpu":
-        return Suite("quick", _gemms([(128, 128, 128, "fp32", "nn"), (256, 256, 256, "fp32", "nn")]))
-    rows = [(1024, 1024, 1024, "fp32", "nn")]
-    half = _gpu_dtype("bf16", dtypes)
-    if half:
-        rows.append((1024, 1024, 1024, half, "nn"))
-    return Suite("quick", _gemms(rows))
-
-
-# (m, n, k, dtype, layout). LLM-like shapes take B as N×K (nt), as torch.nn.Linear stores weights.
-_GPU_DEFAULT = (
-    (2048, 2048, 2048, "fp32", "nn"),
-    (4096, 4096, 4096, "fp32", "nn"),
-    (4096, 4096, 4096, "tf32", "nn"),
-    (4096, 4096, 4096, "fp16", "nn"),
-    (4096, 4096, 4096, "bf16", "nn"),
-    (8192, 8192, 8192, "bf16", "nn"),
-    (4096, 7168, 2048, "bf16", "nt"),
-    (4096, 2112, 7168, "bf16", "nt"),
-    (4096, 4096, 7168, "bf16", "nt"),
-    (4096, 32768, 512, "bf16", "nt"),
-    (16, 4096, 4096, "bf16", "nt"),  # small M: decoding one token for 16 sequences
-    (1000, 3000, 777, "fp16", "nn"),  # awkward: no dimension a multiple of 64
-)
-_CPU_DEFAULT = (
-    (512, 512, 512, "fp32", "nn"),
-    (1024, 1024, 1024, "fp32", "nn"),
-    (2048, 2048, 2048, "fp32", "nn"),
-    (512, 512, 512, "fp64", "nn"),
-    (1024, 1024, 1024, "fp64", "nn"),
-)
-
-
-def default_suite(backend: str, dtypes: tuple[str, ...]) -> Suite:
-    if backend == "cpu":
-        return Suite("default", _gemms(r for r in _CPU_DEFAULT if r[3] in dtypes))
-    rows = []
-    for m, n, k, dtype, layout in _GPU_DEFAULT:
-        chosen = _gpu_dtype(dtype, dtypes)
-        if chosen and (m, n, k, chosen, layout) not in rows:
-            rows.append((m, n, k, chosen, layout))
-    return Suite("default", _gemms(rows))
-
-
-def single(problem: GemmProblem) -> Suite:
+def single(problem: Any) -> Suite:
     return Suite(problem.label, (problem,), source="command line")
 
 
-def _entry_problems(entry: Any, where: str) -> list[GemmProblem]:
+def _entry_problems(entry: Any, where: str) -> list[Any]:
     if not isinstance(entry, Mapping):
-        raise UsageError(f"{where} is not an object with m, n, k, dtype fields.", "See docs/bench.md for the suite file format.")
-    unknown = sorted(set(entry) - set(PROBLEM_FIELDS))
+        raise UsageError(f"{where} is not an object naming an op's options.", _HINT)
+    op_name = entry.get("op", DEFAULT_OP)
+    if not isinstance(op_name, str):
+        raise UsageError(f"{where} has op {op_name!r}, which is not a name.", f"Use one of {', '.join(op_names())}.")
+    try:
+        op = get_op(op_name)
+    except TraceaError as e:
+        raise UsageError(f"{where}: {e.message}", e.hint) from None
+    declared = [o.name for o in op.options]
+    unknown = sorted(set(entry) - {"op", *declared})
     if unknown:
-        raise UsageError(f"{where} has unknown field(s) {', '.join(unknown)}.", f"Use only {', '.join(PROBLEM_FIELDS)}.")
-    if "m" not in entry:
-        raise UsageError(f"{where} has no m.", "Give at least m; n and k default to m.")
-    op = entry.get("op", "gemm")
-    if not isinstance(op, str):
-        raise UsageError(f"{where} has op {op!r}, which is not a name.", "Use \"gemm\".")
-    check_op(op)
-    dtypes = entry.get("dtype", "fp32")
-    dtypes = [dtypes] if isinstance(dtypes, str) else dtypes
-    if not isinstance(dtypes, list) or not dtypes or not all(isinstance(d, str) for d in dtypes):
-        raise UsageError(f"{where} has dtype {entry.get('dtype')!r}; give a name or a list of names.", "For example \"bf16\" or [\"fp32\", \"fp64\"].")
-    m = entry["m"]
+        raise UsageError(f"{where} has unknown field(s) {', '.join(unknown)} for {op_name}.",
+                         f"Use op and {', '.join(declared)}.")
+    values = {k: v for k, v in entry.items() if k != "op"}
+    dtypes = values.get("dtype")
+    dtypes = [dtypes] if dtypes is None or isinstance(dtypes, str) else dtypes
+    if not isinstance(dtypes, list) or not dtypes or not all(d is None or isinstance(d, str) for d in dtypes):
+        raise UsageError(f"{where} has dtype {entry.get('dtype')!r}; give a name or a list of names.",
+                         "For example \"bf16\" or [\"fp32\", \"fp64\"].")
     out = []
     for dtype in dtypes:
         try:
-            out.append(
-                GemmProblem(
-                    m=m,
-                    n=entry.get("n", m),
-                    k=entry.get("k", m),
-                    dtype=dtype,
-                    layout=entry.get("layout", "nn"),
-                    epilogue=entry.get("epilogue", "none"),
-                )
-            )
+            out.append(op.problem(**{**values, "dtype": dtype}))
         except TraceaError as e:
             raise UsageError(f"{where}: {e.message}", e.hint) from None
+        except TypeError as e:  # a value of the wrong type for the op's problem
+            raise UsageError(f"{where}: {e}.", _HINT) from None
     return out
 
 
 def parse_suite(doc: Any, *, source: str) -> Suite:
     """A suite from a parsed suite document; raises UsageError naming the first bad entry."""
     if not isinstance(doc, Mapping) or "problems" not in doc:
-        raise UsageError(f"the suite file {source} has no \"problems\" list.", "See docs/bench.md for the suite file format.")
+        raise UsageError(f"the suite file {source} has no \"problems\" list.", _HINT)
     unknown = sorted(set(doc) - {"name", "problems", "description"})
     if unknown:
         raise UsageError(f"the suite file {source} has unknown field(s) {', '.join(unknown)}.", "Use name, description and problems.")
     entries = doc["problems"]
     if not isinstance(entries, list) or not entries:
         raise UsageError(f"the suite file {source} lists no problems.", "Give at least one problem.")
-    problems: list[GemmProblem] = []
+    problems: list[Any] = []
     for i, entry in enumerate(entries):
         for p in _entry_problems(entry, f"problem {i + 1} of the suite file {source}"):
             if p not in problems:
@@ -157,31 +113,26 @@ def parse_suite(doc: Any, *, source: str) -> Suite:
 
 
 def load_suite_file(path: Path) -> Suite:
-    path = Path(path).expanduser()
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UsageError(f"the suite file {path} does not exist.", "Use --suite quick, --suite default or the path of a suite file.") from None
-    except (OSError, UnicodeDecodeError) as e:
-        reason = getattr(e, "strerror", None) or str(e)
-        raise UsageError(f"cannot read the suite file {path}: {reason}.", "Check the path and its permissions.") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"the suite file {path} is not valid JSON (line {e.lineno}: {e.msg}).", "See docs/bench.md for the suite file format.") from None
-    return parse_suite(doc, source=str(path))
+    doc = read_json(Path(path), "suite file", "Use --suite quick, --suite default or the path of a suite file.")
+    return parse_suite(doc, source=str(Path(path).expanduser()))
 
 
 def looks_like_path(spec: str) -> bool:
     return "/" in spec or "\\" in spec or spec.endswith(".json") or Path(spec).exists()
 
 
+def check_suite_name(spec: str) -> None:
+    """A usage error, before any work, when `spec` is neither a built-in suite nor looks like a file."""
+    if not spec.strip():
+        raise UsageError("--suite was given an empty name.", f"Use one of {', '.join(builtin_names())} or a suite file.")
+    if spec not in builtin_names() and not looks_like_path(spec):
+        raise UsageError(f"unknown suite {spec!r}.", f"Use one of {', '.join(builtin_names())}, or the path of a "
+                                                     "suite file (JSON).")
+
+
 def resolve_suite(spec: str, *, backend: str, dtypes: tuple[str, ...]) -> Suite:
-    """`quick`, `default` or a suite file's path. An unknown name is a usage error that lists the choices."""
-    if spec == "quick":
-        return quick_suite(backend, dtypes)
-    if spec == "default":
-        return default_suite(backend, dtypes)
-    if looks_like_path(spec):
-        return load_suite_file(Path(spec))
-    raise UsageError(f"unknown suite {spec!r}.", "Use --suite quick, --suite default or the path of a suite file (JSON).")
+    """A built-in suite or a suite file's path. An unknown name is a usage error that lists the choices."""
+    check_suite_name(spec)
+    if spec in builtin_names():
+        return builtin_suite(spec, backend=backend, dtypes=dtypes)
+    return load_suite_file(Path(spec))

@@ -9,11 +9,12 @@ another application's database, or fails to open is moved aside (with its `-wal`
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from tracea_cli.errors import UsageError
 
@@ -21,7 +22,7 @@ from tracea_cli.errors import UsageError
 APPLICATION_ID = 0x54524341
 
 #: Version of the table layout (PRAGMA user_version). Older files are migrated with `MIGRATIONS`.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: How long a writer waits for another process's transaction before giving up (milliseconds).
 BUSY_TIMEOUT_MS = 30_000
@@ -41,10 +42,10 @@ CURRENT_SCHEMA = (
         op TEXT NOT NULL,
         backend TEXT NOT NULL,
         dtype TEXT NOT NULL,
-        layout TEXT NOT NULL,
-        shape TEXT NOT NULL,            -- JSON object, sizes in the op's order
+        problem TEXT NOT NULL,          -- JSON object: the op's own problem key (sizes included)
+        sizes TEXT NOT NULL,            -- JSON object, sizes in the op's order
+        variant TEXT NOT NULL,          -- canonical JSON of the problem's fields that are not sizes
         bucket TEXT NOT NULL,           -- JSON object, log2 of each size rounded
-        epilogue TEXT NOT NULL,
         device_class TEXT NOT NULL,
         arch TEXT,
         source_hash TEXT NOT NULL,
@@ -53,7 +54,7 @@ CURRENT_SCHEMA = (
         created REAL NOT NULL,
         updated REAL NOT NULL
     )""",
-    "CREATE INDEX keys_family ON keys (op, backend, dtype, layout, epilogue, device_class)",
+    "CREATE INDEX keys_family ON keys (op, backend, dtype, variant, device_class)",
     """CREATE TABLE trials (
         id INTEGER PRIMARY KEY,
         key_id TEXT NOT NULL REFERENCES keys (id) ON DELETE CASCADE,
@@ -105,9 +106,44 @@ CURRENT_SCHEMA = (
     )""",
 )
 
-#: MIGRATIONS[v] turns layout v into layout v + 1. Layout 1 (Tracea's first cache) had no `arch` column, no
-#: error or compile time per trial, no baselines and no search state.
-MIGRATIONS: dict[int, tuple[str, ...]] = {
+def _migrate_keys_to_problems(conn: sqlite3.Connection) -> None:
+    """Layout 2 -> 3: keys carry the op's own problem key and its sizes instead of GEMM's layout/shape/epilogue
+    columns (cache/legacy.py), so their ids change; every trial, winner, baseline and search follows its key."""
+    from tracea_cli.cache.legacy import from_legacy
+
+    rows = conn.execute("SELECT id, op, backend, dtype, layout, shape, epilogue, device_class, arch, source_hash, "
+                        "toolchain, key_schema, created, updated FROM keys").fetchall()
+    conn.execute(CURRENT_SCHEMA[0].replace("CREATE TABLE keys (", "CREATE TABLE keys_new (", 1))
+    for (old_id, op, backend, dtype, layout, shape, epilogue, device_class, arch, source_hash, toolchain, key_schema,
+         created, updated) in rows:
+        key = from_legacy(op=op, backend=backend, dtype=dtype, layout=layout, shape=json.loads(shape),
+                          epilogue=epilogue, device_class=device_class, arch=arch, source_hash=source_hash,
+                          toolchain=json.loads(toolchain), schema_version=key_schema)
+        conn.execute("INSERT OR IGNORE INTO keys_new VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                     (key.digest, *key_columns(key), created, updated))
+        for table in ("trials", "winners", "baselines", "searches"):
+            conn.execute(f"UPDATE {table} SET key_id = ? WHERE key_id = ?", (key.digest, old_id))
+    conn.execute("DROP INDEX keys_family")
+    conn.execute("DROP TABLE keys")
+    conn.execute("ALTER TABLE keys_new RENAME TO keys")
+    conn.execute(CURRENT_SCHEMA[1])
+
+
+def key_columns(key: Any) -> tuple:
+    """A key's columns after its id, in table order (up to `created`)."""
+    return (key.op, key.backend, key.dtype, canonical_json(key.problem_dict), json.dumps(key.sizes_dict),
+            canonical_json(key.variant), json.dumps(key.bucket), key.device_class, key.arch, key.source_hash,
+            json.dumps(key.toolchain_dict), key.schema_version)
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+#: MIGRATIONS[v] turns layout v into layout v + 1: SQL statements, or functions of the connection. Layout 1 (Tracea's
+#: first cache) had no `arch` column, no error or compile time per trial, no baselines and no search state; layout 2
+#: keyed GEMM problems by layout, shape and epilogue columns.
+MIGRATIONS: dict[int, tuple[str | Callable[[sqlite3.Connection], None], ...]] = {
     1: (
         "ALTER TABLE keys ADD COLUMN arch TEXT",
         "ALTER TABLE trials ADD COLUMN rel_error REAL",
@@ -117,6 +153,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         CURRENT_SCHEMA[-2],  # the baselines table
         CURRENT_SCHEMA[-1],  # the searches table
     ),
+    2: (_migrate_keys_to_problems,),
 }
 
 
@@ -186,6 +223,7 @@ def prepare(conn: sqlite3.Connection) -> int:
     app, version, tables = _header(conn)
     if app == APPLICATION_ID and version == SCHEMA_VERSION:
         return version
+    conn.execute("PRAGMA foreign_keys = OFF")  # a migration rebuilds tables; their references are checked below
     conn.execute("BEGIN IMMEDIATE")  # another process may be creating or migrating it right now: look again
     try:
         app, version, tables = _header(conn)
@@ -204,8 +242,11 @@ def prepare(conn: sqlite3.Connection) -> int:
             raise ForeignFile(f"unknown layout version {version}")
         else:
             for v in range(version, SCHEMA_VERSION):
-                for statement in MIGRATIONS[v]:
-                    conn.execute(statement)
+                for step in MIGRATIONS[v]:
+                    step(conn) if callable(step) else conn.execute(step)
+            broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise sqlite3.DatabaseError(f"migrating left {len(broken)} rows without their key")
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -213,6 +254,8 @@ def prepare(conn: sqlite3.Connection) -> int:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
     return version
 
 

@@ -27,37 +27,56 @@ def _pairs(mapping: Mapping[str, Any] | tuple) -> tuple[tuple[str, Any], ...]:
     return tuple((str(k), v) for k, v in items)
 
 
+def _plain(value: Any) -> Any:
+    """A problem key's value as canonical plain data (mappings sorted, sequences as tuples)."""
+    if isinstance(value, Mapping):
+        return tuple((str(k), _plain(v)) for k, v in sorted(value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_plain(v) for v in value)
+    return value
+
+
+def _unplain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
 @dataclass(frozen=True)
 class CacheKey:
     """Everything that decides whether a stored result applies to a tuning request.
 
-    `shape` and `toolchain` may be given as dicts; they are kept as tuples of pairs so that keys are hashable.
-    `device_class` says what makes two devices interchangeable (name, compute capability, SM count, memory, clocks),
-    never a device's UUID, so results carry over between identical GPUs and between machines. `arch` is the CUDA
-    architecture the kernels were built for ("sm_90"), None on the CPU.
+    `problem` is the op's own key (ops/base.Problem.key(): labelled plain values, sizes included; kept sorted by
+    name) and `sizes` its named sizes (Problem.sizes(), in the op's order: warm starts measure distances in them);
+    both may be given as dicts and are kept as tuples of pairs so that keys are hashable. `device_class` says what makes two devices
+    interchangeable (name, compute capability, SM count, memory, clocks), never a device's UUID, so results carry over
+    between identical GPUs and between machines. `arch` is the CUDA architecture the kernels were built for ("sm_90"),
+    None on the CPU. The cache knows no op: it stores and compares these values as given.
     """
 
     op: str
     backend: str
     dtype: str
-    layout: str
-    shape: tuple[tuple[str, int], ...]
+    problem: tuple[tuple[str, Any], ...]
+    sizes: tuple[tuple[str, int], ...]
     device_class: str
     source_hash: str
     toolchain: tuple[tuple[str, str], ...] = ()
-    epilogue: str = "none"
     arch: str | None = None
     schema_version: int = KEY_SCHEMA_VERSION
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple((k, int(v)) for k, v in _pairs(self.shape)))
+        object.__setattr__(self, "problem", tuple(sorted((k, _plain(v)) for k, v in _pairs(self.problem))))
+        object.__setattr__(self, "sizes", tuple((k, int(v)) for k, v in _pairs(self.sizes)))
         object.__setattr__(self, "toolchain", tuple((k, str(v)) for k, v in _pairs(self.toolchain)))
-        if not self.shape or any(v <= 0 for _, v in self.shape):
-            raise ValueError(f"a cache key needs a shape of positive sizes, got {self.shape_dict}")
+        if not self.sizes or any(v <= 0 for _, v in self.sizes):
+            raise ValueError(f"a cache key needs sizes that are positive, got {self.sizes_dict}")
 
     @property
-    def shape_dict(self) -> dict[str, int]:
-        return dict(self.shape)
+    def problem_dict(self) -> dict[str, Any]:
+        return {k: _unplain(v) for k, v in self.problem}
+
+    @property
+    def sizes_dict(self) -> dict[str, int]:
+        return dict(self.sizes)
 
     @property
     def toolchain_dict(self) -> dict[str, str]:
@@ -66,12 +85,18 @@ class CacheKey:
     @property
     def shape_text(self) -> str:
         """'2048x2048x2048': the sizes in the order the op names them."""
-        return "x".join(str(v) for _, v in self.shape)
+        return "x".join(str(v) for _, v in self.sizes)
+
+    @property
+    def variant(self) -> dict[str, Any]:
+        """The problem's fields that are not sizes (a layout, an epilogue): keys that share them warm-start each other."""
+        sizes = self.sizes_dict
+        return {k: v for k, v in self.problem_dict.items() if k not in sizes}
 
     @property
     def bucket(self) -> dict[str, int]:
-        """log2 of each size, rounded: shapes in one bucket are close enough to warm-start each other."""
-        return {k: int(round(math.log2(v))) for k, v in self.shape}
+        """log2 of each size, rounded: sizes in one bucket are close enough to warm-start each other."""
+        return {k: int(round(math.log2(v))) for k, v in self.sizes}
 
     def identity(self) -> dict[str, Any]:
         """The labelled fields the id is made from (None-valued optional fields left out, so adding one keeps ids)."""
@@ -79,9 +104,7 @@ class CacheKey:
             "op": self.op,
             "backend": self.backend,
             "dtype": self.dtype,
-            "layout": self.layout,
-            "shape": dict(sorted(self.shape)),
-            "epilogue": self.epilogue,
+            "problem": dict(sorted(self.problem_dict.items())),
             "device_class": self.device_class,
             "source_hash": self.source_hash,
             "toolchain": dict(sorted(self.toolchain)),
@@ -104,8 +127,9 @@ class CacheKey:
 
     @property
     def label(self) -> str:
-        tail = "" if self.epilogue == "none" else f" +{self.epilogue}"
-        return f"{self.op} {self.shape_text} {self.dtype} {self.layout}{tail} on {self.backend} ({self.device_class})"
+        variant = " ".join(str(v) for v in self.variant.values() if v not in ("none", None))
+        return (f"{self.op} {self.shape_text} {self.dtype}{' ' + variant if variant else ''} on {self.backend} "
+                f"({self.device_class})")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields, with the short id first (the export format's `key` object)."""
@@ -114,9 +138,8 @@ class CacheKey:
             "op": self.op,
             "backend": self.backend,
             "dtype": self.dtype,
-            "layout": self.layout,
-            "shape": self.shape_dict,
-            "epilogue": self.epilogue,
+            "problem": self.problem_dict,
+            "sizes": self.sizes_dict,
             "device_class": self.device_class,
             "arch": self.arch,
             "source_hash": self.source_hash,

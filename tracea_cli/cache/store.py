@@ -39,25 +39,16 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-_KEY_COLUMNS = "id, op, backend, dtype, layout, shape, epilogue, device_class, arch, source_hash, toolchain, key_schema"
+_KEY_COLUMNS = "id, op, backend, dtype, problem, sizes, device_class, arch, source_hash, toolchain, key_schema"
+_N_KEY = len(_KEY_COLUMNS.split(","))
 _TRIAL_COLUMNS = "config, status, reason, samples_ms, median_ms, cv, rel_error, compile_s, timestamp"
 
 
 def _key_from_row(row: tuple) -> CacheKey:
-    _, op, backend, dtype, layout, shape, epilogue, device_class, arch, source_hash, toolchain, key_schema = row
-    return CacheKey(
-        op=op,
-        backend=backend,
-        dtype=dtype,
-        layout=layout,
-        shape=json.loads(shape),
-        epilogue=epilogue,
-        device_class=device_class,
-        arch=arch,
-        source_hash=source_hash,
-        toolchain=json.loads(toolchain),
-        schema_version=key_schema,
-    )
+    _, op, backend, dtype, problem, sizes, device_class, arch, source_hash, toolchain, key_schema = row
+    return CacheKey(op=op, backend=backend, dtype=dtype, problem=json.loads(problem), sizes=json.loads(sizes),
+                    device_class=device_class, arch=arch, source_hash=source_hash, toolchain=json.loads(toolchain),
+                    schema_version=key_schema)
 
 
 def _trial_from_row(row: tuple) -> Trial:
@@ -159,14 +150,10 @@ class TuningCache:
     @staticmethod
     def _touch_key(conn: sqlite3.Connection, key: CacheKey, now: float) -> None:
         conn.execute(
-            "INSERT INTO keys (id, op, backend, dtype, layout, shape, bucket, epilogue, device_class, arch, "
-            "source_hash, toolchain, key_schema, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
+            "INSERT INTO keys (id, op, backend, dtype, problem, sizes, variant, bucket, device_class, arch, source_hash, "
+            "toolchain, key_schema, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) "
             "ON CONFLICT (id) DO UPDATE SET updated = excluded.updated",
-            (
-                key.digest, key.op, key.backend, key.dtype, key.layout, _json(key.shape_dict), _json(key.bucket),
-                key.epilogue, key.device_class, key.arch, key.source_hash, _json(key.toolchain_dict),
-                key.schema_version, now, now,
-            ),
+            (key.digest, *db.key_columns(key), now, now),
         )
 
     # ---- trials ---------------------------------------------------------------------------------------------------
@@ -299,7 +286,7 @@ class TuningCache:
                 "(SELECT median_ms FROM winners w WHERE w.key_id = k.id), k.updated "
                 "FROM keys k ORDER BY k.updated DESC, k.id"
             ).fetchall()
-        return [KeySummary(_key_from_row(r[:12]), r[12], r[13], r[14], r[15]) for r in rows]
+        return [KeySummary(_key_from_row(r[:_N_KEY]), *r[_N_KEY:]) for r in rows]
 
     def resolve(self, text: str) -> CacheKey:
         """The key whose id starts with `text` (the short id `tracea cache ls` shows, or any unique prefix).
@@ -320,58 +307,52 @@ class TuningCache:
         return _key_from_row(rows[0])
 
     def nearest_winners(self, key: CacheKey, limit: int = 3) -> list[tuple[dict[str, int], dict[str, Value]]]:
-        """Winners of other shapes for the same op, backend, dtype, layout, epilogue and device class (any source
-        hash or toolchain), nearest first by Euclidean distance between log2 shapes: (shape, config) pairs for a
-        warm start. A configuration appears once, with its nearest shape."""
+        """Winners of other keys for the same op, backend, dtype, device class and non-size fields (any sizes, source
+        hash or toolchain), nearest first by Euclidean distance between log2 sizes: (sizes, config) pairs for a warm
+        start. A key of the very same sizes under another source hash or toolchain counts (distance 0): its winner
+        is the best guess there is. A configuration appears once, with its nearest sizes."""
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT k.shape, k.source_hash, w.config, w.median_ms FROM keys k JOIN winners w ON w.key_id = k.id "
-                "WHERE k.op = ? AND k.backend = ? AND k.dtype = ? AND k.layout = ? AND k.epilogue = ? "
-                "AND k.device_class = ? AND k.key_schema = ?",
-                (key.op, key.backend, key.dtype, key.layout, key.epilogue, key.device_class, key.schema_version),
+                "SELECT k.id, k.sizes, k.source_hash, w.config, w.median_ms FROM keys k JOIN winners w ON w.key_id = k.id "
+                "WHERE k.op = ? AND k.backend = ? AND k.dtype = ? AND k.variant = ? AND k.device_class = ? "
+                "AND k.key_schema = ?",
+                (key.op, key.backend, key.dtype, db.canonical_json(key.variant), key.device_class, key.schema_version),
             ).fetchall()
-        here = key.shape_dict
+        here = key.sizes_dict
         ranked = []
-        for shape_json, source_hash, config_json, median_ms in rows:
-            shape = json.loads(shape_json)
-            if shape == here:
+        for key_id, sizes_json, source_hash, config_json, median_ms in rows:
+            if key_id == key.digest:
                 continue
+            sizes = json.loads(sizes_json)
             # Same distance: prefer results from the current kernel sources, then the faster winner.
-            ranked.append((_log2_distance(here, shape), source_hash != key.source_hash, median_ms, shape, config_json))
+            ranked.append((_log2_distance(here, sizes), source_hash != key.source_hash, median_ms, sizes, config_json))
         ranked.sort(key=lambda r: r[:3])
         out: list[tuple[dict[str, int], dict[str, Value]]] = []
         seen: set[str] = set()
-        for *_, shape, config_json in ranked:
+        for *_, sizes, config_json in ranked:
             config = json.loads(config_json)
             canonical = _json(dict(sorted(config.items())))
             if canonical in seen:
                 continue
             seen.add(canonical)
-            out.append((shape, config))
+            out.append((sizes, config))
             if len(out) == limit:
                 break
         return out
 
-    def find_winners(
-        self, op: str, shape: Mapping[str, int], dtype: str, layout: str, backend: str, *, epilogue: str | None = None
-    ) -> list[tuple[CacheKey, Trial]]:
-        """Winners for this exact problem on any device class (export takes them per architecture), fastest first.
-        `epilogue` None matches any epilogue."""
+    def find_winners(self, op: str, backend: str, dtype: str, problem: Mapping[str, Any]) -> list[tuple[CacheKey, Trial]]:
+        """Winners for this exact problem (the op's problem key) on any device class and architecture (export takes
+        them per architecture), fastest first."""
+        wanted = db.canonical_json(dict(problem))
         with self._read() as conn:
             rows = conn.execute(
                 f"SELECT {', '.join('k.' + c.strip() for c in _KEY_COLUMNS.split(','))}, "
                 f"{', '.join('w.' + c.strip() for c in _TRIAL_COLUMNS.split(','))} "
                 "FROM keys k JOIN winners w ON w.key_id = k.id "
-                "WHERE k.op = ? AND k.dtype = ? AND k.layout = ? AND k.backend = ? ORDER BY w.median_ms",
-                (op, dtype, layout, backend),
+                "WHERE k.op = ? AND k.backend = ? AND k.dtype = ? AND k.problem = ? ORDER BY w.median_ms",
+                (op, backend, dtype, wanted),
             ).fetchall()
-        wanted = {str(k): int(v) for k, v in shape.items()}
-        found = []
-        for row in rows:
-            key = _key_from_row(row[:12])
-            if key.shape_dict == wanted and (epilogue is None or key.epilogue == epilogue):
-                found.append((key, _trial_from_row(row[12:])))
-        return found
+        return [(_key_from_row(row[:_N_KEY]), _trial_from_row(row[_N_KEY:])) for row in rows]
 
     # ---- maintenance ----------------------------------------------------------------------------------------------
 
@@ -414,11 +395,11 @@ class TuningCache:
                 trials_before = conn.execute("SELECT count(*) FROM trials").fetchone()[0]
                 doomed: list[str] = []
                 for row in conn.execute(f"SELECT {_KEY_COLUMNS}, updated FROM keys").fetchall():
-                    key = _key_from_row(row[:12])
+                    key = _key_from_row(row[:_N_KEY])
                     if (
                         key.schema_version != KEY_SCHEMA_VERSION
                         or row[0] in stale
-                        or (cutoff is not None and row[12] < cutoff)
+                        or (cutoff is not None and row[_N_KEY] < cutoff)
                     ):
                         doomed.append(row[0])
                 conn.executemany("DELETE FROM keys WHERE id = ?", [(d,) for d in doomed])

@@ -7,7 +7,6 @@ objects of scalar values; nothing in the file is ever compiled or executed as gi
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +22,13 @@ from tracea_cli.cache.records import (
     iso_time,
     parse_iso_time,
 )
+from tracea_cli.cache.legacy import from_legacy, legacy_digest
 from tracea_cli.errors import TraceaError, UsageError
+from tracea_cli.files import read_json
 from tracea_cli.space import Value
 
 FORMAT = "tracea-cache-export"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 1: GEMM keys with layout, shape and epilogue fields (read through cache/legacy.py)
 
 Validator = Callable[[CacheKey, Mapping[str, Value]], "str | None"]
 
@@ -83,33 +84,25 @@ class _Bad(Exception):
 
 def read_import(path: Path, validate: Validator) -> list[ImportEntry]:
     """Read and check an export file. Raises UsageError naming the file and the first bad entry."""
-    path = path.expanduser()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        reason = getattr(e, "strerror", None) or str(e)
-        raise UsageError(f"cannot read the import file {path}: {reason}.", "Give the path of a file from `tracea cache export`.") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{path} is not valid JSON (line {e.lineno}: {e.msg}).", "Give a file from `tracea cache export`.") from None
+    hint = "Give a file from `tracea cache export`."
+    data = read_json(Path(path), "import file", hint)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise UsageError(f"{path} is not a Tracea cache export (no \"format\": \"{FORMAT}\").", "Give a file from `tracea cache export`.")
+        raise UsageError(f"{path} is not a Tracea cache export (no \"format\": \"{FORMAT}\").", hint)
     version = data.get("format_version")
     if not _is_int(version) or version < 1:
-        raise UsageError(f"{path} has no valid format_version.", "Give a file from `tracea cache export`.")
+        raise UsageError(f"{path} has no valid format_version.", hint)
     if version > FORMAT_VERSION:
         raise UsageError(
             f"{path} uses export format {version}; this Tracea reads up to {FORMAT_VERSION}.", "Upgrade Tracea to import it."
         )
     entries = data.get("entries")
     if not isinstance(entries, list):
-        raise UsageError(f"{path} has no \"entries\" list.", "Give a file from `tracea cache export`.")
+        raise UsageError(f"{path} has no \"entries\" list.", hint)
     checked = []
     for i, raw in enumerate(entries):
         label = _entry_label(raw)
         try:
-            checked.append(_read_entry(raw, validate))
+            checked.append(_read_entry(raw, validate, version))
         except (_Bad, TraceaError) as e:
             text = e.message if isinstance(e, TraceaError) else str(e)
             raise UsageError(
@@ -122,15 +115,15 @@ def read_import(path: Path, validate: Validator) -> list[ImportEntry]:
 def _entry_label(raw: Any) -> str:
     try:
         key = raw["key"]
-        shape = "x".join(str(v) for v in key["shape"].values())
-        return f" ({key['op']} {shape} {key['dtype']} {key['layout']} on {key['backend']})"
+        sizes = key.get("sizes") or key["shape"]
+        return f" ({key['op']} {'x'.join(str(v) for v in sizes.values())} {key['dtype']} on {key['backend']})"
     except Exception:
         return ""
 
 
-def _read_entry(raw: Any, validate: Validator) -> ImportEntry:
+def _read_entry(raw: Any, validate: Validator, version: int) -> ImportEntry:
     _require(isinstance(raw, dict), "it is not an object")
-    key = _read_key(raw.get("key"))
+    key = _read_key(raw.get("key"), version)
     trials = raw.get("trials", [])
     _require(isinstance(trials, list), "\"trials\" is not a list")
     read_trials = tuple(_read_trial(t, f"trial {j}") for j, t in enumerate(trials))
@@ -160,19 +153,24 @@ def _read_baseline(raw: Any) -> tuple[str, Trial]:
     return name, trial
 
 
-def _read_key(raw: Any) -> CacheKey:
+def _text(raw: Mapping[str, Any], name: str, limit: int = 256) -> str:
+    _require(isinstance(raw.get(name), str) and 0 < len(raw[name]) <= limit, f"key.{name} is missing or not a short text")
+    return raw[name]
+
+
+def _sizes(raw: Any, name: str) -> dict[str, int]:
+    _require(
+        isinstance(raw, dict) and raw and all(isinstance(k, str) and _is_int(v) and v > 0 for k, v in raw.items()),
+        f"key.{name} is not an object of positive whole numbers",
+    )
+    return raw
+
+
+def _read_key(raw: Any, version: int) -> CacheKey:
     _require(isinstance(raw, dict), "\"key\" is missing or not an object")
-    for name in ("op", "backend", "dtype", "layout", "device_class", "source_hash"):
-        _require(isinstance(raw.get(name), str) and 0 < len(raw[name]) <= 256, f"key.{name} is missing or not a short text")
-    epilogue = raw.get("epilogue", "none")
-    _require(isinstance(epilogue, str) and 0 < len(epilogue) <= 64, "key.epilogue is not a short text")
+    fields = {name: _text(raw, name) for name in ("op", "backend", "dtype", "device_class", "source_hash")}
     arch = raw.get("arch")
     _require(arch is None or (isinstance(arch, str) and 0 < len(arch) <= 32), "key.arch is not a short text or null")
-    shape = raw.get("shape")
-    _require(
-        isinstance(shape, dict) and shape and all(isinstance(k, str) and _is_int(v) and v > 0 for k, v in shape.items()),
-        "key.shape is not an object of positive whole numbers",
-    )
     toolchain = raw.get("toolchain", {})
     _require(
         isinstance(toolchain, dict) and all(isinstance(v, str) for v in toolchain.values()),
@@ -180,13 +178,21 @@ def _read_key(raw: Any) -> CacheKey:
     )
     schema = raw.get("schema_version", KEY_SCHEMA_VERSION)
     _require(_is_int(schema), "key.schema_version is not a whole number")
-    key = CacheKey(
-        op=raw["op"], backend=raw["backend"], dtype=raw["dtype"], layout=raw["layout"], shape=shape,
-        epilogue=epilogue, device_class=raw["device_class"], arch=arch, source_hash=raw["source_hash"],
-        toolchain=toolchain, schema_version=schema,
-    )
+    common = {**fields, "arch": arch, "toolchain": toolchain, "schema_version": schema}
     given = raw.get("id")
-    _require(given is None or (isinstance(given, str) and key.digest.startswith(given)), "key.id does not match its fields")
+    _require(given is None or (isinstance(given, str) and 0 < len(given) <= 64), "key.id is not a short text")
+    if version == 1:  # GEMM's fixed fields (cache/legacy.py); the id is checked against the one they had
+        old = {**common, "layout": _text(raw, "layout", 64), "shape": _sizes(raw.get("shape"), "shape"),
+               "epilogue": raw.get("epilogue", "none")}
+        _require(isinstance(old["epilogue"], str) and 0 < len(old["epilogue"]) <= 64, "key.epilogue is not a short text")
+        _require(given is None or legacy_digest(**old).startswith(given), "key.id does not match its fields")
+        return from_legacy(**old)
+    problem = raw.get("problem")
+    _require(isinstance(problem, dict) and problem and all(isinstance(k, str) and len(k) <= 64 and _is_plain(v)
+                                                           for k, v in problem.items()),
+             "key.problem is not an object of plain values")
+    key = CacheKey(problem=problem, sizes=_sizes(raw.get("sizes"), "sizes"), **common)
+    _require(given is None or key.digest.startswith(given), "key.id does not match its fields")
     return key
 
 
@@ -260,3 +266,8 @@ def _is_time(v: Any) -> bool:
 
 def _is_scalar(v: Any) -> bool:
     return isinstance(v, (bool, str)) or _is_number(v)
+
+
+def _is_plain(v: Any) -> bool:
+    """A scalar, or a short list of scalars (a per-axis stride, say)."""
+    return _is_scalar(v) or (isinstance(v, list) and len(v) <= 16 and all(_is_scalar(x) for x in v))

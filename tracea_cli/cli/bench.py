@@ -13,6 +13,7 @@ from typing import Any, List, Mapping, Optional
 
 import typer
 
+from tracea_cli.cli.op_commands import Flag, build_command, group_options_after_op, op_flags, op_group, op_values
 from tracea_cli.errors import RunFailed, UsageError
 
 
@@ -40,7 +41,7 @@ def _infer_format(output: Path | None) -> str | None:
     return {"json": "json", "csv": "csv", "md": "md", "markdown": "md", "html": "html", "htm": "html"}.get(suffix)
 
 
-def _command_line(params: Mapping[str, Any], formats: tuple[str, ...]) -> str:
+def _command_line(op: Any, params: Mapping[str, Any], formats: tuple[str, ...]) -> str:
     """The command as typed when run as `tracea` (or `python -m tracea_cli`); otherwise (tests, the Python API) the
     options that decide what is measured and reported, as a user would retype them. `params`: the parsed options."""
     import shlex
@@ -50,9 +51,9 @@ def _command_line(params: Mapping[str, Any], formats: tuple[str, ...]) -> str:
         return shlex.join(["tracea", *sys.argv[1:]])
     p = dict(params)
     parts = ["tracea", "bench"]
-    if p.get("op"):
-        parts += [p["op"], f"--m {p['m']}"] + [f"--{x} {p[x]}" for x in ("n", "k") if p.get(x)]
-        parts += [f"--dtype {p['dtype']}", f"--layout {p['layout']}"]
+    if op is not None:
+        parts.append(op.name)
+        parts += [f"{o.flag} {p[o.name]}" for o in op.options if p.get(o.name) not in (None, o.default)]
     elif p.get("suite") is not None:
         parts.append(f"--suite {shlex.quote(p['suite'])}")
     if p.get("from_file") is not None:
@@ -73,32 +74,29 @@ def _command_line(params: Mapping[str, Any], formats: tuple[str, ...]) -> str:
     return " ".join(parts)
 
 
-def bench_command(
-    ctx: typer.Context,
-    op: Optional[str] = typer.Argument(None, help="Benchmark one problem of this operation (gemm) instead of a suite."),
-    m: Optional[int] = typer.Option(None, "--m", help="One problem: rows of A and C."),
-    n: Optional[int] = typer.Option(None, "--n", help="One problem: columns of B and C (default: M)."),
-    k: Optional[int] = typer.Option(None, "--k", help="One problem: the reduction size (default: M)."),
-    dtype: str = typer.Option("fp32", "--dtype", help="One problem: fp32 | tf32 | fp16 | bf16 | fp64."),
-    layout: str = typer.Option("nn", "--layout", help="One problem: nn, or nt (B given as N x K)."),
-    suite: Optional[str] = typer.Option(None, "--suite", help="quick | default | FILE (a suite file, see docs/bench.md). Default: default."),
-    baseline: str = typer.Option("auto", "--baseline", help="auto | cublas | cudnn | numpy | torch | none. auto: the backend's vendor library."),
-    report: Optional[List[str]] = typer.Option(None, "--report", help="terminal | json | csv | md | html; repeatable. Default: terminal."),
-    output: Optional[Path] = typer.Option(None, "--output", help="Write the one file report here."),
-    output_dir: Optional[Path] = typer.Option(None, "--output-dir", help="Write the file reports into this folder (default: <data folder>/reports)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout, nothing else."),
-    from_file: Optional[Path] = typer.Option(None, "--from", help="Render reports from earlier results (a JSON report) without re-running."),
-    compare: Optional[Path] = typer.Option(None, "--compare", help="Compare with earlier results (a JSON report); exit 1 on a significant regression."),
-    no_tune: bool = typer.Option(False, "--no-tune", help="Use cached winners only; problems without one have no tuned row."),
-    tune_budget: Optional[int] = typer.Option(None, "--tune-budget", help="Evaluations per problem when it is not in the cache (default: 8 on the CPU, 16 on a GPU)."),
-    backend: str = typer.Option("auto", "--backend", help="auto | cuda | cpu."),
-    device: Optional[str] = typer.Option(None, "--device", help="CUDA device: N (the first of N,M or all is used)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random inputs and of the search."),
-) -> None:
-    """Benchmark tuned kernels against the vendor library and the measured ceilings.
+RUN_FLAGS = (
+    Flag("baseline", str, "auto", "--baseline",
+         "auto (the op's default library on the backend: cuBLAS, numpy, ...), none, or one of the op's baselines."),
+    Flag("report", Optional[List[str]], None, "--report", "terminal | json | csv | md | html; repeatable. Default: terminal."),
+    Flag("output", Optional[Path], None, "--output", "Write the one file report here."),
+    Flag("output_dir", Optional[Path], None, "--output-dir", "Write the file reports into this folder (default: <data folder>/reports)."),
+    Flag("json_out", bool, False, "--json", "Print the results as JSON on stdout, nothing else."),
+    Flag("compare", Optional[Path], None, "--compare", "Compare with earlier results (a JSON report); exit 1 on a significant regression."),
+    Flag("no_tune", bool, False, "--no-tune", "Use cached winners only; problems without one have no tuned row."),
+    Flag("tune_budget", Optional[int], None, "--tune-budget", "Evaluations per problem when it is not in the cache (default: 8 on the CPU, 16 on a GPU)."),
+    Flag("backend", str, "auto", "--backend", "auto | cuda | cpu."),
+    Flag("device", Optional[str], None, "--device", "CUDA device: N (the first of N,M or all is used)."),
+    Flag("seed", int, 0, "--seed", "Seed of the random inputs and of the search."),
+)
+SUITE_FLAGS = (
+    Flag("suite", Optional[str], None, "--suite", "quick | default | an op's own suite (gemm, ...) | full | FILE (a suite file, see docs/bench.md). Default: default."),
+    Flag("from_file", Optional[Path], None, "--from", "Render reports from earlier results (a JSON report) without re-running."),
+)
+DEFAULTS = {f.name: f.default for f in (*RUN_FLAGS, *SUITE_FLAGS)}
 
-    The default suite with an HTML report: `tracea bench --report html`. One problem: `tracea bench gemm --m 4096 --dtype bf16`.
-    """
+
+def run_bench_command(op: Any, values: Mapping[str, Any]) -> None:
+    """Benchmark one op's problem (`op` and its option values) or, with `op` None, a suite (or render --from)."""
     from tracea_cli.bench import results as res
     from tracea_cli.bench.compare import compare_results
     from tracea_cli.cli.output import print_json, stderr_console, stdout_console
@@ -106,24 +104,22 @@ def bench_command(
     from tracea_cli.files import write_atomic
     from tracea_cli.report import check_formats, render
 
+    v = {**DEFAULTS, **values}
+    output, json_out, compare, from_file, suite = v["output"], v["json_out"], v["compare"], v["from_file"], v["suite"]
     settings = Settings.from_env()
-    inferred = _infer_format(output) if not report else None
-    formats = check_formats(report or ([inferred] if inferred else [] if json_out else ["terminal"]))
-    if tune_budget is not None and tune_budget < 1:
-        raise UsageError(f"--tune-budget must be at least 1, got {tune_budget}.")
-    if tune_budget is not None and no_tune:
+    inferred = _infer_format(output) if not v["report"] else None
+    formats = check_formats(v["report"] or ([inferred] if inferred else [] if json_out else ["terminal"]))
+    if v["tune_budget"] is not None and v["tune_budget"] < 1:
+        raise UsageError(f"--tune-budget must be at least 1, got {v['tune_budget']}.")
+    if v["tune_budget"] is not None and v["no_tune"]:
         raise UsageError("--tune-budget and --no-tune were both given.", "Leave one out.")
-    if op is None and any(x is not None for x in (m, n, k)):
-        raise UsageError("--m/--n/--k describe one problem: name its operation too.", "Example: tracea bench gemm --m 4096 --dtype bf16")
-    if op is not None and suite is not None:
-        raise UsageError("give either one problem (OP and --m) or --suite, not both.")
-    if from_file is not None and (op is not None or suite is not None or no_tune or tune_budget is not None
-                                  or backend != "auto" or device or baseline != "auto"):
-        raise UsageError("--from renders earlier results: it takes no problem, suite, baseline, tuning or device options.", "Leave them out, or drop --from to measure afresh.")
+    if from_file is not None and (suite is not None or v["no_tune"] or v["tune_budget"] is not None
+                                  or v["backend"] != "auto" or v["device"] or v["baseline"] != "auto"):
+        raise UsageError("--from renders earlier results: it takes no suite, baseline, tuning or device options.", "Leave them out, or drop --from to measure afresh.")
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    paths = _output_paths(formats, output, output_dir, settings.data_dir, stamp)
+    paths = _output_paths(formats, output, v["output_dir"], settings.data_dir, stamp)
     old = res.load(compare, what="--compare file") if compare is not None else None
-    command = _command_line(ctx.params, formats)
+    command = _command_line(op, v, formats)
     err = stderr_console()
 
     if from_file is not None:
@@ -133,12 +129,13 @@ def bench_command(
         from tracea_cli.bench.engine import LiveEngine
         from tracea_cli.bench.runner import BenchRequest
 
-        problem, suite_file, ops = _parse_problems(op, m, n, k, dtype, layout, suite)
-        check_baseline(baseline, ops=ops, backend=None)  # all bad input is found before the engine (and a profile) is made
-        with LiveEngine(settings, backend=backend, devices=device) as engine:
-            engine.check_baseline(baseline, ops)
+        problem, suite_file, ops = _parse_problems(op, v, suite)
+        check_baseline(v["baseline"], ops=ops, backend=None)  # all bad input is found before the engine (and a profile) is made
+        with LiveEngine(settings, backend=v["backend"], devices=v["device"]) as engine:
+            engine.check_baseline(v["baseline"], ops)
             chosen = _choose_suite(engine, problem, suite_file, suite)
-            request = BenchRequest(suite=chosen, baseline=baseline, tune=not no_tune, tune_budget=tune_budget, seed=seed, command=command)
+            request = BenchRequest(suite=chosen, baseline=v["baseline"], tune=not v["no_tune"], tune_budget=v["tune_budget"],
+                                   seed=v["seed"], command=command)
             results = _run_with_progress(request, engine, err)
     if old is not None:
         results = results.with_comparison(compare_results(old, results, against=str(compare)))
@@ -164,21 +161,18 @@ def bench_command(
                         "The reports list every failure with its reason.")
 
 
-def _parse_problems(op, m, n, k, dtype, layout, suite):
+def _parse_problems(op: Any, values: Mapping[str, Any], suite: str | None):
     """(one problem or None, a suite file's suite or None, the ops involved), from the command line alone."""
-    from tracea_cli.bench.suites import BUILTIN, resolve_suite
-    from tracea_cli.ops import check_op
-    from tracea_cli.ops.gemm.problem import GemmProblem
+    from tracea_cli.bench.suites import builtin_names, check_suite_name, resolve_suite
+    from tracea_cli.ops.registry import op_names
 
     if op is not None:
-        check_op(op)
-        if m is None:
-            raise UsageError("--m is required for one problem (N and K default to M).", "Example: tracea bench gemm --m 4096 --dtype bf16")
-        problem = GemmProblem(m, n if n is not None else m, k if k is not None else m, dtype=dtype, layout=layout)
+        problem = op.problem(**op_values(op, dict(values)))
         return problem, None, (problem.op,)
-    name = suite or "default"
-    if name in BUILTIN:
-        return None, None, ("gemm",)
+    name = "default" if suite is None else suite
+    check_suite_name(name)
+    if name in builtin_names():
+        return None, None, tuple(op_names()) if name in ("quick", "default", "full") else (name,)
     suite_file = resolve_suite(name, backend="", dtypes=())  # a file: read and checked now
     return None, suite_file, tuple(dict.fromkeys(p.op for p in suite_file.problems))
 
@@ -187,9 +181,9 @@ def _choose_suite(engine, problem, suite_file, suite):
     from tracea_cli.bench.suites import resolve_suite, single
 
     if problem is not None:
-        if problem.dtype not in engine.dtypes():
-            raise UsageError(f"the {engine.backend_name} backend does not run {problem.dtype} here (it runs {', '.join(engine.dtypes())}).",
-                             "Choose another --dtype, or run on a machine whose GPU supports it.")
+        reason = engine.unsupported(problem)
+        if reason:
+            raise UsageError(f"{reason}.", "Choose another dtype, or run on a machine whose GPU supports it.")
         return single(problem)
     return suite_file or resolve_suite(suite or "default", backend=engine.backend_name, dtypes=engine.dtypes())
 
@@ -207,13 +201,7 @@ def _run_with_progress(request, engine, console):
 
         return run_bench(request, engine, progress=log)
 
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
                   console=console, transient=True) as bar:
@@ -225,5 +213,36 @@ def _run_with_progress(request, engine, console):
         return run_bench(request, engine, progress=progress)
 
 
+def op_command(op: Any):
+    """`tracea bench OP`: one problem of the op, against its baseline."""
+    example = " ".join(f"{o.flag} ..." for o in op.options if o.required)
+    return build_command(op.name, f"Benchmark one {op.name} problem: `tracea bench {op.name} {example}`.",
+                         [*op_flags(op), *RUN_FLAGS], lambda **values: run_bench_command(op, values), op=op)
+
+
+def _group_command() -> Any:
+    """The `tracea bench` group: its callback runs a suite when no op is named."""
+    def callback(ctx: typer.Context, **values: Any) -> None:
+        given = {k: v for k, v in values.items()}
+        group_options_after_op(ctx, given, DEFAULTS)
+        if ctx.invoked_subcommand is None:
+            run_bench_command(None, values)
+
+    import inspect
+
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    params += [f.parameter() for f in (*SUITE_FLAGS, *RUN_FLAGS)]
+    callback.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    callback.__annotations__ = {p.name: p.annotation for p in params}
+    return callback
+
+
+bench_app = typer.Typer(cls=op_group(op_command), invoke_without_command=True,
+                        help="Benchmark tuned kernels against the vendor library and the measured ceilings. The default "
+                             "suite with an HTML report: `tracea bench --report html`; one problem: `tracea bench gemm "
+                             "--m 4096 --dtype bf16`.")
+bench_app.callback()(_group_command())
+
+
 def register(app: typer.Typer) -> None:
-    app.command("bench")(bench_command)
+    app.add_typer(bench_app, name="bench")

@@ -87,15 +87,15 @@ def ls(cache_dir: Optional[Path] = CacheOption, as_json: bool = JsonOption) -> N
 
     table = Table(title=f"{_count(len(rows), 'key')} in {path}", title_justify="left")
     table.add_column("id", no_wrap=True)
-    for name in ("op", "shape", "dtype", "layout", "backend", "device class"):
+    for name in ("op", "shape", "dtype", "problem", "backend", "device class"):
         table.add_column(name, overflow="fold")
     table.add_column("trials", justify="right")
     table.add_column("winner ms", justify="right", no_wrap=True)
     for r in rows:
         k = r.key
         trials = f"{r.trials}" + (f" ({r.failed} failed)" if r.failed else "")
-        op = k.op if k.epilogue == "none" else f"{k.op} +{k.epilogue}"
-        table.add_row(k.id, op, k.shape_text, k.dtype, k.layout, k.backend, k.device_class, trials, _ms(r.winner_ms))
+        variant = " ".join(f"{name}={value}" for name, value in k.variant.items())
+        table.add_row(k.id, k.op, k.shape_text, k.dtype, variant, k.backend, k.device_class, trials, _ms(r.winner_ms))
     stdout_console().print(table)
 
 
@@ -217,10 +217,10 @@ def import_(
 ) -> None:
     """Merge an export file into the cache. Every configuration is checked against the op's search space first;
     any invalid entry refuses the whole import."""
-    from tracea_cli.cache.validate import gemm_validator
+    from tracea_cli.backends.op_backend import config_validator
 
     with _open(cache_dir) as cache:
-        report = cache.import_(file, gemm_validator())
+        report = cache.import_(file, config_validator())
     if as_json:
         print_json({"path": str(file), **report.as_dict()})
     else:
@@ -257,39 +257,23 @@ def clear(
 
 
 def _source_checker(notes: list[str]) -> Callable:
-    """is_current(key): False when the installed kernel sources hash differently from the key's source hash.
-    Keys whose backend cannot be asked (not installed, or an op without a backend here) are kept, with a note."""
+    """is_current(key): asks the code that made the key (tune.setup.key_is_current). Keys it cannot ask about (an
+    op or backend this installation lacks) are kept, with a note."""
     from tracea_cli.errors import TraceaError
+    from tracea_cli.tune.setup import key_is_current
 
-    backends: dict[str, Any] = {}
-
-    def backend(name: str):
-        if name not in backends:
-            try:
-                if name == "cpu":
-                    from tracea_cli.backends.cpu import CpuBackend as cls
-                elif name == "cuda":
-                    from tracea_cli.backends.cuda import CudaBackend as cls
-                else:
-                    raise ImportError(f"no {name} backend")
-                backends[name] = cls()
-            except (ImportError, AttributeError, OSError, TraceaError) as e:
-                notes.append(f"kept the {name} keys: cannot hash the current {name} kernel sources ({e}).")
-                backends[name] = None
-        return backends[name]
+    noted: set[tuple[str, str]] = set()
 
     def is_current(key) -> bool:
-        from tracea_cli.ops.gemm.problem import GemmProblem
-
-        b = backend(key.backend) if key.op == "gemm" else None
-        if b is None:
-            return True
-        s = key.shape_dict
         try:
-            problem = GemmProblem(m=s["m"], n=s["n"], k=s["k"], dtype=key.dtype, layout=key.layout, epilogue=key.epilogue)
-        except (KeyError, TraceaError):
+            return key_is_current(key)
+        except (ImportError, OSError, TraceaError) as e:
+            if (key.op, key.backend) not in noted:
+                noted.add((key.op, key.backend))
+                reason = e.message if isinstance(e, TraceaError) else str(e)
+                notes.append(f"kept the {key.op} keys of the {key.backend} backend: cannot hash its current kernel "
+                             f"sources ({reason.rstrip('.')}).")
             return True
-        return b.source_hash(problem) == key.source_hash
 
     return is_current
 

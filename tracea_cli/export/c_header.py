@@ -1,20 +1,16 @@
-"""The C headers of an export: `tracea_runtime.h` (the driver glue, the same text in every export of this version)
-and `<prefix>.h` (the embedded binaries, their launch tables and the export's four functions).
+"""The C headers of an export: `tracea_runtime.h` (the driver glue, the same text in every export of this version),
+the op's header (`tracea_<op>.h`: its argument struct and calls, from the op's ABI), `tracea.hpp`, and `<prefix>.h`
+(the embedded binaries, their launch tables and the export's functions).
 
 The runtime finds the CUDA driver at run time (`dlopen("libcuda.so.1")` + `cuGetProcAddress`), so a program that
 includes these headers builds and links with `-ldl -lpthread` on a machine without a GPU or a driver. It loads the
 binaries into the device's primary context lazily, under a mutex, checks the device's architecture and limits as it
-loads, raises the dynamic shared memory limit where a kernel needs more than 48 KiB, and follows the launch
-description of docs/kernel-abi.md (memsets of the workspace, kernels with grid rules) generically from tables this
-module writes. Every function returns a `tracea_status`.
-
-Kernels of the Hopper family (docs/kernel-abi.md, "Hopper family") take TMA tensor maps: their launch description
-names the kernel's parameters (`params`) and describes each map (`tensor_maps`); the tables carry both, and the
-runtime encodes the maps over each call's memory with `cuTensorMapEncodeTiled` and passes them by value in the
-kernel's parameter order. Their grids (`work_clusters`, `persistent_clusters`) and clusters go through
-`cuLaunchKernelEx`. Where the family stages an operand (docs/kernel-abi.md, "Staging"), the description lists the
-`scratch` buffers and staging kernel steps with their own `params`; the runtime places the buffers in the caller's
-workspace, launches the staging kernels first, and encodes the maps over the buffers.
+loads, raises the dynamic shared memory limit where a kernel needs more than 48 KiB, and follows each variant's launch
+plan (ops/launch.py, docs/kernel-abi.md: memsets of the workspace, kernels with grid rules, clusters, TMA tensor
+maps encoded over each call's memory, staging kernels into scratch) generically from tables this module writes. The
+runtime knows no op: a call is a set of slots (pointers and ints) that the op's header fills from its argument
+struct; the tables name kernel parameters, tensors and sizes by slot (the op's `ExportAbi`). Every function returns a
+`tracea_status`.
 """
 
 from __future__ import annotations
@@ -25,45 +21,95 @@ from typing import Any, Mapping, Sequence
 
 from tracea_cli import __version__
 from tracea_cli.errors import TraceaError
-from tracea_cli.export.manifest import Manifest, PtxImage, Variant, shape_label
+from tracea_cli.export.manifest import Manifest, Variant, shape_label
+from tracea_cli.ops.base import ExportAbi
+from tracea_cli.ops.launch import KernelStep, LaunchPlan, MemsetStep, Scratch, TensorMap
 
 RUNTIME_HEADER = "tracea_runtime.h"
+CPP_HEADER = "tracea.hpp"
 MAX_KERNELS = 4  # kernels per variant the runtime's tables hold (TRACEA_MAX_KERNELS)
 MAX_TENSOR_MAPS = 4  # TRACEA_MAX_TENSOR_MAPS
 MAX_PARAMS = 16  # TRACEA_MAX_PARAMS
-MAX_SCRATCH = 2  # TRACEA_MAX_SCRATCH: the staged copies of A and B
-DEFAULT_SMEM_LIMIT = 48 * 1024  # above this a kernel's dynamic shared memory limit must be raised
+MAX_SCRATCH = 2  # TRACEA_MAX_SCRATCH
+MAX_POINTERS = 16  # TRACEA_MAX_POINTERS
+MAX_INTS = 16  # TRACEA_MAX_INTS
+MAX_DISPATCH = 8  # TRACEA_MAX_DISPATCH
+MAX_FIELDS = 8  # TRACEA_MAX_FIELDS
 
 DTYPE_ENUM = {"fp32": "TRACEA_DTYPE_FP32", "tf32": "TRACEA_DTYPE_TF32", "fp16": "TRACEA_DTYPE_FP16",
               "bf16": "TRACEA_DTYPE_BF16", "fp64": "TRACEA_DTYPE_FP64"}
 ELEM_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp64": 8}
-LAYOUT_ENUM = {"nn": "TRACEA_LAYOUT_NN", "nt": "TRACEA_LAYOUT_NT"}
-EPILOGUE_ENUM = {"none": "TRACEA_EPILOGUE_NONE", "bias": "TRACEA_EPILOGUE_BIAS", "bias_relu": "TRACEA_EPILOGUE_BIAS_RELU",
-                 "bias_silu": "TRACEA_EPILOGUE_BIAS_SILU", "bias_gelu": "TRACEA_EPILOGUE_BIAS_GELU",
-                 "bias_residual": "TRACEA_EPILOGUE_BIAS_RESIDUAL"}
 
 
 class UnsupportedLaunch(TraceaError):
-    """The backend's launch description uses something the exported runtime cannot follow (a bug between the two)."""
+    """The family's launch plan uses something the exported runtime cannot follow (a bug between the two)."""
 
 
 def _unsupported(what: str) -> UnsupportedLaunch:
-    return UnsupportedLaunch(f"the launch description has {what}, which the exported runtime cannot follow.",
-                             "Update tracea (export and the CUDA backend disagree on docs/kernel-abi.md).")
+    return UnsupportedLaunch(f"the launch plan has {what}, which the exported runtime cannot follow.",
+                             "Update tracea (export and the family disagree on docs/kernel-abi.md).")
 
 
-# ---- kernel parameters and tensor maps (docs/kernel-abi.md) ----------------------------------------------------------
+# ---- slots: what the tables call the op's values ------------------------------------------------------------------------
 
-# The engine's ABI, used when a launch description names no `params`.
-STANDARD_PARAMS = ("A", "B", "C", "bias", "residual", "workspace", "M", "N", "K", "lda", "ldb", "ldc")
-_PARAM_ENUM = {"A": "TRACEA_PARAM_A", "B": "TRACEA_PARAM_B", "C": "TRACEA_PARAM_C", "bias": "TRACEA_PARAM_BIAS",
-               "residual": "TRACEA_PARAM_RESIDUAL", "workspace": "TRACEA_PARAM_WORKSPACE",
-               "A_staged": "TRACEA_PARAM_A_STAGED", "B_staged": "TRACEA_PARAM_B_STAGED", "M": "TRACEA_PARAM_M",
-               "N": "TRACEA_PARAM_N", "K": "TRACEA_PARAM_K", "lda": "TRACEA_PARAM_LDA", "ldb": "TRACEA_PARAM_LDB",
-               "ldc": "TRACEA_PARAM_LDC", "lda_staged": "TRACEA_PARAM_LDA_STAGED",
-               "ldb_staged": "TRACEA_PARAM_LDB_STAGED"}
-# Tensor map fields as cuda.h names them. The mapping of dtypes follows backends/cuda_hopper.py (_MAP_DTYPE), the
-# source of truth for how the family's maps are encoded: tf32 operands as TFLOAT32, a tf32 problem's C as FLOAT32.
+@dataclass(frozen=True)
+class Slots:
+    """The op's ABI as C names: pointer slots, int slots, and what a table row writes for each."""
+
+    abi: ExportAbi
+
+    def name(self, slot: str) -> str:
+        return self.abi.slot_prefix + slot.upper()
+
+    def pointer(self, slot: Any) -> str:
+        if slot not in self.abi.pointers:
+            raise _unsupported(f"a pointer {slot!r} the op's ABI does not have")
+        return self.name(slot)
+
+    def integer(self, slot: Any) -> str:
+        if slot not in self.abi.ints:
+            raise _unsupported(f"a size {slot!r} the op's ABI does not have")
+        return self.name(slot)
+
+    def param(self, slot: str, maps: Sequence[str]) -> str:
+        """A kernel parameter's code: a pointer slot, TRACEA_PARAM_INT + an int slot, TRACEA_PARAM_MAP + a map."""
+        if slot in maps:
+            return f"TRACEA_PARAM_MAP + {list(maps).index(slot)}"
+        if slot in self.abi.ints:
+            return f"TRACEA_PARAM_INT + {self.name(slot)}"
+        if slot not in self.abi.pointers:
+            raise _unsupported(f"a kernel parameter {slot!r} that is none of the op's ABI slots or tensor maps")
+        return self.name(slot)
+
+    def declarations(self) -> str:
+        """The slot enum, the tensors the runtime checks, the dispatch sizes and the op's tracea_abi table."""
+        op = self.abi.slot_prefix.lower().rstrip("_")  # "tracea_gemm"
+        if len(self.abi.pointers) > MAX_POINTERS or len(self.abi.ints) > MAX_INTS or len(self.abi.dispatch) > MAX_DISPATCH:
+            raise _unsupported(f"{len(self.abi.pointers)} pointer and {len(self.abi.ints)} int slots")
+        pointers = ", ".join(f"{self.name(s)} = {i}" for i, s in enumerate(self.abi.pointers))
+        ints = ", ".join(f"{self.name(s)} = {i}" for i, s in enumerate(self.abi.ints))
+        tensors = ", ".join(f"{{{self.pointer(p)}, {self.integer(ld) if ld else -1}}}" for p, ld in self.abi.tensors)
+        dispatch = ", ".join(self.integer(s) for s in self.abi.dispatch)
+        grid = ", ".join(self.integer(s) for s in self.abi.grid_sizes)
+        name = op.removeprefix("tracea_")
+        return "\n".join([
+            f"enum {{ {pointers} }};  /* pointer slots */",
+            f"enum {{ {ints} }};  /* int slots */",
+            f"static const tracea_tensor_arg {op}__tensors[] = {{{tensors}}};",
+            f"static const int {op}__dispatch[] = {{{dispatch}}};",
+            f"static const tracea_abi {op}__abi = {{\"{name}\", {self.pointer(self.abi.workspace)}, {{{grid}}}, "
+            f"{op}__dispatch, {len(self.abi.dispatch)}, {op}__tensors, {len(self.abi.tensors)}}};",
+        ])
+
+    @property
+    def abi_symbol(self) -> str:
+        return f"{self.abi.slot_prefix.lower().rstrip('_')}__abi"
+
+
+# ---- tensor maps, scratch and kernel parameters -------------------------------------------------------------------------
+
+# Tensor map fields as cuda.h names them. The data types follow backends/cuda.py (_MAP_DTYPE), the source of truth
+# for how maps are encoded: tf32 operands as TFLOAT32, a tf32 problem's C as FLOAT32.
 MAP_DATA_TYPE = {"fp16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16",
                  "tf32": "CU_TENSOR_MAP_DATA_TYPE_TFLOAT32", "fp32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"}
 MAP_INTERLEAVE = {"none": "CU_TENSOR_MAP_INTERLEAVE_NONE"}
@@ -74,29 +120,7 @@ MAP_L2_PROMOTION = {"none": "CU_TENSOR_MAP_L2_PROMOTION_NONE", "64B": "CU_TENSOR
 # "zero": elements outside the tensor read as zeros, which the driver calls OOB_FILL_NONE (its other mode fills NaN).
 MAP_OOB_FILL = {"zero": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE"}
 MAP_ELEM_BYTES = {"fp16": 2, "bf16": 2, "tf32": 4, "fp32": 4}
-_MAP_TENSORS = ("A", "B", "C", "A_staged", "B_staged")
-_MAP_SIZES = ("M", "N", "K")
-_MAP_STRIDES = ("lda", "ldb", "ldc", "lda_staged", "ldb_staged")
-# Scratch buffers of the staging pre-pass: the buffer, the operand it holds a copy of, its leading dimension.
-_SCRATCH = {"A_staged": ("A", "lda_staged"), "B_staged": ("B", "ldb_staged")}
 SWIZZLE_BYTES = {"none": None, "32B": 32, "64B": 64, "128B": 128}
-
-
-@dataclass(frozen=True)
-class TensorMap:
-    """One map of a launch description as the C table row `tracea_tensor_map`."""
-
-    name: str
-    tensor: str  # TRACEA_PARAM_A | _B | _C | _A_STAGED | _B_STAGED
-    dims: tuple[str, str]  # TRACEA_PARAM_M | _N | _K, innermost first
-    row_stride: str  # TRACEA_PARAM_LDA | _LDB | _LDC | _LDA_STAGED | _LDB_STAGED
-    box: tuple[int, int]
-    elem_bytes: int
-    data_type: str
-    interleave: str
-    swizzle: str
-    l2_promotion: str
-    oob_fill: str
 
 
 def _lookup(table: Mapping[str, str], value: Any, what: str) -> str:
@@ -105,105 +129,84 @@ def _lookup(table: Mapping[str, str], value: Any, what: str) -> str:
     return table[value]
 
 
-def tensor_map(name: str, spec: Mapping[str, Any]) -> TensorMap:
-    """A `tensor_maps` entry of a launch description, checked against what cuTensorMapEncodeTiled accepts."""
-    dims, box = spec.get("dims"), spec.get("box")
-    if spec.get("tensor") not in _MAP_TENSORS or not isinstance(dims, (list, tuple)) or len(dims) != 2 or any(
-            d not in _MAP_SIZES for d in dims) or spec.get("row_stride") not in _MAP_STRIDES:
-        raise _unsupported(f"a tensor map {name!r} over {spec.get('tensor')!r} {dims!r} / {spec.get('row_stride')!r}")
-    if not isinstance(box, (list, tuple)) or len(box) != 2 or any(
-            not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= 256 for b in box):
-        raise _unsupported(f"a tensor map {name!r} with the box {box!r} (two sizes of 1 to 256)")
-    data_type = _lookup(MAP_DATA_TYPE, spec.get("dtype"), "the element type")
-    elem = int(spec.get("elem_bytes", 0))
-    if elem != MAP_ELEM_BYTES[spec["dtype"]]:
-        raise _unsupported(f"a tensor map {name!r} of {spec['dtype']} with {elem}-byte elements")
-    swizzle = spec.get("swizzle", "none")
-    span = SWIZZLE_BYTES.get(swizzle) if isinstance(swizzle, str) else None
-    if (box[0] * elem) % 16 or (span is not None and box[0] * elem > span):
-        raise _unsupported(f"a tensor map {name!r} whose inner box ({box[0] * elem} bytes) does not suit swizzle {swizzle}")
-    return TensorMap(
-        name=name, tensor=_PARAM_ENUM[spec["tensor"]], dims=(_PARAM_ENUM[dims[0]], _PARAM_ENUM[dims[1]]),
-        row_stride=_PARAM_ENUM[spec["row_stride"]], box=(int(box[0]), int(box[1])), elem_bytes=elem, data_type=data_type,
-        interleave=_lookup(MAP_INTERLEAVE, spec.get("interleave", "none"), "the interleave"),
-        swizzle=_lookup(MAP_SWIZZLE, swizzle, "the swizzle"),
-        l2_promotion=_lookup(MAP_L2_PROMOTION, spec.get("l2_promotion", "none"), "the L2 promotion"),
-        oob_fill=_lookup(MAP_OOB_FILL, spec.get("oob_fill", "zero"), "the out-of-bounds fill"))
+def tensor_map_row(name: str, m: TensorMap, slots: Slots) -> str:
+    """One `tracea_tensor_map` row, checked against what cuTensorMapEncodeTiled accepts."""
+    if len(m.dims) != 2 or len(m.box) != 2 or any(
+            not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= 256 for b in m.box):
+        raise _unsupported(f"a tensor map {name!r} with dims {m.dims!r} and box {m.box!r} (two sizes of 1 to 256)")
+    data_type = _lookup(MAP_DATA_TYPE, m.dtype, "the element type")
+    if m.elem_bytes != MAP_ELEM_BYTES[m.dtype]:
+        raise _unsupported(f"a tensor map {name!r} of {m.dtype} with {m.elem_bytes}-byte elements")
+    span = SWIZZLE_BYTES.get(m.swizzle) if isinstance(m.swizzle, str) else None
+    if (m.box[0] * m.elem_bytes) % 16 or (span is not None and m.box[0] * m.elem_bytes > span):
+        raise _unsupported(f"a tensor map {name!r} whose inner box ({m.box[0] * m.elem_bytes} bytes) does not suit "
+                           f"swizzle {m.swizzle}")
+    fields = (_lookup(MAP_INTERLEAVE, m.interleave, "the interleave"), _lookup(MAP_SWIZZLE, m.swizzle, "the swizzle"),
+              _lookup(MAP_L2_PROMOTION, m.l2_promotion, "the L2 promotion"),
+              _lookup(MAP_OOB_FILL, m.oob_fill, "the out-of-bounds fill"))
+    return (f"  {{/* {name} */ {slots.pointer(m.tensor)}, {{{slots.integer(m.dims[0])}, {slots.integer(m.dims[1])}}}, "
+            f"{slots.integer(m.row_stride)}, {{{m.box[0]}u, {m.box[1]}u}}, {m.elem_bytes}u,\n   {data_type}, "
+            f"{', '.join(fields)}}},")
 
 
-def kernel_params(launch: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[TensorMap, ...]]:
-    """(the kernels' parameters as TRACEA_PARAM_* names, in signature order; the tensor maps they pass)."""
-    specs = launch.get("tensor_maps") or {}
-    if not isinstance(specs, Mapping):
-        raise _unsupported("tensor_maps that are not an object")
-    names = launch.get("params")
-    names = list(STANDARD_PARAMS) if names is None else list(names)
-    maps = [tensor_map(n, specs[n]) for n in names if n in specs]
-    unused = sorted(set(specs) - set(names))
+def kernel_params(plan: LaunchPlan, slots: Slots) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the main kernels' parameter codes in signature order, the names of the tensor maps they pass, in order)."""
+    maps = [n for n in plan.params if n in plan.tensor_maps]
+    unused = sorted(set(plan.tensor_maps) - set(plan.params))
     if unused:
         raise _unsupported(f"tensor maps {unused} that no kernel parameter takes")
-    if len(maps) > MAX_TENSOR_MAPS or len(names) > MAX_PARAMS:
-        raise _unsupported(f"{len(names)} kernel parameters with {len(maps)} tensor maps")
-    order = [m.name for m in maps]
-    enums = []
-    for n in names:
-        if n in specs:
-            enums.append(f"TRACEA_PARAM_MAP_0 + {order.index(n)}")
-        elif n in _PARAM_ENUM:
-            enums.append(_PARAM_ENUM[n])
-        else:
-            raise _unsupported(f"a kernel parameter {n!r}")
-    return tuple(enums), tuple(maps)
+    if len(maps) > MAX_TENSOR_MAPS or len(plan.params) > MAX_PARAMS:
+        raise _unsupported(f"{len(plan.params)} kernel parameters with {len(maps)} tensor maps")
+    return tuple(slots.param(n, maps) for n in plan.params), tuple(maps)
 
 
-def step_params(names: Any) -> tuple[str, ...]:
-    """A staging step's own `params` (pointers and sizes only, no tensor maps) as TRACEA_PARAM_* names."""
-    if not isinstance(names, (list, tuple)) or not names or len(names) > MAX_PARAMS or any(
-            n not in _PARAM_ENUM for n in names):
-        raise _unsupported(f"kernel step params {names!r}")
-    return tuple(_PARAM_ENUM[n] for n in names)
+def step_params(names: Sequence[str], slots: Slots) -> tuple[str, ...]:
+    """A staging step's own parameters (pointers and sizes only, no tensor maps)."""
+    if not names or len(names) > MAX_PARAMS:
+        raise _unsupported(f"kernel step params {list(names)!r}")
+    return tuple(slots.param(n, ()) for n in names)
 
 
-@dataclass(frozen=True)
-class Scratch:
-    """One scratch buffer of the staging pre-pass as the C table row `tracea_scratch`."""
-
-    buffer: str  # TRACEA_PARAM_A_STAGED | _B_STAGED
-    source: str  # TRACEA_PARAM_A | _B: the operand copied there
-    rows: str  # TRACEA_PARAM_M | _N | _K
-    cols: str
-    ld: str  # TRACEA_PARAM_LDA_STAGED | _LDB_STAGED
-    ld_multiple: int
-    elem_bytes: int
-    align_bytes: int
+def scratch_row(s: Scratch, slots: Slots) -> str:
+    numbers = (s.ld_multiple, s.elem_bytes, s.align_bytes)
+    if any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in numbers) or s.align_bytes % 16:
+        raise _unsupported(f"a scratch buffer {s.name!r} with ld_multiple/elem_bytes/align_bytes {list(numbers)}")
+    return (f"  {{{slots.pointer(s.name)}, {slots.pointer(s.source)}, {slots.integer(s.rows)}, {slots.integer(s.cols)}, "
+            f"{slots.integer(s.ld)}, {s.ld_multiple}u, {s.elem_bytes}u, {s.align_bytes}u}},")
 
 
-def scratch_buffers(launch: Mapping[str, Any]) -> tuple[Scratch, ...]:
-    """The description's `scratch` list (docs/kernel-abi.md, "Staging"), checked, as C table rows."""
-    out = []
-    for spec in launch.get("scratch") or ():
-        name = spec.get("name")
-        if name not in _SCRATCH or (spec.get("source"), spec.get("ld")) != _SCRATCH[name] or spec.get(
-                "rows") not in _MAP_SIZES or spec.get("cols") not in _MAP_SIZES:
-            raise _unsupported(f"a scratch buffer {dict(spec)}")
-        numbers = [spec.get(key) for key in ("ld_multiple", "elem_bytes", "align_bytes")]
-        if any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in numbers) or numbers[2] % 16:
-            raise _unsupported(f"a scratch buffer {name!r} with ld_multiple/elem_bytes/align_bytes {numbers}")
-        out.append(Scratch(buffer=_PARAM_ENUM[name], source=_PARAM_ENUM[spec["source"]], rows=_PARAM_ENUM[spec["rows"]],
-                           cols=_PARAM_ENUM[spec["cols"]], ld=_PARAM_ENUM[spec["ld"]], ld_multiple=numbers[0],
-                           elem_bytes=numbers[1], align_bytes=numbers[2]))
-    if len(out) > MAX_SCRATCH or len({s.buffer for s in out}) != len(out):
-        raise _unsupported(f"{len(out)} scratch buffers")
-    return tuple(out)
-
-
-# ---- launch descriptions -> C tables --------------------------------------------------------------------------------
+# ---- grid rules and steps -------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class GridRule:
     kind: str  # TRACEA_GRID_CONST | _TILES | _TILES_M | _TILES_N | _SPLIT_K | _MN_DIV | _WORK_CLUSTERS | _PERSISTENT_CLUSTERS
     #          | _M_DIV | _N_DIV | _K_DIV
     value: int = 0  # the constant, Q of mn/Q (m/Q, n/Q, k/Q), or cluster_m of the cluster rules
+
+
+_NAMED_RULES = {"tiles": "TRACEA_GRID_TILES", "tiles_m": "TRACEA_GRID_TILES_M", "tiles_n": "TRACEA_GRID_TILES_N",
+                "split_k": "TRACEA_GRID_SPLIT_K"}
+_CLUSTER_RULES = {"work_clusters": "TRACEA_GRID_WORK_CLUSTERS", "persistent_clusters": "TRACEA_GRID_PERSISTENT_CLUSTERS"}
+_DIVIDED_RULES = {"mn": "TRACEA_GRID_MN_DIV", "m": "TRACEA_GRID_M_DIV", "n": "TRACEA_GRID_N_DIV", "k": "TRACEA_GRID_K_DIV"}
+
+
+def grid_rule(rule: Any, cluster_m: int | None = None) -> GridRule:
+    """A grid rule of docs/kernel-abi.md as a C rule. The cluster rules need the plan's `cluster_m`."""
+    if isinstance(rule, int) and not isinstance(rule, bool) and rule >= 1:
+        return GridRule("TRACEA_GRID_CONST", rule)
+    if isinstance(rule, str):
+        if rule in _NAMED_RULES:
+            return GridRule(_NAMED_RULES[rule])
+        if rule in _CLUSTER_RULES:
+            if not isinstance(cluster_m, int) or isinstance(cluster_m, bool) or cluster_m < 1:
+                raise UnsupportedLaunch(f"the grid rule {rule!r} needs the launch plan's cluster_m, which it lacks.",
+                                        "Report this as a bug in the kernel family.")
+            return GridRule(_CLUSTER_RULES[rule], cluster_m)
+        m = re.fullmatch(r"(mn|m|n|k)/([1-9][0-9]*)", rule)
+        if m:
+            return GridRule(_DIVIDED_RULES[m.group(1)], int(m.group(2)))
+    raise UnsupportedLaunch(f"the launch plan has a grid rule {rule!r} that the exported runtime does not know.",
+                            "Update tracea (export and the family disagree on docs/kernel-abi.md).")
 
 
 @dataclass(frozen=True)
@@ -218,79 +221,37 @@ class Step:
     params: tuple[str, ...] | None = None  # the step's own parameters (staging kernels); None: the variant's
 
 
-_NAMED_RULES = {"tiles": "TRACEA_GRID_TILES", "tiles_m": "TRACEA_GRID_TILES_M", "tiles_n": "TRACEA_GRID_TILES_N",
-                "split_k": "TRACEA_GRID_SPLIT_K"}
-_CLUSTER_RULES = {"work_clusters": "TRACEA_GRID_WORK_CLUSTERS", "persistent_clusters": "TRACEA_GRID_PERSISTENT_CLUSTERS"}
-_DIVIDED_RULES = {"mn": "TRACEA_GRID_MN_DIV", "m": "TRACEA_GRID_M_DIV", "n": "TRACEA_GRID_N_DIV", "k": "TRACEA_GRID_K_DIV"}
-
-
-def grid_rule(rule: Any, cluster_m: int | None = None) -> GridRule:
-    """A grid rule of docs/kernel-abi.md ("tiles", "tiles_m", "tiles_n", "split_k", "mn/Q", "m/Q", "n/Q", "k/Q",
-    "work_clusters", "persistent_clusters", an integer) as a C rule. The cluster rules need the description's
-    `cluster_m`."""
-    if isinstance(rule, int) and not isinstance(rule, bool) and rule >= 1:
-        return GridRule("TRACEA_GRID_CONST", rule)
-    if isinstance(rule, str):
-        if rule in _NAMED_RULES:
-            return GridRule(_NAMED_RULES[rule])
-        if rule in _CLUSTER_RULES:
-            if not isinstance(cluster_m, int) or isinstance(cluster_m, bool) or cluster_m < 1:
-                raise UnsupportedLaunch(f"the grid rule {rule!r} needs the launch description's cluster_m, which it lacks.",
-                                        "Report this as a bug in the CUDA backend.")
-            return GridRule(_CLUSTER_RULES[rule], cluster_m)
-        m = re.fullmatch(r"(mn|m|n|k)/([1-9][0-9]*)", rule)
-        if m:
-            return GridRule(_DIVIDED_RULES[m.group(1)], int(m.group(2)))
-    raise UnsupportedLaunch(f"the launch description has a grid rule {rule!r} that the exported runtime does not know.",
-                            "Update tracea (export and the CUDA backend disagree on docs/kernel-abi.md).")
-
-
-def launch_steps(launch: Mapping[str, Any], kernel_names: Sequence[str]) -> tuple[Step, ...]:
-    """The launch description's steps as C table rows; kernel steps refer to `kernel_names` by index."""
+def launch_steps(plan: LaunchPlan, kernel_names: Sequence[str], slots: Slots) -> tuple[Step, ...]:
+    """The plan's steps as C table rows; kernel steps refer to `kernel_names` by index."""
     steps = []
-    for raw in launch.get("steps", ()):
-        kind = raw.get("kind")
-        if kind == "memset":
-            if raw.get("buffer") != "workspace" or raw.get("bytes_per") != "mn":
-                raise UnsupportedLaunch(f"the launch description has a memset the exported runtime cannot do: {dict(raw)}.",
-                                        "Update tracea (export and the CUDA backend disagree on docs/kernel-abi.md).")
-            steps.append(Step("memset", memset_bytes_per_mn=int(raw.get("elem_bytes", 1))))
-        elif kind == "kernel":
-            extra = set(raw) - {"kind", "name", "block", "grid", "dynamic_smem_bytes", "cluster", "params"}
-            if extra:
-                raise UnsupportedLaunch(f"kernel step {raw.get('name')!r} needs {sorted(extra)}, which the exported runtime "
-                                        "cannot provide yet.", "Export a configuration of another kernel family.")
-            grid = raw["grid"]
-            block = tuple(int(b) for b in raw["block"]) + (1, 1)
-            cluster = tuple(int(c) for c in raw.get("cluster", (0, 0, 0))) + (1, 1)
-            cluster_m = launch.get("cluster_m")
-            if raw.get("cluster") and cluster_m is not None and cluster[0] != cluster_m:
-                raise _unsupported(f"a kernel step with cluster {list(raw['cluster'])} but cluster_m={cluster_m}")
-            if raw.get("cluster") and min(cluster[:3]) < 1:
-                raise _unsupported(f"a kernel step with cluster {list(raw['cluster'])}")
+    for raw in plan.steps:
+        if isinstance(raw, MemsetStep):
+            if raw.buffer != "workspace" or raw.bytes_per != "mn":
+                raise _unsupported(f"a memset of {raw.buffer} per {raw.bytes_per}")
+            steps.append(Step("memset", memset_bytes_per_mn=raw.elem_bytes))
+        elif isinstance(raw, KernelStep):
+            if raw.cluster is not None and (min(raw.cluster) < 1 or (plan.cluster_m is not None
+                                                                      and raw.cluster[0] != plan.cluster_m)):
+                raise _unsupported(f"a kernel step with cluster {list(raw.cluster)} but cluster_m={plan.cluster_m}")
             steps.append(Step(
                 "kernel",
-                kernel=list(kernel_names).index(raw["name"]),
-                grid=(grid_rule(grid["x"], cluster_m), grid_rule(grid["y"], cluster_m), grid_rule(grid["z"], cluster_m)),
-                block=block[:3],  # type: ignore[arg-type]
-                cluster=cluster[:3] if raw.get("cluster") else (0, 0, 0),  # type: ignore[arg-type]
-                dynamic_smem_bytes=int(raw.get("dynamic_smem_bytes", 0)),
-                params=step_params(raw["params"]) if "params" in raw else None,
+                kernel=list(kernel_names).index(raw.name),
+                grid=tuple(grid_rule(r, plan.cluster_m) for r in raw.grid),  # type: ignore[arg-type]
+                block=raw.block,
+                cluster=raw.cluster if raw.cluster is not None else (0, 0, 0),
+                dynamic_smem_bytes=raw.dynamic_smem_bytes,
+                params=step_params(raw.params, slots) if raw.params is not None else None,
             ))
         else:
-            raise UnsupportedLaunch(f"the launch description has a step of kind {kind!r} the exported runtime cannot do.",
-                                    "Update tracea (export and the CUDA backend disagree on docs/kernel-abi.md).")
+            raise _unsupported(f"a step of kind {type(raw).__name__}")
     if not any(s.kind == "kernel" for s in steps):
-        raise UnsupportedLaunch("the launch description launches no kernel.", "Report this as a bug in the CUDA backend.")
+        raise UnsupportedLaunch("the launch plan launches no kernel.", "Report this as a bug in the kernel family.")
     return tuple(steps)
 
 
 def kernel_names(variant: Variant) -> list[str]:
     """Kernels in the order the launch steps first name them."""
-    names: list[str] = []
-    for step in variant.launch.get("steps", ()):
-        if step.get("kind") == "kernel" and step["name"] not in names:
-            names.append(step["name"])
+    names = [k.name for k in variant.launch.kernels]
     if len(names) > MAX_KERNELS:
         raise UnsupportedLaunch(f"a variant launches {len(names)} kernels; the exported runtime holds {MAX_KERNELS}.",
                                 "Report this as a bug.")
@@ -318,16 +279,6 @@ def _step_row(step: Step, params_symbol: str) -> str:
             f"{step.dynamic_smem_bytes}u, {step.memset_bytes_per_mn}u, {params_symbol}, {n_params}}},")
 
 
-def _scratch_row(b: Scratch) -> str:
-    return (f"  {{{b.buffer}, {b.source}, {b.rows}, {b.cols}, {b.ld}, {b.ld_multiple}u, {b.elem_bytes}u, "
-            f"{b.align_bytes}u}},")
-
-
-def _map_row(m: TensorMap) -> str:
-    return (f"  {{/* {m.name} */ {m.tensor}, {{{m.dims[0]}, {m.dims[1]}}}, {m.row_stride}, {{{m.box[0]}u, {m.box[1]}u}}, "
-            f"{m.elem_bytes}u,\n   {m.data_type}, {m.interleave}, {m.swizzle}, {m.l2_promotion}, {m.oob_fill}}},")
-
-
 def _arch_numbers(arch: str) -> tuple[int, int, bool]:
     m = re.fullmatch(r"(?:sm|compute)_(\d+)(\d)(a?)", arch)
     if not m:
@@ -335,27 +286,24 @@ def _arch_numbers(arch: str) -> tuple[int, int, bool]:
     return int(m.group(1)), int(m.group(2)), bool(m.group(3))
 
 
-def _variant_block(prefix: str, tag: str, variant: Variant, image_symbol: str, image_size: int) -> tuple[str, str]:
+def _variant_block(prefix: str, tag: str, variant: Variant, image_symbol: str, image_size: int,
+                   slots: Slots) -> tuple[str, str]:
     """(definitions, one initializer row of the variants table) for one variant."""
     names = kernel_names(variant)
-    steps = launch_steps(variant.launch, names)
-    launch = variant.launch
-    params, maps = kernel_params(launch)
+    plan: LaunchPlan = variant.launch
+    steps = launch_steps(plan, names, slots)
+    params, map_names = kernel_params(plan, slots)
     rules = {g.kind for st in steps for g in st.grid}
     clusters = set(_CLUSTER_RULES.values())
     needs = {"tile_m": rules & ({"TRACEA_GRID_TILES", "TRACEA_GRID_TILES_M"} | clusters),
              "tile_n": rules & ({"TRACEA_GRID_TILES", "TRACEA_GRID_TILES_N"} | clusters),
              "split_k": rules & {"TRACEA_GRID_SPLIT_K"}}
-    missing = [name for name, used in needs.items() if used and name not in launch]
+    missing = [name for name, used in needs.items() if used and getattr(plan, name) is None]
     if missing:
-        raise UnsupportedLaunch(f"the launch description uses grid rules that need {missing}, which it does not give.",
-                                "Report this as a bug in the CUDA backend.")
-    scratch = scratch_buffers(launch)
-    named = {p for s in steps if s.params is not None for p in s.params} | set(params) | {m.tensor for m in maps} | {
-        m.row_stride for m in maps}
-    unplaced = sorted(n for n in named if n.endswith("_STAGED") and n not in {x for b in scratch for x in (b.buffer, b.ld)})
-    if unplaced:
-        raise _unsupported(f"staged buffers {unplaced} that no scratch entry places")
+        raise UnsupportedLaunch(f"the launch plan uses grid rules that need {missing}, which it does not give.",
+                                "Report this as a bug in the kernel family.")
+    if len(plan.scratch) > MAX_SCRATCH or len({s.name for s in plan.scratch}) != len(plan.scratch):
+        raise _unsupported(f"{len(plan.scratch)} scratch buffers")
     threads = max(s.block[0] * s.block[1] * s.block[2] for s in steps if s.kind == "kernel")
     lines = [f"static const char* const {prefix}__kernels_{tag}[] = {{{', '.join(_c_string(n) for n in names)}}};"]
     step_symbols = []
@@ -372,35 +320,41 @@ def _variant_block(prefix: str, tag: str, variant: Variant, image_symbol: str, i
         f"static const int {prefix}__params_{tag}[] = {{{', '.join(params)}}};",
     ]
     maps_symbol = "NULL"
-    if maps:
+    if map_names:
         maps_symbol = f"{prefix}__maps_{tag}"
-        lines += [f"static const tracea_tensor_map {maps_symbol}[] = {{", *(_map_row(m) for m in maps), "};"]
+        lines += [f"static const tracea_tensor_map {maps_symbol}[] = {{",
+                  *(tensor_map_row(n, plan.tensor_maps[n], slots) for n in map_names), "};"]
     scratch_symbol = "NULL"
-    if scratch:
+    if plan.scratch:
         scratch_symbol = f"{prefix}__scratch_{tag}"
-        lines += [f"static const tracea_scratch {scratch_symbol}[] = {{", *(_scratch_row(b) for b in scratch), "};"]
+        lines += [f"static const tracea_scratch {scratch_symbol}[] = {{", *(scratch_row(b, slots) for b in plan.scratch),
+                  "};"]
     defs = "\n".join(lines)
-    s = variant.shape
+    sizes = list(variant.shape)
     vf = variant.valid_for
+    tuned = ", ".join(str(variant.shape[s]) for s in sizes)
+    valid = ", ".join(f"{{{vf[s + '_min']}, {vf[s + '_max']}, {vf[s + '_multiple']}}}" for s in sizes)
     row = (
-        f"  {{/* {shape_label(s)} {variant.arch} */ {s['m']}, {s['n']}, {s['k']},\n"
-        + "".join(f"   {vf[d + '_min']}, {vf[d + '_max']}, {vf[d + '_multiple']},\n" for d in "mnk")
-        + f"   {variant.alignment_bytes}u,\n"
-        f"   {int(launch.get('tile_m', 1))}u, {int(launch.get('tile_n', 1))}u, {int(launch.get('split_k', 1))}u, "
-        f"{int(launch.get('workspace_bytes_per_mn', 0))}u, {variant.shared_bytes}u, {threads}u,\n"
+        f"  {{/* {shape_label(variant.shape)} {variant.arch} */ {{{tuned}}},\n"
+        f"   {{{valid}}},\n"
+        f"   {variant.alignment_bytes}u,\n"
+        f"   {plan.tile_m or 1}u, {plan.tile_n or 1}u, {plan.split_k or 1}u, "
+        f"{plan.workspace_bytes_per_mn}u, {variant.shared_bytes}u, {threads}u,\n"
         f"   {image_symbol}, {image_size}u, {prefix}__kernels_{tag}, {len(names)}, {prefix}__steps_{tag}, {len(steps)},\n"
-        f"   {prefix}__params_{tag}, {len(params)}, {maps_symbol}, {len(maps)}, {scratch_symbol}, {len(scratch)}}},"
+        f"   {prefix}__params_{tag}, {len(params)}, {maps_symbol}, {len(map_names)}, {scratch_symbol}, "
+        f"{len(plan.scratch)}}},"
     )
     return defs, row
 
 
-def render_export(manifest: Manifest, images: Mapping[str, bytes]) -> str:
-    """The export's C header. `images` maps each cubin and PTX file named in `manifest` to its bytes."""
+def render_export(manifest: Manifest, images: Mapping[str, bytes], abi: ExportAbi, fields: Sequence[int]) -> str:
+    """The export's C header. `images` maps each cubin and PTX file named in `manifest` to its bytes; `fields` are the
+    op's other problem fields as its header codes them."""
+    slots = Slots(abi)
     p = manifest.prefix
     guard = p.upper() + "_H_"
     n_shapes = len(manifest.shape_list())
     archs = sorted({v.arch for v in manifest.variants}, key=lambda a: _arch_numbers(a))
-    sets: list[tuple[str, list[Variant], list[str]]] = []  # (arch, variants, image symbols)
     parts: list[str] = []
     image_defs: list[str] = []
     variant_rows: dict[str, list[str]] = {}
@@ -418,13 +372,12 @@ def render_export(manifest: Manifest, images: Mapping[str, bytes]) -> str:
         rows = []
         for i, v in enumerate(variants):
             symbol = image(v.file, images[v.file])
-            defs, row = _variant_block(p, f"{arch}_{i}", v, symbol, len(images[v.file]))
+            defs, row = _variant_block(p, f"{arch}_{i}", v, symbol, len(images[v.file]), slots)
             parts.append(defs)
             rows.append(row)
         variant_rows[arch] = rows
-        sets.append((arch, variants, []))
     ptx_sets: list[tuple[str, list[str]]] = []
-    by_arch: dict[str, list[PtxImage]] = {}
+    by_arch: dict[str, list[Any]] = {}
     for px in manifest.ptx:
         by_arch.setdefault(px.arch, []).append(px)
     for arch, ptxs in by_arch.items():
@@ -435,14 +388,14 @@ def render_export(manifest: Manifest, images: Mapping[str, bytes]) -> str:
             if not data.endswith(b"\0"):
                 data += b"\0"  # the driver reads PTX as a C string
             symbol = image(px.file, data)
-            defs, row = _variant_block(p, f"{arch}_{i}", source, symbol, len(data))
+            defs, row = _variant_block(p, f"{arch}_{i}", source, symbol, len(data), slots)
             parts.append(defs)
             rows.append(row)
         ptx_sets.append((arch, rows))
 
     set_rows = []
     tables = []
-    for arch, _variants, _ in sets:
+    for arch in archs:
         major, minor, specific = _arch_numbers(arch)
         tables.append(f"static const tracea_variant {p}__variants_{arch}[] = {{\n" + "\n".join(variant_rows[arch]) + "\n};")
         set_rows.append(f"  {{\"{arch}\", {major}, {minor}, {int(specific)}, 0, {p}__variants_{arch}, {len(variant_rows[arch])}}},")
@@ -450,31 +403,32 @@ def render_export(manifest: Manifest, images: Mapping[str, bytes]) -> str:
         major, minor, _ = _arch_numbers(arch)
         tables.append(f"static const tracea_variant {p}__variants_{arch}[] = {{\n" + "\n".join(rows) + "\n};")
         set_rows.append(f"  {{\"{arch}\", {major}, {minor}, 0, 1, {p}__variants_{arch}, {len(rows)}}},")
+    if len(fields) > MAX_FIELDS:
+        raise _unsupported(f"{len(fields)} problem fields")
     max_variants = max(len(variant_rows[a]) for a in variant_rows)
     min_driver = manifest.min_driver_version
     shapes = ", ".join(shape_label(s) for s in manifest.shape_list())
-    label = f"gemm {manifest.dtype} {manifest.layout}" + ("" if manifest.epilogue == "none" else f" +{manifest.epilogue}")
+    label = manifest.label
     ptx_line = (", ".join(x.arch for x in manifest.ptx) + " PTX") if manifest.ptx else "no PTX"
-    staged = any(v.launch.get("scratch") for v in manifest.variants)
+    staged = any(v.launch.scratch for v in manifest.variants)
+    field_list = ", ".join(str(int(f)) for f in fields) or "0"
 
     return f"""/* {p}.h: {label}, tuned shapes {shapes}; cubins for {', '.join(archs)}; {ptx_line}.
  * Generated by tracea {__version__} on {manifest.created}; manifest.json beside it says what each binary is, where its
  * configuration was verified and what it measured. Do not edit: export again instead.
  *
- *   {p}_launch(&args, stream)        C = A.B on `stream` (see tracea_gemm_args in {RUNTIME_HEADER})
- *   {p}_workspace_bytes_mnk(m, n, k) scratch bytes args.workspace needs (0: none)
- *   {p}_workspace_bytes(m, n)        the same without K: enough only for exports that stage no operand
+{abi.api_summary(p)}
  *   {p}_load(device)                 load now instead of at the first launch (optional)
  *   {p}_unload()                     unload from every device (when no launch is in flight)
  *
- * The call picks the tuned shape that equals (M, N, K), else the nearest tuned shape whose kernel is valid for it
+ * The call picks the tuned shape that equals the call's, else the nearest tuned shape whose kernel is valid for it
  * (shape multiples and pointer alignment), else returns TRACEA_ERROR_UNSUPPORTED_SHAPE or TRACEA_ERROR_MISALIGNED.
- * In C++, include tracea.hpp as well for tracea::gemm(a, b, out, params).
+ * In C++, the op's call (in {abi.header}) takes tracea::TensorView operands.
  */
 #ifndef {guard}
 #define {guard}
 
-#include "{RUNTIME_HEADER}"
+#include "{abi.header}"
 
 #ifdef __cplusplus
 extern "C" {{
@@ -499,27 +453,11 @@ static CUfunction {p}__functions[TRACEA_MAX_DEVICES * {max_variants} * TRACEA_MA
 static unsigned int {p}__resident[TRACEA_MAX_DEVICES * {max_variants} * TRACEA_MAX_KERNELS];
 
 static const tracea_export {p}__export = {{
-  "{label}", {DTYPE_ENUM[manifest.dtype]}, {LAYOUT_ENUM[manifest.layout]}, {EPILOGUE_ENUM[manifest.epilogue]},
+  "{label}", &{slots.abi_symbol}, {DTYPE_ENUM[manifest.dtype]}, {{{field_list}}}, {len(fields)},
   {ELEM_BYTES[manifest.dtype]}u, {min_driver}, {p}__sets, {len(set_rows)}, {max_variants}, {n_shapes},
   &{p}__mutex, {p}__devices, {p}__modules, {p}__functions, {p}__resident}};
 
-/* C = epilogue(A.B) on `stream`: the device is the stream's (for the default stream, the calling thread's current
- * context's, else device 0). Loads the binaries on first use. Returns TRACEA_OK or the reason it did not launch. */
-static inline tracea_status {p}_launch(const tracea_gemm_args* args, CUstream stream) {{
-  return tracea__gemm(&{p}__export, args, stream);
-}}
-
-/* Bytes of scratch args.workspace must hold for an M x N x K call (0 when no kernel of this export needs any):
- * the split-K partial sums and the staged copies of A and B (docs/kernel-abi.md, "Staging"). */
-static inline size_t {p}_workspace_bytes_mnk(int m, int n, int k) {{
-  return tracea__workspace_bytes(&{p}__export, m, n, k);
-}}
-
-/* The M x N part of {p}_workspace_bytes_mnk (split-K only), kept for programs written before staging: exports whose
- * manifest lists `scratch` buffers{' (this one does)' if staged else ''} need {p}_workspace_bytes_mnk. */
-static inline size_t {p}_workspace_bytes(int m, int n) {{
-  return tracea__workspace_bytes(&{p}__export, m, n, 0);
-}}
+{abi.api(p, staged)}
 
 /* Load the binaries for CUDA device `device` now (checks the driver, the architecture and the limits). */
 static inline tracea_status {p}_load(int device) {{
@@ -552,3 +490,13 @@ def render_runtime() -> str:
     return (template(RUNTIME_HEADER).replace("@VERSION@", __version__).replace("@MAX_KERNELS@", str(MAX_KERNELS))
             .replace("@MAX_TENSOR_MAPS@", str(MAX_TENSOR_MAPS)).replace("@MAX_PARAMS@", str(MAX_PARAMS))
             .replace("@MAX_SCRATCH@", str(MAX_SCRATCH)))
+
+
+def render_cpp() -> str:
+    """tracea.hpp: the C++ entry header, the same text in every export of this tracea version."""
+    return template(CPP_HEADER).replace("@VERSION@", __version__).replace("@RUNTIME@", RUNTIME_HEADER)
+
+
+def render_op_header(abi: ExportAbi) -> str:
+    """The op's header (tracea_<op>.h): its argument struct and calls over the generated slots."""
+    return abi.header_text(Slots(abi).declarations())

@@ -1,188 +1,31 @@
-"""The shipped default configurations (profiles/defaults/gemm.json): what `--config default` exports.
+"""The shipped default configurations (profiles/defaults/OP.json): what `--config default` exports.
 
-Per dtype and architecture family (sm_80; sm_86/89; sm_90) an ordered list of configurations: the first one valid
-for a problem's shape on the target architecture is taken. The list starts with the hand-picked configuration for
-large squares and ends with a small predicated one that every shape admits. Each entry carries its verification
-record: `compiled-only` (with when and for which architectures it was compiled) until a correctness check on a GPU
-of its family is recorded with `verify`.
-
-    python -m tracea_cli.export.defaults generate [--write]     rebuild the lists (compiles every entry; no GPU)
-    python -m tracea_cli.export.defaults verify [--write]       check this GPU's family's entries on this GPU
+Per dtype and architecture family (for GEMM: sm_80; sm_86/89; sm_90) an ordered list of configurations: the first
+one valid for a problem's shape on the target architecture is taken (export/resolve.py). An entry may say for which
+problems it is meant (`where`: a problem field -> its allowed values). Each entry carries its verification record:
+`compiled-only` (with when and for which architectures it was compiled) until a correctness check on a GPU of its
+family is recorded. The maintainer script benchmarks/defaults.py rebuilds the lists and records the checks.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
-
-from tracea_cli.space import Config, config_key
+from typing import Any
 
 SCHEMA_VERSION = 1
-DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp64")
-# family -> its members; the first member's limits are the family's (sm_86 and sm_89 have the same ones)
-FAMILIES: dict[str, tuple[str, ...]] = {"sm_80": ("sm_80", "sm_87"), "sm_86/89": ("sm_86", "sm_89", "sm_88"),
-                                        "sm_90": ("sm_90", "sm_90a")}
-COMPILE_FOR: dict[str, tuple[str, ...]] = {"sm_80": ("sm_80",), "sm_86/89": ("sm_86", "sm_89"), "sm_90": ("sm_90",)}
-# a square; one tall enough for big tiles with L2 grouping; an awkward one; ragged edges
-VERIFY_SHAPES = ((512, 512, 512), (4096, 2048, 1024), (1000, 3000, 777), (127, 17, 1023))
 
 
-def defaults_path(op: str = "gemm") -> Path:
+def defaults_path(op: str) -> Path:
     from tracea_cli.resources import profiles_dir
 
     return profiles_dir() / "defaults" / f"{op}.json"
 
 
-def load_defaults(op: str = "gemm") -> dict[str, Any]:
+def load_defaults(op: str) -> dict[str, Any]:
     from tracea_cli.errors import UsageError
+    from tracea_cli.files import read_json
 
-    try:
-        return json.loads(defaults_path(op).read_text())
-    except FileNotFoundError:
-        raise UsageError(f"tracea ships no default configurations for {op}.", "Pass --config FILE, or tune first.") from None
-
-
-def candidates(dtype: str, arch: str) -> list[Config]:
-    """The ordered list for one dtype on one architecture's limits (see the module's docstring)."""
-    from tracea_cli.export.writer import export_target
-    from tracea_cli.ops.gemm.cuda_space import (
-        FAMILY,
-        gemm_space,
-        hand_picked,
-        vector_widths,
-    )
-    from tracea_cli.ops.gemm.problem import GemmProblem
-
-    target = export_target(arch)
-    big = [GemmProblem(4096, 4096, 4096, dtype, layout) for layout in ("nn", "nt")]
-    picks = hand_picked(big[0], target)
-    widest = vector_widths(dtype)[0]
-    out: list[Config] = [dict(picks[0])]
-    seen_tiles = set()
-    for pick in picks:  # one per block tile, largest first, in an order that suits any M (group_m 1)
-        tile = (pick["block_m"], pick["block_n"])
-        if tile in seen_tiles or pick["split_k"] != 1:
-            continue
-        seen_tiles.add(tile)
-        out.append({**pick, "group_m": 1, "vec": widest})
-    family = FAMILY[dtype]
-    smallest = {"family": family, "block_m": 32, "block_n": 32, "block_k": 16 if family == "mma" else 8,
-                "warp_m": 16, "warp_n": 16 if family == "mma" else 32, "stages": 2, "split_k": 1, "group_m": 1}
-    out += [{**smallest, "vec": widest}, {**smallest, "vec": 1}]  # the last one (predicated) fits every shape
-    unique: list[Config] = []
-    for c in ({name: c[name] for name in picks[0]} for c in out):
-        if c not in unique and all(gemm_space(p, target).why_invalid(c) is None for p in big):
-            unique.append(c)
-    return unique
-
-
-def generate(*, date: str | None = None, compile_entries: bool = True) -> dict[str, Any]:
-    """The whole profile, every entry `compiled-only`; with `compile_entries`, each is compiled for its family first."""
-    from tracea_cli.backends import nvrtc
-
-    date = date or time.strftime("%Y-%m-%d", time.gmtime())
-    entries = []
-    for dtype in DTYPES:
-        for family, archs in COMPILE_FOR.items():
-            for config in candidates(dtype, archs[0]):
-                if compile_entries:
-                    _compile_everywhere(dtype, config, archs)
-                how = (f"compiled for {' and '.join(archs)} with NVRTC {nvrtc.version()} on {date}"
-                       + ("" if compile_entries else " (not compiled)") + "; never run on a GPU of this family")
-                entries.append({"dtype": dtype, "family": family, "config": config,
-                                "verification": {"status": "compiled-only", "date": date, "how": how}})
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "op": "gemm",
-        "about": ("Shipped default configurations for `tracea export --config default`: per dtype and architecture "
-                  "family, the first entry valid for the shape is exported. Generated by "
-                  "`python -m tracea_cli.export.defaults generate`; verification records by `... verify --write` on "
-                  "a GPU of the family."),
-        "families": {f: list(m) for f, m in FAMILIES.items()},
-        "defaults": entries,
-    }
-
-
-def _compile_everywhere(dtype: str, config: Mapping[str, Any], archs: Sequence[str]) -> None:
-    from tracea_cli.backends.cuda import CudaBackend
-    from tracea_cli.export.writer import export_target
-    from tracea_cli.ops.gemm.problem import GemmProblem
-
-    for layout in ("nn", "nt"):
-        for arch in archs:
-            CudaBackend().compile(GemmProblem(4096, 4096, 4096, dtype, layout), config, export_target(arch))
-
-
-def verify(profile: Mapping[str, Any], *, device_index: int = 0, log=print) -> dict[str, Any]:
-    """Check every entry of this GPU's family on this GPU, both layouts, at VERIFY_SHAPES where the entry is valid.
-
-    An entry that passes everywhere it applies is recorded `verified` with the device class, its architecture, the
-    largest relative error and the date; one that fails keeps `compiled-only` and gets the failure in `how`.
-    """
-    from tracea_cli.backends.cuda import CudaBackend, device_target
-    from tracea_cli.ops.gemm.problem import GemmProblem
-    from tracea_cli.target import base_arch
-
-    backend = CudaBackend()
-    target = device_target(device_index)
-    arch = base_arch(target.arch or "")
-    family = next((f for f, members in profile["families"].items() if arch in members), None)
-    if family is None:
-        raise SystemExit(f"no default family holds this GPU's architecture {arch}")
-    date = time.strftime("%Y-%m-%d", time.gmtime())
-    out = json.loads(json.dumps(profile))
-    for entry in out["defaults"]:
-        if entry["family"] != family:
-            continue
-        worst, failure, checked = 0.0, "", 0
-        for layout in ("nn", "nt"):
-            for m, n, k in VERIFY_SHAPES:
-                problem = GemmProblem(m, n, k, entry["dtype"], layout)
-                if backend.space(problem, target).why_invalid(entry["config"]):
-                    continue
-                ev = backend.check(backend.compile(problem, entry["config"], target), problem, target, seed=checked)
-                checked += 1
-                if not ev.ok:
-                    failure = failure or f"{problem.label}: {ev.status.value}: {ev.reason}"
-                else:
-                    worst = max(worst, float(ev.rel_error or 0.0))
-        label = f"{entry['dtype']} {config_key(entry['config'])}"
-        if failure or not checked:
-            log(f"FAIL {label}: {failure or 'valid at none of the check shapes'}")
-            entry["verification"] = {"status": "compiled-only", "date": date,
-                                     "how": f"failed its check on {target.device_class}: {failure or 'not checked'}"}
-        else:
-            log(f"ok   {label}: {checked} checks, largest relative error {worst:.3g}")
-            entry["verification"] = {
-                "status": "verified", "device": target.device_class, "arch": arch, "rel_error": worst, "date": date,
-                "how": (f"{checked} checks against the float64 reference (both layouts, shapes "
-                        f"{', '.join('x'.join(map(str, s)) for s in VERIFY_SHAPES)} where valid) by "
-                        "`python -m tracea_cli.export.defaults verify`"),
-            }
-    return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tracea_cli.export.defaults", description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=("generate", "verify"))
-    parser.add_argument("--write", action="store_true", help="write profiles/defaults/gemm.json (else print it)")
-    parser.add_argument("--device", type=int, default=0, help="CUDA device for verify")
-    args = parser.parse_args(argv)
-    if args.action == "generate":
-        profile = generate()
-    else:
-        profile = verify(load_defaults("gemm"), device_index=args.device, log=lambda s: print(s, file=sys.stderr))
-    text = json.dumps(profile, indent=1) + "\n"
-    if args.write:
-        defaults_path("gemm").write_text(text)
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    path = defaults_path(op)
+    if not path.exists():
+        raise UsageError(f"tracea ships no default configurations for {op}.", "Pass --config FILE, or tune first.")
+    return read_json(path, "shipped defaults", "Reinstall tracea.")

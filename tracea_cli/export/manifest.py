@@ -2,8 +2,10 @@
 
 The JSON document flattens the variants into the fields product.md names (`shape`, `config`, `kernels`, `launch`,
 `verification`, `measurement`), each entry naming the shape and architecture it belongs to, so that its types do not
-change with the number of shapes. `SCHEMA` is its JSON Schema (a dict, documented in docs/manifest-schema.md);
-`validate` checks a document against it and checks the cross-references the schema cannot express.
+change with the number of shapes. A shape is the op's named sizes; the op's other problem fields (GEMM's `layout`
+and `epilogue`) sit at the top level. `schema(op)` is the JSON Schema of an op's manifests (a dict, documented in
+docs/manifest-schema.md), made from the op's declaration; `validate` checks a document against its op's schema and
+checks the cross-references a schema cannot express.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from typing import Any, Mapping
 
 from tracea_cli.space import Value
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: sizes and problem fields from the op's declaration; files.op_header
 VERIFIED = "verified"
 COMPILED_ONLY = "compiled-only"
 
 
 def shape_label(shape: Mapping[str, int]) -> str:
-    return f"{shape['m']}x{shape['n']}x{shape['k']}"
+    """'2048x1024x512': the sizes in the op's order."""
+    return "x".join(str(v) for v in shape.values())
 
 
 @dataclass(frozen=True)
@@ -78,10 +81,10 @@ class Variant:
     origin_detail: str
     file: str  # the cubin, relative to the export folder
     source_file: str  # the exact source it was compiled from
-    launch: Mapping[str, Any]  # the backend's launch description, verbatim (docs/kernel-abi.md)
+    launch: Any  # the family's LaunchPlan (ops/launch.py), written as docs/kernel-abi.md describes it
     kernels: tuple[Kernel, ...]
     alignment_bytes: int
-    valid_for: Mapping[str, int]  # {"m_min", "m_max", "m_multiple", ...}: the sizes it serves (export.dispatch)
+    valid_for: Mapping[str, int]  # {"<size>_min", "<size>_max", "<size>_multiple", ...}: the sizes it serves
     verification: Verification
     measurement: Measurement | None = None
 
@@ -109,8 +112,7 @@ class PtxImage:
 class Manifest:
     op: str
     dtype: str
-    layout: str
-    epilogue: str
+    fields: Mapping[str, Any]  # the op's other problem fields (GEMM: layout, epilogue), at the document's top level
     prefix: str  # C identifier prefix of the export's functions
     variants: tuple[Variant, ...]
     ptx: tuple[PtxImage, ...]
@@ -121,6 +123,11 @@ class Manifest:
     created: str
     tracea_version: str
     shapes: tuple[Mapping[str, int], ...] = field(default=())  # dispatch order; defaults to the variants' order
+
+    @property
+    def label(self) -> str:
+        """"gemm fp16 nt bias_relu": op, dtype and the other problem fields that are set."""
+        return " ".join([self.op, self.dtype, *(str(v) for v in self.fields.values() if v not in ("none", None))])
 
     @property
     def min_driver_version(self) -> int:
@@ -149,8 +156,7 @@ class Manifest:
             "created": self.created,
             "op": self.op,
             "dtype": self.dtype,
-            "layout": self.layout,
-            "epilogue": self.epilogue,
+            **dict(self.fields),
             "prefix": self.prefix,
             "shape": self.shape_list(),
             "config": [{**where(v), "values": dict(v.config), "origin": v.origin, "origin_detail": v.origin_detail}
@@ -163,7 +169,7 @@ class Manifest:
             ],
             "launch": [
                 {**where(v), "file": v.file, "source": v.source_file, "arch_specific": v.arch_specific,
-                 "valid_for": dict(v.valid_for), "description": _jsonable(v.launch)}
+                 "valid_for": dict(v.valid_for), "description": _jsonable(v.launch.as_dict())}
                 for v in self.variants
             ],
             "ptx": {
@@ -206,150 +212,162 @@ _INT0 = {"type": "integer", "minimum": 0}
 _POS = {"type": "integer", "minimum": 1}
 _TEXT = {"type": "string"}
 _ARCH = {"type": "string", "pattern": r"^sm_[0-9]+a?$"}
-_SHAPE = {"type": "object", "required": ["m", "n", "k"], "additionalProperties": False,
-          "properties": {"m": _POS, "n": _POS, "k": _POS}}
 _GRID_RULE = {"anyOf": [_POS, {"type": "string", "pattern":
                                 r"^(tiles|tiles_m|tiles_n|split_k|(mn|m|n|k)/[1-9][0-9]*|work_clusters|persistent_clusters)$"}]}
 _DIM3 = {"type": "array", "minItems": 3, "maxItems": 3, "items": _POS}
 _GRID = {"type": "object", "required": ["x", "y", "z"], "additionalProperties": False,
          "properties": {"x": _GRID_RULE, "y": _GRID_RULE, "z": _GRID_RULE}}
 _KERNEL_NAME = {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"}
-_PARAMS = {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"}}
-_SIZE = {"enum": ["M", "N", "K"]}
-# One scratch buffer of the staging pre-pass (docs/kernel-abi.md, "Staging"): rows x cols, row-major, leading
-# dimension `ld` = cols rounded up to ld_multiple; in list order in the workspace, each at a multiple of align_bytes.
-_SCRATCH = {
-    "type": "object", "additionalProperties": False,
-    "required": ["name", "source", "transposed", "rows", "cols", "ld", "ld_multiple", "elem_bytes", "align_bytes"],
-    "properties": {
-        "name": {"enum": ["A_staged", "B_staged"]},
-        "source": {"enum": ["A", "B"]},
-        "transposed": {"type": "boolean"},
-        "rows": _SIZE, "cols": _SIZE,
-        "ld": {"enum": ["lda_staged", "ldb_staged"]},
-        "ld_multiple": _POS, "elem_bytes": {"enum": [2, 4, 8]}, "align_bytes": _POS,
-    },
-}
-# One TMA tensor map of a launch description (docs/kernel-abi.md, "Tensor maps"): sizes innermost first.
-_TENSOR_MAP = {
-    "type": "object", "additionalProperties": False,
-    "required": ["tensor", "dims", "row_stride", "box", "dtype", "elem_bytes", "swizzle", "interleave", "l2_promotion",
-                 "oob_fill"],
-    "properties": {
-        "tensor": {"enum": ["A", "B", "C", "A_staged", "B_staged"]},
-        "dims": {"type": "array", "minItems": 2, "maxItems": 2, "items": _SIZE},
-        "row_stride": {"enum": ["lda", "ldb", "ldc", "lda_staged", "ldb_staged"]},
-        "box": {"type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "integer", "minimum": 1, "maximum": 256}},
-        "dtype": {"enum": ["fp16", "bf16", "tf32", "fp32"]},
-        "elem_bytes": {"enum": [2, 4]},
-        "swizzle": {"enum": ["none", "32B", "64B", "128B"]},
-        "interleave": {"enum": ["none"]},
-        "l2_promotion": {"enum": ["none", "64B", "128B", "256B"]},
-        "oob_fill": {"enum": ["zero"]},
-    },
-}
-# The backend's launch description, verbatim: the fields docs/kernel-abi.md defines are typed, others pass.
-_DESCRIPTION = {"type": "object", "required": ["steps"], "properties": {
-    "steps": {"type": "array", "minItems": 1, "items": {
-        "type": "object", "required": ["kind"],
-        "properties": {"kind": {"enum": ["memset", "kernel"]}, "name": _KERNEL_NAME, "block": _DIM3, "grid": _GRID,
-                       "cluster": _DIM3, "dynamic_smem_bytes": _INT0, "params": _PARAMS}}},
-    "family": _TEXT,
-    "arch": _ARCH,
-    "params": _PARAMS,
-    "tensor_maps": {"type": "object", "additionalProperties": _TENSOR_MAP},
-    "scratch": {"type": "array", "maxItems": 2, "items": _SCRATCH},
-    "tile_m": _POS, "tile_n": _POS, "tile_k": _POS, "split_k": _POS, "cluster_m": _POS,
-    "persistent": {"enum": [0, 1]},
-    "workspace_bytes_per_mn": _INT0,
-    "alignment_bytes": _POS,
-}}
+_KINDS = ("memset", "kernel")
+_OPTION_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 
 
-def _entry(properties: dict[str, Any], extra_required: list[str] | None = None) -> dict[str, Any]:
-    """An object that names its shape and architecture, with no other keys than those listed."""
-    props = {"shape": _SHAPE, "arch": _ARCH, **properties}
-    return {"type": "object", "additionalProperties": False, "properties": props,
-            "required": ["shape", "arch", *(extra_required if extra_required is not None else properties)]}
+def _enum(values: Any) -> dict[str, Any]:
+    return {"enum": list(values)}
 
 
-SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "https://tracea.dev/schemas/export-manifest-1.json",
-    "title": "Tracea export manifest",
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["schema_version", "tracea_version", "created", "op", "dtype", "layout", "epilogue", "prefix", "shape",
-                 "config", "kernels", "launch", "ptx", "requires", "toolchain", "verification", "measurement", "files"],
-    "properties": {
-        "schema_version": {"const": SCHEMA_VERSION},
-        "tracea_version": _TEXT,
-        "created": {"type": "string", "format": "date-time"},
-        "op": {"enum": ["gemm"]},
-        "dtype": {"enum": ["fp32", "tf32", "fp16", "bf16", "fp64"]},
-        "layout": {"enum": ["nn", "nt"]},
-        "epilogue": {"enum": ["none", "bias", "bias_relu", "bias_silu", "bias_gelu", "bias_residual"]},
-        "prefix": {"type": "string", "pattern": r"^[a-z_][a-z0-9_]*$"},
-        "shape": {"type": "array", "minItems": 1, "items": _SHAPE},
-        "config": {"type": "array", "minItems": 1, "items": _entry({
-            "values": {"type": "object", "additionalProperties": {"type": ["integer", "number", "string", "boolean"]}},
-            "origin": {"enum": ["cache", "default", "file"]},
-            "origin_detail": _TEXT,
-        })},
-        "kernels": {"type": "array", "minItems": 1, "items": _entry({
-            "file": _TEXT,
-            "name": _KERNEL_NAME,
-            "grid": _GRID,
-            "block": _DIM3,
-            "cluster": _DIM3,
-            "dynamic_smem_bytes": _INT0,
-            "static_smem_bytes": _INT0,
-            "registers": _INT0,
-            "spill_bytes": _INT0,
-            "alignment_bytes": _POS,
-        })},
-        "launch": {"type": "array", "minItems": 1, "items": _entry({
-            "file": _TEXT,
-            "source": _TEXT,
-            "arch_specific": {"type": "boolean"},
-            "valid_for": {"type": "object", "additionalProperties": False,
-                          "required": [f"{d}_{b}" for d in "mnk" for b in ("min", "max", "multiple")],
-                          "properties": {f"{d}_{b}": _POS for d in "mnk" for b in ("min", "max", "multiple")}},
-            "description": _DESCRIPTION,
-        })},
-        "ptx": {"type": "object", "additionalProperties": False, "required": ["files", "note"], "properties": {
-            "files": {"type": "array", "items": {
-                "type": "object", "additionalProperties": False, "required": ["shape", "arch", "file", "from_arch"],
-                "properties": {"shape": _SHAPE, "arch": {"type": "string", "pattern": r"^compute_[0-9]+$"},
-                               "file": _TEXT, "from_arch": _ARCH}}},
-            "note": _TEXT,
-        }},
-        "requires": {"type": "object", "additionalProperties": False,
-                     "required": ["min_driver", "min_driver_version", "archs", "shared_bytes", "threads_per_block"],
-                     "properties": {
-                         "min_driver": {"type": "string", "pattern": r"^[0-9]+\.[0-9]+$"},
-                         "min_driver_version": _POS,
-                         "archs": {"type": "array", "minItems": 1, "items": _ARCH},
-                         "shared_bytes": {"type": "object", "additionalProperties": _INT0},
-                         "threads_per_block": {"type": "object", "additionalProperties": _POS},
-                     }},
-        "toolchain": {"type": "object", "required": ["nvrtc", "ptx_isa", "tracea"],
-                      "additionalProperties": _TEXT,
-                      "properties": {"nvrtc": _TEXT, "ptx_isa": _TEXT, "tracea": _TEXT}},
-        "verification": {"type": "array", "minItems": 1, "items": {"anyOf": [
-            _entry({"status": {"const": VERIFIED}, "device": _TEXT, "rel_error": {"type": "number", "minimum": 0},
-                    "bound": {"type": "number", "minimum": 0}, "date": _TEXT, "evidence": _TEXT}),
-            _entry({"status": {"const": COMPILED_ONLY}, "device": {"type": ["string", "null"]},
-                    "rel_error": {"type": "null"}, "bound": {"type": "null"}, "date": {"type": ["string", "null"]},
-                    "evidence": _TEXT}, extra_required=["status"]),
-        ]}},
-        "measurement": {"anyOf": [{"type": "null"}, {"type": "array", "minItems": 1, "items": _entry({
-            "device": _TEXT, "median_ms": {"type": "number", "minimum": 0}, "cv": {"type": "number", "minimum": 0},
-            "n": _POS, "date": {"type": ["string", "null"]}})}]},
-        "files": {"type": "object", "additionalProperties": _TEXT,
-                  "required": ["c_header", "runtime_header", "cpp_header", "example", "cmake"]},
-    },
-}
+def _description(pointers: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, Any]:
+    """The family's launch plan as JSON (docs/kernel-abi.md): the fields it defines are typed, others pass. Names of
+    parameters, tensors and sizes are the op's ABI slots."""
+    params = {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"}}
+    # One scratch buffer of a staging pre-pass ("Staging"): rows x cols, row-major, leading dimension `ld` = cols
+    # rounded up to ld_multiple; in list order in the workspace, each at a multiple of align_bytes.
+    scratch = {
+        "type": "object", "additionalProperties": False,
+        "required": ["name", "source", "transposed", "rows", "cols", "ld", "ld_multiple", "elem_bytes", "align_bytes"],
+        "properties": {
+            "name": _enum(pointers), "source": _enum(pointers), "transposed": {"type": "boolean"},
+            "rows": _enum(ints), "cols": _enum(ints), "ld": _enum(ints),
+            "ld_multiple": _POS, "elem_bytes": {"enum": [2, 4, 8]}, "align_bytes": _POS,
+        },
+    }
+    # One TMA tensor map ("Tensor maps"): sizes innermost first.
+    tensor_map = {
+        "type": "object", "additionalProperties": False,
+        "required": ["tensor", "dims", "row_stride", "box", "dtype", "elem_bytes", "swizzle", "interleave",
+                     "l2_promotion", "oob_fill"],
+        "properties": {
+            "tensor": _enum(pointers),
+            "dims": {"type": "array", "minItems": 2, "maxItems": 2, "items": _enum(ints)},
+            "row_stride": _enum(ints),
+            "box": {"type": "array", "minItems": 2, "maxItems": 2,
+                    "items": {"type": "integer", "minimum": 1, "maximum": 256}},
+            "dtype": {"enum": ["fp16", "bf16", "tf32", "fp32"]},
+            "elem_bytes": {"enum": [2, 4]},
+            "swizzle": {"enum": ["none", "32B", "64B", "128B"]},
+            "interleave": {"enum": ["none"]},
+            "l2_promotion": {"enum": ["none", "64B", "128B", "256B"]},
+            "oob_fill": {"enum": ["zero"]},
+        },
+    }
+    return {"type": "object", "required": ["steps"], "properties": {
+        "steps": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "required": ["kind"],
+            "properties": {"kind": _enum(_KINDS), "name": _KERNEL_NAME, "block": _DIM3, "grid": _GRID,
+                           "cluster": _DIM3, "dynamic_smem_bytes": _INT0, "params": params}}},
+        "family": _TEXT,
+        "arch": _ARCH,
+        "params": params,
+        "tensor_maps": {"type": "object", "additionalProperties": tensor_map},
+        "scratch": {"type": "array", "maxItems": 2, "items": scratch},
+        "tile_m": _POS, "tile_n": _POS, "tile_k": _POS, "split_k": _POS, "cluster_m": _POS,
+        "persistent": {"enum": [0, 1]},
+        "workspace_bytes_per_mn": _INT0,
+        "alignment_bytes": _POS,
+    }}
+
+
+def schema(op: Any) -> dict[str, Any]:
+    """The JSON Schema of `op`'s manifests: its sizes are the shapes' fields, its other options (those with choices)
+    top-level fields, its ABI slots the names launch descriptions may use."""
+    sizes = [o.name for o in op.options if o.size]
+    fields = [o for o in op.options if not o.size and o.name != "dtype"]
+    dtype = next(o for o in op.options if o.name == "dtype")
+    shape = {"type": "object", "required": sizes, "additionalProperties": False, "properties": {s: _POS for s in sizes}}
+    valid_for = [f"{s}_{b}" for s in sizes for b in ("min", "max", "multiple")]
+
+    def entry(properties: dict[str, Any], extra_required: list[str] | None = None) -> dict[str, Any]:
+        """An object that names its shape and architecture, with no other keys than those listed."""
+        props = {"shape": shape, "arch": _ARCH, **properties}
+        return {"type": "object", "additionalProperties": False, "properties": props,
+                "required": ["shape", "arch", *(extra_required if extra_required is not None else properties)]}
+
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://tracea.dev/schemas/export-manifest-{SCHEMA_VERSION}-{op.name}.json",
+        "title": f"Tracea export manifest ({op.name})",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["schema_version", "tracea_version", "created", "op", "dtype", *(o.name for o in fields), "prefix",
+                     "shape", "config", "kernels", "launch", "ptx", "requires", "toolchain", "verification",
+                     "measurement", "files"],
+        "properties": {
+            "schema_version": {"const": SCHEMA_VERSION},
+            "tracea_version": _TEXT,
+            "created": {"type": "string", "format": "date-time"},
+            "op": {"const": op.name},
+            "dtype": _enum(dtype.choices),
+            **{o.name: (_enum(o.choices) if o.choices else {"type": _OPTION_TYPES[o.type]}) for o in fields},
+            "prefix": {"type": "string", "pattern": r"^[a-z_][a-z0-9_]*$"},
+            "shape": {"type": "array", "minItems": 1, "items": shape},
+            "config": {"type": "array", "minItems": 1, "items": entry({
+                "values": {"type": "object", "additionalProperties": {"type": ["integer", "number", "string", "boolean"]}},
+                "origin": {"enum": ["cache", "default", "file"]},
+                "origin_detail": _TEXT,
+            })},
+            "kernels": {"type": "array", "minItems": 1, "items": entry({
+                "file": _TEXT,
+                "name": _KERNEL_NAME,
+                "grid": _GRID,
+                "block": _DIM3,
+                "cluster": _DIM3,
+                "dynamic_smem_bytes": _INT0,
+                "static_smem_bytes": _INT0,
+                "registers": _INT0,
+                "spill_bytes": _INT0,
+                "alignment_bytes": _POS,
+            })},
+            "launch": {"type": "array", "minItems": 1, "items": entry({
+                "file": _TEXT,
+                "source": _TEXT,
+                "arch_specific": {"type": "boolean"},
+                "valid_for": {"type": "object", "additionalProperties": False, "required": valid_for,
+                              "properties": {name: _POS for name in valid_for}},
+                "description": _description(op.export.pointers, op.export.ints),
+            })},
+            "ptx": {"type": "object", "additionalProperties": False, "required": ["files", "note"], "properties": {
+                "files": {"type": "array", "items": {
+                    "type": "object", "additionalProperties": False, "required": ["shape", "arch", "file", "from_arch"],
+                    "properties": {"shape": shape, "arch": {"type": "string", "pattern": r"^compute_[0-9]+$"},
+                                   "file": _TEXT, "from_arch": _ARCH}}},
+                "note": _TEXT,
+            }},
+            "requires": {"type": "object", "additionalProperties": False,
+                         "required": ["min_driver", "min_driver_version", "archs", "shared_bytes", "threads_per_block"],
+                         "properties": {
+                             "min_driver": {"type": "string", "pattern": r"^[0-9]+\.[0-9]+$"},
+                             "min_driver_version": _POS,
+                             "archs": {"type": "array", "minItems": 1, "items": _ARCH},
+                             "shared_bytes": {"type": "object", "additionalProperties": _INT0},
+                             "threads_per_block": {"type": "object", "additionalProperties": _POS},
+                         }},
+            "toolchain": {"type": "object", "required": ["nvrtc", "ptx_isa", "tracea"],
+                          "additionalProperties": _TEXT,
+                          "properties": {"nvrtc": _TEXT, "ptx_isa": _TEXT, "tracea": _TEXT}},
+            "verification": {"type": "array", "minItems": 1, "items": {"anyOf": [
+                entry({"status": {"const": VERIFIED}, "device": _TEXT, "rel_error": {"type": "number", "minimum": 0},
+                       "bound": {"type": "number", "minimum": 0}, "date": _TEXT, "evidence": _TEXT}),
+                entry({"status": {"const": COMPILED_ONLY}, "device": {"type": ["string", "null"]},
+                       "rel_error": {"type": "null"}, "bound": {"type": "null"}, "date": {"type": ["string", "null"]},
+                       "evidence": _TEXT}, extra_required=["status"]),
+            ]}},
+            "measurement": {"anyOf": [{"type": "null"}, {"type": "array", "minItems": 1, "items": entry({
+                "device": _TEXT, "median_ms": {"type": "number", "minimum": 0}, "cv": {"type": "number", "minimum": 0},
+                "n": _POS, "date": {"type": ["string", "null"]}})}]},
+            "files": {"type": "object", "additionalProperties": _TEXT,
+                      "required": ["c_header", "op_header", "runtime_header", "cpp_header", "example", "cmake"]},
+        },
+    }
 
 
 # ---- validation ----------------------------------------------------------------------------------------------------
@@ -494,8 +512,6 @@ def _launch_consistency(where: tuple[str, str], entry: Mapping[str, Any]) -> lis
         errors.append(f"$.launch {where}: arch_specific is {entry['arch_specific']} for {arch}")
     if "arch" in description and description["arch"] != arch:
         errors.append(f"$.launch {where}: the description was built for {description['arch']}, not {arch}")
-    if description.get("family") == "wgmma" and arch != "sm_90a":
-        errors.append(f"$.launch {where}: a wgmma kernel exported for {arch} (wgmma exists on sm_90a only)")
     maps = description.get("tensor_maps") or {}
     params = description.get("params")
     if maps and params is None:
@@ -507,10 +523,23 @@ def _launch_consistency(where: tuple[str, str], entry: Mapping[str, Any]) -> lis
     return errors
 
 
-def validate(doc: Any, schema: Mapping[str, Any] = SCHEMA) -> list[str]:
-    """Every way `doc` breaks the manifest schema (and, for the manifest schema, its cross-references); [] if valid."""
+def validate(doc: Any, part: Mapping[str, Any] | None = None) -> list[str]:
+    """Every way `doc` breaks its op's manifest schema and the cross-references; [] if valid. With `part` (a piece
+    of a schema), only that piece is checked."""
     errors: list[str] = []
-    _check(doc, schema, "$", errors)
-    if not errors and schema is SCHEMA:
+    if part is not None:
+        _check(doc, part, "$", errors)
+        return errors
+    from tracea_cli.errors import TraceaError
+    from tracea_cli.ops.registry import get_op
+
+    try:
+        op = get_op(doc.get("op")) if isinstance(doc, dict) else None
+    except TraceaError as e:
+        return [f"$.op: {e.message}"]
+    if op is None or op.export is None:
+        return ["$: not a manifest of an op with an export"]
+    _check(doc, schema(op), "$", errors)
+    if not errors:
         errors = _cross_references(doc)
     return errors

@@ -11,8 +11,7 @@ def render_export(result: ExportResult, console) -> None:
     from rich.table import Table
 
     doc = result.manifest
-    label = f"{doc['op']} {doc['dtype']} {doc['layout']}" + ("" if doc["epilogue"] == "none" else f" +{doc['epilogue']}")
-    console.print(f"[bold]exported {label}[/] to {result.out}")
+    console.print(f"[bold]exported {result.label}[/] to {result.out}")
     table = Table(show_edge=False)
     for col in ("shape", "arch", "configuration", "origin", "verification", "measured"):
         table.add_column(col, overflow="fold")
@@ -30,5 +29,6 @@ def render_export(result: ExportResult, console) -> None:
     ptx = doc["ptx"]["files"]
     console.print(f"PTX: {', '.join(p['arch'] for p in ptx) if ptx else 'none'}; needs a CUDA {doc['requires']['min_driver']} "
                   f"driver or newer; NVRTC {doc['toolchain']['nvrtc']}, PTX ISA {doc['toolchain']['ptx_isa']}")
-    console.print(f"{len(result.files)} files: {doc['files']['c_header']} (C), {doc['files']['cpp_header']} (C++), "
+    console.print(f"{len(result.files)} files: {doc['files']['c_header']} (C), {doc['files']['op_header']} (the op's C and "
+                  f"C++ calls), {doc['files']['cpp_header']} (C++), "
                   f"{doc['files']['example']} + {doc['files']['cmake']} (example), manifest.json, kernels/")

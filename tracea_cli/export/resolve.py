@@ -9,32 +9,33 @@ device of that architecture is on record; everywhere else it is `compiled-only`.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from tracea_cli.errors import UsageError
+from tracea_cli.files import read_json
 from tracea_cli.export.manifest import (
     COMPILED_ONLY,
     VERIFIED,
     Measurement,
     Verification,
 )
+from tracea_cli.ops.base import problem_fields
 from tracea_cli.ops.dtypes import get_dtype
-from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.space import SearchSpace, Value, config_key
+from tracea_cli.space import Value, config_key
 from tracea_cli.target import base_arch
 
-SpaceOf = Callable[[GemmProblem, str], SearchSpace]  # (problem, arch) -> its search space on that architecture
+# (problem, arch) -> a configuration's verdict in that problem's space on that architecture (None: valid)
+SpaceOf = Callable[[Any, str], Callable[[Mapping[str, Value]], "str | None"]]
 
 
 @dataclass(frozen=True)
 class Choice:
     """The configuration exported for one problem on one architecture, where it came from, and its record."""
 
-    problem: GemmProblem
+    problem: Any
     arch: str
     config: Mapping[str, Value]
     origin: str  # "cache" | "default" | "file"
@@ -47,9 +48,11 @@ def iso_date(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def shape_options(problem: GemmProblem) -> str:
-    return f"--m {problem.m} --n {problem.n} --k {problem.k} --dtype {problem.dtype} --layout {problem.layout}" + (
-        "" if problem.epilogue == "none" else f" --epilogue {problem.epilogue}")
+def tune_command(problem: Any) -> str:
+    """The `tracea tune` command line that tunes `problem` on a GPU."""
+    fields = problem_fields(problem)
+    options = " ".join(f"--{name.replace('_', '-')} {value}" for name, value in fields.items() if name != "op")
+    return f"tracea tune {problem.op} {options} --backend cuda"
 
 
 def _compiled_only(evidence: str) -> Verification:
@@ -61,13 +64,7 @@ def _compiled_only(evidence: str) -> Verification:
 def read_config_file(path: Path) -> dict[str, Value]:
     """A configuration from JSON: the object itself, or an object holding it under "config" (as `tracea tune --json`'s
     winner and `tracea cache show --json` print it)."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as e:
-        raise UsageError(f"cannot read the configuration file {path}: {e.strerror}.", "Give a readable JSON file.") from None
-    except json.JSONDecodeError as e:
-        raise UsageError(f"the configuration file {path} is not valid JSON ({e.msg} at line {e.lineno}).",
-                         "Give a JSON object of parameter values.") from None
+    data = read_json(Path(path), "configuration file", "Give a JSON object of parameter values.")
     if isinstance(data, dict) and isinstance(data.get("winner"), dict) and "config" in data["winner"]:
         data = data["winner"]
     if isinstance(data, dict) and isinstance(data.get("config"), dict):
@@ -79,15 +76,12 @@ def read_config_file(path: Path) -> dict[str, Value]:
     return dict(data)
 
 
-def from_file(path: Path, problems: Sequence[GemmProblem], archs: Sequence[str], space_of: SpaceOf) -> list[Choice]:
-    from tracea_cli.export.families import check_file_config
-
+def from_file(path: Path, problems: Sequence[Any], archs: Sequence[str], space_of: SpaceOf) -> list[Choice]:
     config = read_config_file(path)
-    check_file_config(config, archs, path)
     choices = []
     for problem in problems:
         for arch in archs:
-            reason = space_of(problem, arch).why_invalid(config)
+            reason = space_of(problem, arch)(config)
             if reason:
                 raise UsageError(f"the configuration in {path} is outside the search space of {problem.label} on {arch}: "
                                  f"{reason}.", "Fix the file, or export a tuned or default configuration instead.")
@@ -112,7 +106,7 @@ def _arch_number(arch: str) -> int:
     return int(arch.removeprefix("sm_").rstrip("a"))
 
 
-def from_defaults(problems: Sequence[GemmProblem], archs: Sequence[str], space_of: SpaceOf,
+def from_defaults(problems: Sequence[Any], archs: Sequence[str], space_of: SpaceOf,
                   defaults: Mapping[str, Any] | None = None) -> list[Choice]:
     from tracea_cli.export.defaults import defaults_path, load_defaults
 
@@ -121,15 +115,14 @@ def from_defaults(problems: Sequence[GemmProblem], archs: Sequence[str], space_o
     choices = []
     for problem in problems:
         for arch in archs:
-            space = space_of(problem, arch)
+            why_invalid = space_of(problem, arch)
             reasons = []
             found = None
             for family in family_order(defaults, arch):
                 for i, entry in enumerate(defaults["defaults"]):
-                    if entry["dtype"] != problem.dtype or entry["family"] != family or problem.layout not in entry.get(
-                            "layouts", ("nn", "nt")):
+                    if entry["family"] != family or not _applies(entry, problem):
                         continue
-                    reason = space.why_invalid(entry["config"])
+                    reason = why_invalid(entry["config"])
                     if reason is None:
                         found = (family, i, entry)
                         break
@@ -139,14 +132,21 @@ def from_defaults(problems: Sequence[GemmProblem], archs: Sequence[str], space_o
             if found is None:
                 why = f" (the nearest was rejected: {reasons[0]})" if reasons else ""
                 raise UsageError(f"no shipped default configuration of {problem.label} is valid on {arch}{why}.",
-                                 f"Tune it with `tracea tune gemm {shape_options(problem)} --backend cuda`, or pass --config FILE.")
+                                 f"Tune it with `{tune_command(problem)}`, or pass --config FILE.")
             family, i, entry = found
             choices.append(Choice(problem, arch, dict(entry["config"]), "default", f"{where} {problem.dtype} {family} #{i}",
                                   _default_verification(entry, problem, arch, family, where)))
     return choices
 
 
-def _default_verification(entry: Mapping[str, Any], problem: GemmProblem, arch: str, family: str, where: str) -> Verification:
+def _applies(entry: Mapping[str, Any], problem: Any) -> bool:
+    """An entry is for its dtype and, where it says so (`where`: a problem field -> its allowed values), only for
+    problems whose fields are among those values."""
+    key = problem.key()
+    return entry["dtype"] == problem.dtype and all(key.get(name) in values for name, values in entry.get("where", {}).items())
+
+
+def _default_verification(entry: Mapping[str, Any], problem: Any, arch: str, family: str, where: str) -> Verification:
     record = entry.get("verification", {})
     if record.get("status") == VERIFIED and record.get("arch") == base_arch(arch) and record.get("rel_error") is not None:
         return Verification(VERIFIED, device=record["device"], rel_error=float(record["rel_error"]),
@@ -159,7 +159,7 @@ def _default_verification(entry: Mapping[str, Any], problem: GemmProblem, arch: 
 
 # ---- the tuning cache ---------------------------------------------------------------------------------------------------
 
-def from_cache(problems: Sequence[GemmProblem], archs: Sequence[str], space_of: SpaceOf, cache_path: Path,
+def from_cache(problems: Sequence[Any], archs: Sequence[str], space_of: SpaceOf, cache_path: Path,
                warnings: list[str]) -> list[Choice]:
     """The cached winners: per architecture, the fastest winner tuned on that architecture, else the fastest valid one
     tuned elsewhere (compiled-only)."""
@@ -170,8 +170,7 @@ def from_cache(problems: Sequence[GemmProblem], archs: Sequence[str], space_of: 
         with TuningCache.open(cache_path) as cache:
             warnings.extend(cache.warnings)
             for problem in problems:
-                winners_per_problem.append(cache.find_winners(problem.op, problem.shape, problem.dtype, problem.layout,
-                                                              "cuda", epilogue=problem.epilogue))
+                winners_per_problem.append(cache.find_winners(problem.op, "cuda", problem.dtype, problem.key()))
     else:
         winners_per_problem = [[] for _ in problems]
     choices = []
@@ -179,21 +178,22 @@ def from_cache(problems: Sequence[GemmProblem], archs: Sequence[str], space_of: 
         winners = [(k, t) for k, t in winners if t.ok and t.config]
         if not winners:
             raise UsageError(f"the tuning cache ({cache_path}) holds no tuned configuration for {problem.label} on cuda.",
-                             f"Tune it on a GPU with `tracea tune gemm {shape_options(problem)} --backend cuda`, "
+                             f"Tune it on a GPU with `{tune_command(problem)}`, "
                              "or export the shipped one with --config default.")
         for arch in archs:
             choices.append(_cached_choice(problem, arch, winners, space_of(problem, arch)))
     return choices
 
 
-def _cached_choice(problem: GemmProblem, arch: str, winners: Sequence[tuple[Any, Any]], space: SearchSpace) -> Choice:
+def _cached_choice(problem: Any, arch: str, winners: Sequence[tuple[Any, Any]],
+                  why_invalid: Callable[[Mapping[str, Value]], str | None]) -> Choice:
     def tuned_here(key: Any) -> bool:
         return bool(key.arch) and base_arch(key.arch) == base_arch(arch)
 
     ranked = sorted(winners, key=lambda w: not tuned_here(w[0]))  # stable: fastest first within each group
     reasons = []
     for key, trial in ranked:
-        reason = space.why_invalid(trial.config)
+        reason = why_invalid(trial.config)
         if reason:
             reasons.append(f"{config_key(trial.config)}: {reason}")
             continue
@@ -210,5 +210,5 @@ def _cached_choice(problem: GemmProblem, arch: str, winners: Sequence[tuple[Any,
         return Choice(problem, arch, dict(trial.config), "cache", detail,
                       _compiled_only(f"tuned and checked on {key.device_class} ({key.arch}), never run on {arch}"))
     raise UsageError(f"no cached winner of {problem.label} is valid on {arch}: {reasons[0]}.",
-                     f"Tune on a GPU of that architecture (`tracea tune gemm {shape_options(problem)} --backend cuda`), "
+                     f"Tune on a GPU of that architecture (`{tune_command(problem)}`), "
                      "or pass --config default.")

@@ -5,8 +5,10 @@ Everything is checked before anything is compiled (architectures NVRTC knows, a 
 inside their search space), and the folder is written into a temporary folder beside --out and moved into place
 only when every file is there and the manifest is valid: a failure at any point leaves nothing half-written.
 
-Configurations of the Hopper wgmma family are built for sm_90a only (families.place_wgmma): a requested sm_90 that
-gets one is built as sm_90a, and no PTX is made from them (their instructions exist on compute capability 9.0 only).
+The op comes from the registry: its families (through the CUDA backend's OpBackend) build the binaries, its ABI
+(`Op.export`) supplies its C header, the prefix functions and the example. A family whose launch plan names an
+architecture-specific target (the Hopper wgmma family: sm_90a) is built for that target only (`place_arch_specific`):
+a requested sm_90 that gets such a configuration is built as sm_90a, and no PTX is made from it.
 """
 
 from __future__ import annotations
@@ -17,47 +19,33 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Sequence
 
 from tracea_cli import __version__
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import Artifact, CompileFailed
+from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.errors import TraceaError, UsageError
-from tracea_cli.export import c_header, cpp_header, example, resolve
+from tracea_cli.export import c_header, resolve
 from tracea_cli.export.dispatch import valid_for
 from tracea_cli.export.elf import function_symbols
-from tracea_cli.export.families import ServedBy, is_wgmma, place_wgmma
-from tracea_cli.export.manifest import (
-    COMPILED_ONLY,
-    Kernel,
-    Manifest,
-    PtxImage,
-    Variant,
-    shape_label,
-    validate,
-)
-from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.space import SearchSpace, Value, config_key
-from tracea_cli.target import ARCH_LIMITS, Target, base_arch, limits_for
+from tracea_cli.export.manifest import COMPILED_ONLY, Kernel, Manifest, PtxImage, Variant, shape_label, validate
+from tracea_cli.ops.registry import get_op
+from tracea_cli.space import config_key
+from tracea_cli.target import ARCH_LIMITS, Target, arch_target, base_arch
 
 EXPORT_DEVICE_CLASS = "export"  # the Target of an export names no device: it builds for an architecture
 MANIFEST = "manifest.json"
 KERNELS_DIR = "kernels"
-
-
-class Builder(Protocol):
-    """What the export needs of a backend (backends.base.Backend has it): the space and a compile-only build."""
-
-    def space(self, problem: Any, target: Target) -> SearchSpace: ...
-
-    def compile(self, problem: Any, config: Mapping[str, Value], target: Target) -> Artifact: ...
+CMAKE = "CMakeLists.txt"
+EXAMPLE = "example.cpp"
 
 
 @dataclass(frozen=True)
 class ExportRequest:
-    problems: tuple[GemmProblem, ...]  # one per tuned shape; same op, dtype, layout and epilogue
+    problems: tuple[Any, ...]  # one per tuned shape; same op, dtype and other problem fields
     archs: tuple[str, ...]  # "sm_80", "sm_90", "sm_90a"
     out: Path
     config: str | None = None  # None: the tuning cache's winners; "default": the shipped ones; else a JSON file
@@ -70,6 +58,7 @@ class ExportResult:
     manifest: Mapping[str, Any]
     files: tuple[str, ...]  # relative to `out`
     warnings: tuple[str, ...] = field(default=())
+    label: str = ""  # what was exported: "gemm fp16 nt"
 
     def as_dict(self) -> dict[str, Any]:
         return {"out": str(self.out), "files": list(self.files), "warnings": list(self.warnings),
@@ -77,12 +66,7 @@ class ExportResult:
 
 
 def export_target(arch: str) -> Target:
-    return Target(backend="cuda", device_class=EXPORT_DEVICE_CLASS, arch=arch, limits=limits_for(arch))
-
-
-def prefix_of(problem: GemmProblem) -> str:
-    tail = "" if problem.epilogue == "none" else f"_{problem.epilogue}"
-    return f"tracea_{problem.op}_{problem.dtype}_{problem.layout}{tail}"
+    return arch_target(arch, EXPORT_DEVICE_CLASS)
 
 
 # ---- checks before any work ---------------------------------------------------------------------------------------
@@ -111,14 +95,20 @@ def check_archs(archs: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(out, key=arch_order))
 
 
-def check_problems(problems: Sequence[GemmProblem]) -> tuple[GemmProblem, ...]:
+def _variant_key(problem: Any) -> tuple:
+    """What the shapes of one export share: op, dtype and the problem's fields that are not sizes."""
+    sizes = problem.sizes()
+    return problem.op, problem.dtype, tuple((k, v) for k, v in problem.key().items() if k not in sizes)
+
+
+def check_problems(problems: Sequence[Any]) -> tuple[Any, ...]:
     if not problems:
-        raise UsageError("no shape was given.", "Pass --m (and --n, --k) or --shapes MxNxK,...")
-    first = problems[0]
-    out: list[GemmProblem] = []
+        raise UsageError("no shape was given.", "Pass the op's sizes (or --shapes).")
+    out: list[Any] = []
     for p in problems:
-        if (p.op, p.dtype, p.layout, p.epilogue) != (first.op, first.dtype, first.layout, first.epilogue):
-            raise UsageError("the shapes of one export must share op, dtype, layout and epilogue.", "Export them separately.")
+        if _variant_key(p) != _variant_key(problems[0]):
+            raise UsageError("the shapes of one export must share op, dtype and the op's other options (a layout, an "
+                             "epilogue).", "Export them separately.")
         if p not in out:
             out.append(p)
     return tuple(out)
@@ -145,6 +135,48 @@ def check_out(out: Path) -> Path:
     return out
 
 
+# ---- architecture-specific families -------------------------------------------------------------------------------------
+
+def place_arch_specific(choices: Sequence[resolve.Choice], builder: OpBackend, warnings: list[str]) -> list[resolve.Choice]:
+    """The choices with every architecture whose configurations need an architecture-specific build (their family's
+    plan names one: the wgmma family's sm_90a) built as that architecture.
+
+    The runtime takes one architecture's cubins per device, so such a request moves to the specific target whole (its
+    other shapes' configurations build for it as well); where the specific target was requested too, it already
+    serves that compute capability and the plain one's choices (the same ones, from the same space) are dropped.
+    """
+    def needs(c: resolve.Choice) -> str | None:
+        return builder.family_of(c.config).launch(c.problem, c.config).arch
+
+    archs = list(dict.fromkeys(c.arch for c in choices))
+    out: list[resolve.Choice] = []
+    for arch in archs:
+        group = [c for c in choices if c.arch == arch]
+        specific = [(c, needs(c)) for c in group if needs(c) not in (None, arch)]
+        if not specific:
+            out += group
+            continue
+        first, target = specific[0]
+        family = builder.family_of(first.config).name
+        if base_arch(target) != base_arch(arch):  # the spaces refuse this earlier; kept as the rule's last word
+            raise UsageError(f"{first.problem.label} got a {family} configuration for {arch}, which is built for "
+                             f"{target} only.", f"Export {family} configurations for {target}.")
+        if target in archs:
+            theirs = {shape_label(c.problem.sizes()): c.config for c in choices if c.arch == target}
+            differ = [c.problem.label for c in group if theirs.get(shape_label(c.problem.sizes())) != c.config]
+            if differ:
+                raise UsageError(f"{arch} and {target} would get different configurations for {differ[0]}, and "
+                                 f"one GPU runs only one of them.", f"Pass only one of --arch {arch} and {target}.")
+            warnings.append(f"{arch}: its configurations use the {family} family, which is built for {target} only; the "
+                            f"{target} cubins serve its compute capability, so no {arch} cubins are built.")
+            continue
+        warnings.append(f"{first.problem.label}: the {family} family needs {target}; the {arch} cubins are built for "
+                        f"{target}, which runs on that exact architecture only (for {target}: H100, H200), not on "
+                        "later GPUs.")
+        out += [replace(c, arch=target) for c in group]
+    return out
+
+
 # ---- building -------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -155,38 +187,21 @@ class Built:
     name: str  # file stem: prefix_MxNxK_arch
 
 
-def _resources(artifact: Artifact, kernel: str) -> Mapping[str, Any]:
-    """The ptxas figures of one kernel: per-kernel entries when the backend keeps them, else the flat ones of its
-    main kernel."""
-    res = artifact.resources or {}
-    entry = res.get(kernel)
-    if entry is not None:
-        return entry if isinstance(entry, Mapping) else dict(entry.__dict__)
-    per_kernel = res.get("kernels")
-    if isinstance(per_kernel, Mapping) and kernel in per_kernel:
-        entry = per_kernel[kernel]
-        return entry if isinstance(entry, Mapping) else dict(entry.__dict__)
-    return res if kernel == artifact.kernel_name else {}
-
-
 def _kernels(artifact: Artifact) -> tuple[Kernel, ...]:
-    kernels: dict[str, Kernel] = {}
-    for step in artifact.launch.get("steps", ()):
-        if step.get("kind") != "kernel" or step["name"] in kernels:
-            continue
-        res = _resources(artifact, step["name"])
-        block = tuple(int(b) for b in step["block"]) + (1, 1)
-        cluster = tuple(int(c) for c in step.get("cluster") or (1, 1, 1)) + (1, 1)
-        kernels[step["name"]] = Kernel(
-            name=step["name"], grid=dict(step["grid"]), block=block[:3],  # type: ignore[arg-type]
-            cluster=cluster[:3],  # type: ignore[arg-type]
-            dynamic_smem_bytes=int(step.get("dynamic_smem_bytes", 0)),
+    """Each kernel of the plan, with what launching it takes and the ptxas report's figures."""
+    per_kernel = artifact.resources.get("kernels", {})
+    out = []
+    for step in artifact.plan.kernels:
+        res = per_kernel.get(step.name, {})
+        out.append(Kernel(
+            name=step.name, grid=dict(zip("xyz", step.grid)), block=step.block,
+            cluster=step.cluster or (1, 1, 1), dynamic_smem_bytes=step.dynamic_smem_bytes,
             static_smem_bytes=int(res.get("shared_bytes", 0)), registers=int(res.get("registers", 0)),
-            spill_bytes=int(res.get("spill_store_bytes", 0)) + int(res.get("spill_load_bytes", 0)))
-    return tuple(kernels.values())
+            spill_bytes=int(res.get("spill_store_bytes", 0)) + int(res.get("spill_load_bytes", 0))))
+    return tuple(out)
 
 
-def _build(builder: Builder, choice: resolve.Choice, prefix: str) -> Built:
+def _build(builder: OpBackend, choice: resolve.Choice, prefix: str) -> Built:
     problem, arch = choice.problem, choice.arch
     try:
         artifact = builder.compile(problem, choice.config, export_target(arch))
@@ -197,8 +212,8 @@ def _build(builder: Builder, choice: resolve.Choice, prefix: str) -> Built:
     binary = artifact.binary or b""
     if binary[:4] != b"\x7fELF" or nvrtc.cubin_arch(binary) != base_arch(arch):
         raise TraceaError(f"the CUDA backend returned no {arch} cubin for {problem.label}.", "Report this as a bug.")
-    # The ELF header does not tell sm_90 from sm_90a; the PTX's .target line, where the backend reports it, does.
-    ptx_target = (artifact.resources or {}).get("ptx_target")
+    # The ELF header does not tell sm_90 from sm_90a; the PTX's .target line does.
+    ptx_target = artifact.resources.get("ptx_target")
     if ptx_target and ptx_target != arch:
         raise TraceaError(f"the CUDA backend built {problem.label} for {ptx_target}, not {arch}.", "Report this as a bug.")
     kernels = _kernels(artifact)
@@ -206,36 +221,50 @@ def _build(builder: Builder, choice: resolve.Choice, prefix: str) -> Built:
     if missing:
         raise TraceaError(f"the {arch} cubin of {problem.label} lacks the kernels {sorted(missing)} its launch names.",
                           "Report this as a bug in the CUDA backend.")
-    return Built(choice, artifact, kernels, f"{prefix}_{shape_label(problem.shape)}_{arch}")
+    return Built(choice, artifact, kernels, f"{prefix}_{shape_label(problem.sizes())}_{arch}")
 
 
 def _ptx(built: Built) -> nvrtc.CompiledProgram:
-    """The exact source of a built variant compiled again with the backends' options, for the PTX of its architecture."""
-    return nvrtc.compile_source(built.artifact.source, nvrtc.CompileOptions(arch=built.choice.arch), name=f"{built.name}.cu")
+    """The program a variant was built from (the same source and architecture: compiled once per process), for its
+    PTX."""
+    from tracea_cli.backends.cuda import compile_program
+
+    return compile_program(built.artifact.source, built.choice.arch)
+
+
+def _resized(problem: Any, name: str, value: int) -> Any:
+    op = get_op(problem.op)
+    return op.from_key(problem.dtype, {**problem.key(), name: value})
+
+
+def _serves(builder: OpBackend, choice: resolve.Choice, problem: Any) -> str | None:
+    """Why the variant built for `choice` cannot compute `problem` (None: it can): the configuration's space there, and
+    what the family says about a kernel built for another problem (a staging pre-pass follows from the problem)."""
+    reason = builder.why_invalid(problem, export_target(choice.arch), choice.config)
+    if reason:
+        return reason
+    serves = getattr(builder.family_of(choice.config), "serves", None)
+    return serves(choice.problem, choice.config, problem) if serves is not None else None
 
 
 # ---- the export -------------------------------------------------------------------------------------------------------
 
-def export(request: ExportRequest, *, settings: Any, builder: Builder | None = None) -> ExportResult:
+def export(request: ExportRequest, *, settings: Any, builder: OpBackend | None = None) -> ExportResult:
     """Export `request`: returns what was written, or raises UsageError (bad input) / TraceaError with nothing written."""
     if request.backend != "cuda":
         raise UsageError(f"export makes CUDA binaries; the {request.backend} backend has no export.",
                          "Use --backend cuda (numba cannot build a library usable without Python, so CPU export is not offered).")
     problems = check_problems(request.problems)
-    if problems[0].op != "gemm":
-        raise UsageError(f"export knows gemm only, not {problems[0].op}.", "Export a gemm.")
+    op = get_op(problems[0].op)
+    if op.export is None:
+        raise UsageError(f"{op.name} has no export yet.", "Tune and benchmark it; export is coming.")
+    abi = op.export
     archs = check_archs(request.archs)
     out = check_out(request.out)
-    if builder is None:
-        from tracea_cli.export.families import ExportBuilder
+    builder = builder or OpBackend(op.name, "cuda")
 
-        builder = ExportBuilder()
-    spaces: dict[tuple[GemmProblem, str], SearchSpace] = {}
-
-    def space_of(problem: GemmProblem, arch: str) -> SearchSpace:
-        if (problem, arch) not in spaces:
-            spaces[(problem, arch)] = builder.space(problem, export_target(arch))
-        return spaces[(problem, arch)]
+    def space_of(problem: Any, arch: str):
+        return lambda config: builder.why_invalid(problem, export_target(arch), config)
 
     warnings: list[str] = []
     if request.config is None:
@@ -244,10 +273,10 @@ def export(request: ExportRequest, *, settings: Any, builder: Builder | None = N
         choices = resolve.from_defaults(problems, archs, space_of)
     else:
         choices = resolve.from_file(Path(request.config), problems, archs, space_of)
-    choices = place_wgmma(choices, warnings)
+    choices = place_arch_specific(choices, builder, warnings)
     archs = tuple(sorted({c.arch for c in choices}, key=arch_order))
 
-    prefix = prefix_of(problems[0])
+    prefix = abi.prefix(problems[0])
     built = [_build(builder, c, prefix) for c in choices]
     files: dict[str, bytes] = {}
     variants = []
@@ -258,21 +287,55 @@ def export(request: ExportRequest, *, settings: Any, builder: Builder | None = N
         files[cubin] = b.artifact.binary or b""
         files[source] = b.artifact.source.encode()
         variants.append(Variant(
-            shape=c.problem.shape, arch=c.arch, config=dict(c.config), origin=c.origin, origin_detail=c.origin_detail,
-            file=cubin, source_file=source, launch=dict(b.artifact.launch), kernels=b.kernels,
-            alignment_bytes=int(b.artifact.launch.get("alignment_bytes", 16)),
-            valid_for=valid_for(c.problem, c.config,
-                                lambda p, arch=c.arch, tuned=c.problem: ServedBy(space_of(p, arch), tuned, p)),
+            shape=c.problem.sizes(), arch=c.arch, config=dict(c.config), origin=c.origin, origin_detail=c.origin_detail,
+            file=cubin, source_file=source, launch=b.artifact.plan, kernels=b.kernels,
+            alignment_bytes=b.artifact.plan.alignment_bytes,
+            valid_for=valid_for(c.problem, c.config, _resized, lambda p, c=c: _serves(builder, c, p)),
             verification=c.verification, measurement=c.measurement))
         if c.verification.status == COMPILED_ONLY:
             warnings.append(f"{c.problem.label} on {c.arch}: this configuration was never verified on {c.arch}; "
                             f"exported as compiled-only ({c.verification.evidence}).")
 
-    # PTX for forward compatibility: the lowest requested architecture that has no arch-specific instructions.
+    ptx_images, ptx_isa, ptx_note = _ptx_images(built, archs, prefix, files, warnings)
+    if not ptx_isa:
+        ptx_isa = str(next((b.artifact.resources.get("ptx_isa") for b in built if b.artifact.resources.get("ptx_isa")), ""))
+
+    c_name = f"{prefix}.h"
+    fields = {k: v for k, v in problems[0].key().items() if k not in problems[0].sizes()}
+    manifest = Manifest(
+        op=op.name, dtype=problems[0].dtype, fields=fields, prefix=prefix, variants=tuple(variants),
+        ptx=tuple(ptx_images), ptx_note=ptx_note,
+        toolchain={"nvrtc": nvrtc.version(), "ptx_isa": ptx_isa or "unknown", "tracea": __version__},
+        min_driver=nvrtc.version(),  # a driver loads cubins and PTX of its own CUDA version and older ones
+        files={"c_header": c_name, "op_header": abi.header, "runtime_header": c_header.RUNTIME_HEADER,
+               "cpp_header": c_header.CPP_HEADER, "example": EXAMPLE, "cmake": CMAKE},
+        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        tracea_version=__version__,
+        shapes=tuple(p.sizes() for p in problems),
+    )
+    doc = manifest.as_dict()
+    errors = validate(doc)
+    if errors:
+        raise TraceaError(f"the manifest tracea built is invalid ({errors[0]}).", "Report this as a bug.")
+    files[c_name] = c_header.render_export(manifest, files, abi, abi.fields(problems[0])).encode()
+    files[abi.header] = c_header.render_op_header(abi).encode()
+    files[c_header.RUNTIME_HEADER] = c_header.render_runtime().encode()
+    files[c_header.CPP_HEADER] = c_header.render_cpp().encode()
+    files[EXAMPLE] = abi.example(doc, c_name).encode()
+    files[CMAKE] = (c_header.template(CMAKE).replace("@PREFIX@", prefix).replace("@VERSION@", __version__)).encode()
+    files[MANIFEST] = (json.dumps(doc, indent=2) + "\n").encode()
+    write_folder(out, files)
+    return ExportResult(out=out, manifest=doc, files=tuple(sorted(files)), warnings=tuple(warnings), label=manifest.label)
+
+
+def _ptx_images(built: Sequence[Built], archs: Sequence[str], prefix: str, files: dict[str, bytes],
+                warnings: list[str]) -> tuple[list[PtxImage], str, str]:
+    """PTX for forward compatibility: that of the lowest requested architecture with no arch-specific instructions.
+    Returns (the images, their PTX ISA, the note the manifest carries)."""
     portable = [a for a in archs if not a.endswith("a")]
-    wgmma_archs = sorted({b.choice.arch for b in built if is_wgmma(b.choice.config)})
-    wgmma_list = ", ".join(wgmma_archs)
-    ptx_images: list[PtxImage] = []
+    specific = sorted({b.choice.arch for b in built if b.choice.arch.endswith("a")})
+    specific_list = ", ".join(specific)
+    images: list[PtxImage] = []
     ptx_isa = ""
     if portable:
         for b in built:
@@ -280,51 +343,24 @@ def export(request: ExportRequest, *, settings: Any, builder: Builder | None = N
                 continue
             program = _ptx(b)
             virtual = "compute_" + portable[0][3:]
-            name = f"{KERNELS_DIR}/{prefix}_{shape_label(b.choice.problem.shape)}_{virtual}.ptx"
+            name = f"{KERNELS_DIR}/{prefix}_{shape_label(b.choice.problem.sizes())}_{virtual}.ptx"
             files[name] = program.ptx.encode()
             ptx_isa = program.ptx_isa
-            ptx_images.append(PtxImage(shape=b.choice.problem.shape, arch=virtual, file=name, from_arch=portable[0]))
-        ptx_note = (f"PTX of the {portable[0]} configurations (ISA {ptx_isa}): the driver compiles it for newer GPUs "
-                    f"that no cubin here matches.")
-        if wgmma_archs:
-            ptx_note += (f" No PTX of the {wgmma_list} configurations: their wgmma/TMA code is arch-specific and runs "
-                         "on compute capability 9.0 only.")
-    elif wgmma_archs:
-        ptx_note = (f"no PTX: the {wgmma_list} configurations use wgmma/TMA, arch-specific code that runs on compute "
-                    "capability 9.0 only; add a portable architecture such as sm_80 (with a configuration of another "
-                    "family) to get PTX.")
-        warnings.append(ptx_note)
+            images.append(PtxImage(shape=b.choice.problem.sizes(), arch=virtual, file=name, from_arch=portable[0]))
+        note = (f"PTX of the {portable[0]} configurations (ISA {ptx_isa}): the driver compiles it for newer GPUs "
+                f"that no cubin here matches.")
+        if specific:
+            note += (f" No PTX of the {specific_list} configurations: their code is arch-specific and runs on that "
+                     "architecture only.")
+    elif specific:
+        note = (f"no PTX: the {specific_list} configurations are arch-specific code that runs on that architecture "
+                "only; add a portable architecture such as sm_80 (with a configuration of another family) to get PTX.")
+        warnings.append(note)
     else:
-        ptx_note = ("no PTX: every requested architecture is arch-specific (" + ", ".join(archs) +
-                    "), whose instructions no other GPU runs; add a portable architecture such as sm_80 to get PTX.")
-        warnings.append(ptx_note)
-    if not ptx_isa:
-        ptx_isa = str(next((b.artifact.resources.get("ptx_isa") for b in built if b.artifact.resources.get("ptx_isa")), ""))
-
-    c_name = f"{prefix}.h"
-    manifest = Manifest(
-        op=problems[0].op, dtype=problems[0].dtype, layout=problems[0].layout, epilogue=problems[0].epilogue,
-        prefix=prefix, variants=tuple(variants), ptx=tuple(ptx_images), ptx_note=ptx_note,
-        toolchain={"nvrtc": nvrtc.version(), "ptx_isa": ptx_isa or "unknown", "tracea": __version__},
-        min_driver=nvrtc.version(),  # a driver loads cubins and PTX of its own CUDA version and older ones
-        files={"c_header": c_name, "runtime_header": c_header.RUNTIME_HEADER, "cpp_header": cpp_header.CPP_HEADER,
-               "example": example.EXAMPLE, "cmake": example.CMAKE},
-        created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        tracea_version=__version__,
-        shapes=tuple(p.shape for p in problems),
-    )
-    doc = manifest.as_dict()
-    errors = validate(doc)
-    if errors:
-        raise TraceaError(f"the manifest tracea built is invalid ({errors[0]}).", "Report this as a bug.")
-    files[c_name] = c_header.render_export(manifest, files).encode()
-    files[c_header.RUNTIME_HEADER] = c_header.render_runtime().encode()
-    files[cpp_header.CPP_HEADER] = cpp_header.render_cpp().encode()
-    files[example.EXAMPLE] = example.render_example(manifest, c_name).encode()
-    files[example.CMAKE] = example.render_cmake(manifest).encode()
-    files[MANIFEST] = (json.dumps(doc, indent=2) + "\n").encode()
-    write_folder(out, files)
-    return ExportResult(out=out, manifest=doc, files=tuple(sorted(files)), warnings=tuple(warnings))
+        note = ("no PTX: every requested architecture is arch-specific (" + ", ".join(archs) +
+                "), whose instructions no other GPU runs; add a portable architecture such as sm_80 to get PTX.")
+        warnings.append(note)
+    return images, ptx_isa, note
 
 
 def write_folder(out: Path, files: Mapping[str, bytes]) -> None:
@@ -360,5 +396,4 @@ def write_folder(out: Path, files: Mapping[str, bytes]) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
 

@@ -1,17 +1,5 @@
-"""Operations: each declares its problem, a float64 reference, its work (FLOPs, bytes) and its search spaces."""
-
-from __future__ import annotations
-
-from tracea_cli.errors import UsageError
-
-KNOWN_OPS = ("gemm",)
-PLANNED_OPS = ("conv2d", "lowrank-mlp", "attention")
-
-
-def check_op(name: str) -> str:
-    """Return the op's canonical name, or raise a usage error naming the ones we have."""
-    if name in KNOWN_OPS:
-        return name
-    if name in PLANNED_OPS:
-        raise UsageError(f"the {name} operation is not implemented yet.", f"Available: {', '.join(KNOWN_OPS)}.")
-    raise UsageError(f"unknown operation {name!r}.", f"Available: {', '.join(KNOWN_OPS)}.")
+"""Operations, one package each (ops/<op>/): problem, float64 reference, work counts, kernel families, baselines,
+bench suite rows and export ABI. `base.py` is the interface every op provides, `launch.py` the typed launch
+description its families return, `registry.py` the only list of ops (`get_op(name)`). `dtypes.py` and `verify.py`
+are shared: element types, and the correctness policy (relative Frobenius error against float64, a bound per
+dtype, NaN never passes)."""

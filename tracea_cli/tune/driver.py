@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from tracea_cli.backends.base import Evaluation, Status
 from tracea_cli.errors import UsageError
-from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.base import problem_fields
 from tracea_cli.space import Value, config_key
 from tracea_cli.stats import summarize
 from tracea_cli.timing import TimingPolicy
@@ -28,7 +28,7 @@ CONVERGED_IMPROVEMENT = 0.005  # a new best must beat the old by 0.5% to count a
 
 @dataclass(frozen=True)
 class TuneRequest:
-    problem: GemmProblem
+    problem: Any  # the op's problem (ops/base.Problem)
     backend: str = "auto"  # auto | cuda | cpu | rocm
     devices: str | None = None  # the --device text
     strategy: str = "bayes"
@@ -40,7 +40,7 @@ class TuneRequest:
     def __post_init__(self) -> None:
         if self.budget < 1:
             raise UsageError(f"--budget must be at least 1, got {self.budget}.")
-        if self.time_limit_s is not None and self.time_limit_s <= 0:
+        if self.time_limit_s is not None and not self.time_limit_s > 0:  # NaN too
             raise UsageError(f"--time-limit must be positive, got {self.time_limit_s}.")
 
 
@@ -124,7 +124,7 @@ class TuneResult:
 ProgressFn = Callable[[int, int, str], None]  # (done, total, message)
 
 
-def _measured(config: Mapping[str, Value], ev: Evaluation, problem: GemmProblem, gpu: bool) -> Measured:
+def _measured(config: Mapping[str, Value], ev: Evaluation, problem: Any, gpu: bool) -> Measured:
     s = summarize(ev.samples.times_ms)
     scale, unit = (1e12, "TFLOP/s") if gpu else (1e9, "GFLOP/s")
     return Measured(dict(config), s.median, s.cv, tuple(ev.samples.times_ms), problem.flops / (s.median * 1e-3) / scale, unit)
@@ -282,6 +282,6 @@ def _from_cache(cache, key, plan, *, stopped: str) -> TuneResult:
         failures=failures,
         target=setup.describe_target(plan.target),
         stopped_because=stopped,
-        problem=problem.as_dict(),
+        problem={**problem_fields(problem), "label": problem.label},
         peak_flops=plan.peak_flops,
     )

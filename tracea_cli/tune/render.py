@@ -11,7 +11,7 @@ def render_tune(result: TuneResult, console) -> None:
 
     p = result.problem
     where = result.target.get("device_class", "")
-    head = f"gemm {p.get('m')}x{p.get('n')}x{p.get('k')} {p.get('dtype')} {p.get('layout')} on {where}"
+    head = f"{p.get('label', p.get('op', ''))} on {where}"
     how = "cache hit: stored winner, no evaluations" if result.cache_hit else (
         f"{result.evaluations} evaluations this run, {result.trials_total} trials stored; stopped: {result.stopped_because}")
     space = f"; space: {result.space_size} valid configurations" if result.space_size else ""

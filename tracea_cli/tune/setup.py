@@ -1,43 +1,47 @@
-"""Turning a tune request into a plan: backend, target, space, cache key, workers. Also the small conversions between
+"""Turning a tune request into a plan: op, backend, target, space, cache key, workers. Also the small conversions between
 evaluations (what workers return) and trials (what the cache stores)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from tracea_cli.backends.base import Evaluation, Status
+from tracea_cli.backends.base import CompileFailed, Evaluation, Status
+from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.errors import UsageError
-from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.registry import get_op
 from tracea_cli.space import Candidates, Value
 from tracea_cli.target import Target
 from tracea_cli.timing import Samples, TimingPolicy
 from tracea_cli.tune.workers import EvalJob, WorkerPool
 
-CPU_DTYPES = ("fp32", "fp64")
 BACKENDS = ("auto", "cuda", "cpu", "rocm")
 BASELINE_SEED = 7  # fixed and non-negative: numpy generators refuse negative seeds
 
 
 @dataclass(frozen=True)
 class Plan:
-    problem: GemmProblem
+    problem: Any  # the op's problem (ops/base.Problem)
     target: Target
     devices: tuple[int | None, ...]
-    backend: Any  # a backends.base.Backend
-    backend_factory: Any  # picklable: builds the backend inside a worker
+    backend: OpBackend
     key: Any  # cache.CacheKey
     peak_flops: float | None = None  # the measured GEMM FLOP/s of this dtype on this device (tracea doctor), if any
+
+    @property
+    def backend_factory(self) -> Any:
+        """Picklable: builds the backend inside a worker."""
+        return functools.partial(OpBackend, self.backend.op_name, self.backend.name)
 
     def candidates(self) -> Candidates:
         """The valid configurations (enumerated on demand: large spaces take seconds, a cache hit needs none)."""
         return Candidates.from_space(self.backend.space(self.problem, self.target))
 
     def suggested(self) -> list[Mapping[str, Value]]:
-        """The backend's hand-picked starting points for this problem, if it has any."""
-        pick = getattr(self.backend, "suggested", None)
-        return list(pick(self.problem, self.target)) if pick else []
+        """The families' hand-picked starting points for this problem."""
+        return self.backend.suggested(self.problem, self.target)
 
 
 def _cuda_usable() -> bool:
@@ -49,35 +53,29 @@ def _cuda_usable() -> bool:
         return False
 
 
-def resolve_backend(name: str, problem: GemmProblem) -> str:
+def resolve_backend(name: str, problem: Any = None) -> str:
+    """The backend `name` (auto: CUDA where a device is usable, else the CPU) checked against what the problem's op
+    runs there; `problem` None checks only the name and the machine."""
     if name not in BACKENDS:
         raise UsageError(f"unknown backend {name!r}.", f"Use one of {', '.join(BACKENDS)}.")
     if name == "rocm":
         raise UsageError("the rocm backend has no kernels yet (no AMD hardware has verified them).", "Use --backend cuda or cpu.")
-    if name == "auto":
-        name = "cuda" if _cuda_usable() else "cpu"
-        if name == "cpu" and problem.dtype not in CPU_DTYPES:
-            raise UsageError(f"--dtype {problem.dtype} needs the cuda backend, and no CUDA device is usable here.",
-                             "Use --dtype fp32 or fp64 on the CPU, or run on a machine with an NVIDIA GPU.")
-    if name == "cpu" and problem.dtype not in CPU_DTYPES:
-        raise UsageError(f"the cpu backend does fp32 and fp64, not {problem.dtype}.", "Use --backend cuda for tf32, fp16 and bf16.")
+    chosen = ("cuda" if _cuda_usable() else "cpu") if name == "auto" else name
+    if problem is not None:
+        dtypes = get_op(problem.op).dtypes
+        if problem.dtype not in dtypes.get(chosen, ()):
+            others = [b for b, d in dtypes.items() if problem.dtype in d and b != chosen]
+            why = " (no CUDA device is usable here)" if name == "auto" and "cuda" in others else ""
+            raise UsageError(f"the {chosen} backend runs {problem.op} in {', '.join(dtypes.get(chosen, ())) or 'no dtype'}, "
+                             f"not {problem.dtype}{why}.",
+                             f"Use the {' or '.join(others)} backend for {problem.dtype}." if others else None)
+    name = chosen
     if name == "cuda" and not _cuda_usable():
         raise UsageError("--backend cuda was asked for, but no CUDA device is usable here.", "Run `tracea doctor` to see why.")
     return name
 
 
-def backend_class(name: str):
-    if name == "cpu":
-        from tracea_cli.backends.cpu import CpuBackend
-
-        return CpuBackend
-    from tracea_cli.backends.cuda_gemm import CudaGemmBackend
-
-    return CudaGemmBackend
-
-
 def plan(request, settings) -> Plan:
-    from tracea_cli.cache import CacheKey
     from tracea_cli.devices import parse_devices
     from tracea_cli.doctor.ceilings import ceiling_from_profile
     from tracea_cli.doctor.profile import cpu_target, cuda_target
@@ -95,15 +93,19 @@ def plan(request, settings) -> Plan:
             raise UsageError("--device chooses CUDA devices; the cpu backend uses this machine's CPU.", "Leave --device out.")
         devices = (None,)
         target = cpu_target(profile)
-    factory = backend_class(backend_name)
-    backend = factory()
-    key = CacheKey(
-        op=problem.op, backend=backend_name, dtype=problem.dtype, layout=problem.layout, shape=problem.shape,
-        device_class=target.device_class, source_hash=backend.source_hash(problem), toolchain=toolchain(backend_name),
-        epilogue=problem.epilogue, arch=target.arch,
-    )
+    backend = OpBackend(problem.op, backend_name)
     peak = ceiling_from_profile(profile, backend=backend_name, dtype=problem.dtype, device_index=target.device_index)
-    return Plan(problem, target, devices, backend, factory, key, peak.flops_per_s)
+    return Plan(problem, target, devices, backend, cache_key(problem, backend, target), peak.flops_per_s)
+
+
+def cache_key(problem: Any, backend: OpBackend, target: Target):
+    """The cache key of `problem` tuned with `backend` on `target`: the op's problem key and sizes, the device class
+    and architecture, the hash of the kernel sources it compiles from and the toolchain's versions."""
+    from tracea_cli.cache import CacheKey
+
+    return CacheKey(op=problem.op, backend=backend.name, dtype=problem.dtype, problem=problem.key(),
+                    sizes=problem.sizes(), device_class=target.device_class, arch=target.arch,
+                    source_hash=backend.source_hash(problem), toolchain=toolchain(backend.name))
 
 
 def check_one_device_class(profile, devices) -> None:
@@ -135,13 +137,14 @@ def toolchain(backend: str) -> dict[str, str]:
 
 
 def first_configs(cache, key, plan: Plan, candidates: Candidates) -> list[Mapping[str, Value]]:
-    """What to evaluate before the strategy proposes anything: the winners of the nearest cached shapes (same op,
-    dtype, layout, device class), then the backend's hand-picked configurations; only those valid here."""
+    """What to evaluate before the strategy proposes anything: the winners of the nearest cached problems (same op,
+    backend, dtype, device class and non-size fields), then the families' hand-picked configurations; only those
+    valid here."""
     from tracea_cli.space import config_key
 
     valid = candidates.index_of()
     out: list[Mapping[str, Value]] = []
-    for config in [c for _shape, c in cache.nearest_winners(key, limit=3)] + plan.suggested():
+    for config in [c for _sizes, c in cache.nearest_winners(key, limit=3)] + plan.suggested():
         if config_key(config) in valid and config not in out:
             out.append(dict(config))
     return out
@@ -167,8 +170,6 @@ def _compiled_as_ready(plan: Plan, configs: list, job) -> Iterator[EvalJob]:
     """NVRTC through ctypes releases the GIL: a thread pool keeps the compiler busy on every core."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    from tracea_cli.backends.base import CompileFailed
-
     def build(config):
         try:
             return plan.backend.compile(plan.problem, config, plan.target)
@@ -185,8 +186,8 @@ def _compiled_as_ready(plan: Plan, configs: list, job) -> Iterator[EvalJob]:
         executor.shutdown(wait=False, cancel_futures=True)
 
 
-def baseline_job(plan: Plan, policy: TimingPolicy) -> EvalJob:
-    return EvalJob(-1, plan.problem, {}, plan.target, policy, seed=BASELINE_SEED, kind="baseline")
+def baseline_job(plan: Plan, policy: TimingPolicy, name: str = "auto") -> EvalJob:
+    return EvalJob(-1, plan.problem, {}, plan.target, policy, seed=BASELINE_SEED, kind="baseline", baseline=name)
 
 
 def retarget(job: EvalJob, device: int | None) -> EvalJob:
@@ -211,3 +212,11 @@ def evaluation_of(t) -> Evaluation:
 def describe_target(target: Target) -> dict[str, Any]:
     return {"backend": target.backend, "device_class": target.device_class, "arch": target.arch,
             "device_index": target.device_index, "threads": target.threads}
+
+
+def key_is_current(key) -> bool:
+    """True when a stored key's source hash is the one `plan` computes now for its problem and backend: the same
+    code that made the key answers (`tracea cache prune` removes only keys for which this is False). Raises
+    UsageError when the key's op or backend is not in this installation."""
+    problem = get_op(key.op).from_key(key.dtype, key.problem_dict)
+    return OpBackend(key.op, key.backend).source_hash(problem) == key.source_hash

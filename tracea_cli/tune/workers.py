@@ -40,7 +40,8 @@ class EvalJob:
     policy: TimingPolicy
     seed: int
     artifact: Artifact | None = None  # precompiled (CUDA); None: the worker compiles (CPU)
-    kind: str = "kernel"  # "kernel" | "baseline" (the vendor library on the same problem)
+    kind: str = "kernel"  # "kernel" | "baseline" (a library on the same problem)
+    baseline: str = "auto"  # which baseline, for kind "baseline"
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def run_job(backend: Backend, job: EvalJob) -> Evaluation:
 
 def run_baseline(backend: Backend, job: EvalJob) -> tuple[str | None, Evaluation]:
     try:
-        return backend.baseline(job.problem, job.target, policy=job.policy, seed=job.seed)
+        return backend.baseline(job.problem, job.target, policy=job.policy, seed=job.seed, name=job.baseline)
     except Exception as e:
         return None, Evaluation(Status.LAUNCH_ERROR, reason=_trim(f"baseline failed: {type(e).__name__}: {e}"))
 

@@ -1,7 +1,8 @@
 """Runs the generated CUDA GEMM source of one configuration on the CPU (see tracea_host_emulation.h).
 
 The kernel text is exactly what NVRTC compiles (`gemm_source`), built here with g++ against CPU stand-ins for
-CUDA's types and PTX, and launched by following the configuration's launch description. Slow and small: for
+CUDA's types and PTX, and launched by following the configuration's launch plan (`gemm_launch`: its memsets and
+kernel steps in order, grids from the plan's own rules). Slow and small: for
 checking indexing, predication, fragments and epilogues on awkward shapes without a GPU.
 """
 
@@ -15,10 +16,11 @@ from typing import Mapping
 
 import numpy as np
 
-from tracea_cli.backends.cuda import gemm_source, grid_extent, launch_description
 from tracea_cli.ops.dtypes import from_storage, get_dtype, to_storage
-from tracea_cli.ops.gemm.cuda_space import tiling
-from tracea_cli.ops.gemm.problem import GemmInputs, GemmProblem
+from tracea_cli.ops.gemm.families.engine import gemm_launch, gemm_source
+from tracea_cli.ops.gemm.families.engine_space import tiling
+from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.launch import KernelStep, MemsetStep
 
 HERE = Path(__file__).resolve().parent
 
@@ -56,13 +58,15 @@ def build(problem: GemmProblem, config: Mapping, workdir: Path, launcher: Path) 
     return exe
 
 
-def run(exe: Path, problem: GemmProblem, config: Mapping, inputs: GemmInputs, workdir: Path, *,
+def run(exe: Path, problem: GemmProblem, config: Mapping, inputs: Mapping[str, np.ndarray], workdir: Path, *,
         timeout_s: float = 120.0) -> np.ndarray:
-    """C (float64 values) as the emulated kernel computes it, from a NaN-poisoned output."""
+    """C (float64 values) as the emulated kernel computes it, from a NaN-poisoned output. `inputs` by tensor name, as
+    `make_inputs` gives them ("A", "B", and "bias", "residual" where the epilogue has them)."""
     dtype = problem.dtype
-    launch = launch_description(problem, config)
+    plan = gemm_launch(problem, config)
     elem = get_dtype(dtype).storage_bytes
-    for name, values in (("a", inputs.a), ("b", inputs.b), ("bias", inputs.bias), ("residual", inputs.residual)):
+    for name, tensor in (("a", "A"), ("b", "B"), ("bias", "bias"), ("residual", "residual")):
+        values = inputs.get(tensor)
         path = workdir / f"{name}.bin"
         if values is None:
             path.unlink(missing_ok=True)
@@ -72,12 +76,17 @@ def run(exe: Path, problem: GemmProblem, config: Mapping, inputs: GemmInputs, wo
     (workdir / "c.bin").write_bytes(poison.tobytes())
     ldb = problem.n if problem.layout == "nn" else problem.k
     lines = [f"dims {problem.m} {problem.n} {problem.k} {problem.k} {ldb} {problem.n} {elem}"]
-    for step in launch["steps"]:
-        if step["kind"] == "memset":
-            lines.append(f"memset {problem.m * problem.n * step['elem_bytes']}")
+    sizes = {"M": problem.m, "N": problem.n, "K": problem.k}
+    for step in plan.steps:
+        if isinstance(step, MemsetStep):
+            assert step.buffer == "workspace" and step.bytes_per == "mn", step
+            lines.append(f"memset {problem.m * problem.n * step.elem_bytes}")
+        elif isinstance(step, KernelStep):
+            assert step.block[1:] == (1, 1) and step.cluster is None, step
+            x, y, z = plan.grid(step, sizes)
+            lines.append(f"kernel {step.name} {x} {y} {z} {step.block[0]}")
         else:
-            grid = [grid_extent(step["grid"][axis], launch, problem.m, problem.n, problem.k) for axis in ("x", "y", "z")]
-            lines.append(f"kernel {step['name']} {grid[0]} {grid[1]} {grid[2]} {step['block'][0]}")
+            raise AssertionError(f"the emulator cannot run a {type(step).__name__}")
     (workdir / "launch.txt").write_text("\n".join(lines) + "\n")
     result = subprocess.run([str(exe), str(workdir)], capture_output=True, text=True, timeout=timeout_s)
     if result.returncode != 0:

@@ -1,4 +1,5 @@
-/* tracea_runtime.h: the CUDA driver glue shared by every Tracea export (tracea @VERSION@). Generated; do not edit.
+/* tracea_runtime.h: the CUDA driver glue shared by every Tracea export of any op (tracea @VERSION@). Generated; do
+ * not edit.
  *
  * The driver is found at run time with dlopen("libcuda.so.1") and cuGetProcAddress, so programs that include this
  * header build and link on machines without a GPU or a driver: compile with cuda.h on the include path (CUDA 12.0 or
@@ -12,11 +13,15 @@
  * Kernels that read their operands through TMA (the Hopper wgmma family, sm_90a) get their tensor maps encoded here
  * at each launch (cuTensorMapEncodeTiled, a host-only call) and passed by value as kernel parameters; thread-block
  * clusters and persistent grids are launched with cuLaunchKernelEx, the grid sized by the device's occupancy. Where
- * TMA cannot read an operand in place (a K that is not a multiple of 16 bytes; tf32 B in layout nn), staging kernels
- * first copy it into scratch in the caller's workspace (<prefix>_workspace_bytes_mnk), and the maps read the copy.
+ * TMA cannot read an operand in place, staging kernels first copy it into scratch in the caller's workspace, and the
+ * maps read the copy.
+ *
+ * The runtime knows no op. A call is a set of named values in slots (tracea_call: device pointers, int sizes and
+ * leading dimensions); each op's header (tracea_<op>.h) fills them from its own argument struct and says where its
+ * tensors, workspace and sizes live (tracea_abi). Launch tables name kernel parameters by slot.
  */
-#ifndef TRACEA_RUNTIME_H_V1
-#define TRACEA_RUNTIME_H_V1
+#ifndef TRACEA_RUNTIME_H_V2
+#define TRACEA_RUNTIME_H_V2
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -44,37 +49,13 @@ typedef enum tracea_status {
   TRACEA_ERROR_INVALID_ARGUMENT = 7, /* null pointer, size <= 0, leading dimension too small, missing bias/residual */
   TRACEA_ERROR_MISALIGNED = 8,       /* pointers or leading dimensions lack the alignment every fitting kernel needs */
   TRACEA_ERROR_UNSUPPORTED_SHAPE = 9,/* no tuned shape of this export is valid for (M, N, K) */
-  TRACEA_ERROR_WORKSPACE = 10,       /* the kernels need args.workspace of <prefix>_workspace_bytes_mnk(M, N, K) bytes */
-  TRACEA_ERROR_NOT_EXPORTED = 11     /* C++: no included export has this dtype, layout and epilogue */
+  TRACEA_ERROR_WORKSPACE = 10,       /* the kernels need a workspace of <prefix>_workspace_bytes...(...) bytes */
+  TRACEA_ERROR_NOT_EXPORTED = 11     /* C++: no included export matches the call (op, dtype, its options) */
 } tracea_status;
 
 typedef enum tracea_dtype {
   TRACEA_DTYPE_FP32 = 0, TRACEA_DTYPE_TF32 = 1, TRACEA_DTYPE_FP16 = 2, TRACEA_DTYPE_BF16 = 3, TRACEA_DTYPE_FP64 = 4
 } tracea_dtype;
-
-typedef enum tracea_layout { TRACEA_LAYOUT_NN = 0, TRACEA_LAYOUT_NT = 1 } tracea_layout;
-
-typedef enum tracea_epilogue {
-  TRACEA_EPILOGUE_NONE = 0, TRACEA_EPILOGUE_BIAS = 1, TRACEA_EPILOGUE_BIAS_RELU = 2, TRACEA_EPILOGUE_BIAS_SILU = 3,
-  TRACEA_EPILOGUE_BIAS_GELU = 4, TRACEA_EPILOGUE_BIAS_RESIDUAL = 5
-} tracea_epilogue;
-
-/* One GEMM: C = epilogue(A.B). Device pointers; sizes and leading dimensions in elements.
- * A is M x K row-major (lda >= K); B is K x N row-major for layout nn (ldb >= N), N x K row-major for nt (ldb >= K);
- * C is M x N row-major (ldc >= N); bias has N elements, residual is M x N with leading dimension ldc (both only for
- * the epilogues that use them); workspace: <prefix>_workspace_bytes_mnk(M, N, K) bytes of scratch when that is not 0,
- * aligned to 256 bytes (cuMemAlloc's are). */
-typedef struct tracea_gemm_args {
-  const void* a;
-  const void* b;
-  void* c;
-  const void* bias;
-  const void* residual;
-  void* workspace;
-  size_t workspace_bytes;
-  int m, n, k;
-  int lda, ldb, ldc;
-} tracea_gemm_args;
 
 /* The driver functions the runtime uses, plus a few for host programs (memory, copies, streams), so that they need
  * not link libcuda either. Versions as of CUDA 12.0 (cuGetProcAddress is asked for those). */
@@ -134,23 +115,48 @@ enum { TRACEA_GRID_CONST = 0, TRACEA_GRID_TILES = 1, TRACEA_GRID_TILES_M = 2, TR
        TRACEA_GRID_PERSISTENT_CLUSTERS = 7, TRACEA_GRID_M_DIV = 8, TRACEA_GRID_N_DIV = 9, TRACEA_GRID_K_DIV = 10 };
 enum { TRACEA_STEP_MEMSET = 0, TRACEA_STEP_KERNEL = 1 };
 
-/* Kernel parameters, in the order of the kernel's signature: the pointers and sizes of tracea_gemm_args, the staged
- * copies of A and B in the workspace and their leading dimensions (tracea_scratch), or a tensor map
- * (TRACEA_PARAM_MAP_0 + i: the variant's i-th map, passed by value). Pointers come first, then the int sizes. */
-enum { TRACEA_PARAM_A = 0, TRACEA_PARAM_B = 1, TRACEA_PARAM_C = 2, TRACEA_PARAM_BIAS = 3, TRACEA_PARAM_RESIDUAL = 4,
-       TRACEA_PARAM_WORKSPACE = 5, TRACEA_PARAM_A_STAGED = 6, TRACEA_PARAM_B_STAGED = 7, TRACEA_PARAM_M = 8,
-       TRACEA_PARAM_N = 9, TRACEA_PARAM_K = 10, TRACEA_PARAM_LDA = 11, TRACEA_PARAM_LDB = 12, TRACEA_PARAM_LDC = 13,
-       TRACEA_PARAM_LDA_STAGED = 14, TRACEA_PARAM_LDB_STAGED = 15, TRACEA_PARAM_MAP_0 = 16 };
-#define TRACEA_N_POINTERS (TRACEA_PARAM_M)
-#define TRACEA_N_SIZES (TRACEA_PARAM_MAP_0 - TRACEA_PARAM_M)
+#define TRACEA_MAX_POINTERS 16
+#define TRACEA_MAX_INTS 16
+#define TRACEA_MAX_DISPATCH 8
+#define TRACEA_MAX_FIELDS 8
+
+/* A kernel parameter, in the order of the kernel's signature: pointer slot i (i), int slot i (TRACEA_PARAM_INT + i),
+ * or the variant's i-th tensor map (TRACEA_PARAM_MAP + i, passed by value). Which value each slot holds is the op's
+ * (its header names them: TRACEA_<OP>_<NAME>). */
+#define TRACEA_PARAM_INT 64
+#define TRACEA_PARAM_MAP 128
+
+/* One call's named values: what the op's header fills from its arguments, and the runtime places scratch into. */
+typedef struct tracea_call {
+  CUdeviceptr pointers[TRACEA_MAX_POINTERS];
+  int ints[TRACEA_MAX_INTS];
+  size_t workspace_bytes;           /* bytes at the workspace pointer */
+} tracea_call;
+
+/* A tensor the caller passes: its pointer slot and the int slot of its leading dimension (-1: none). Its base and
+ * row stride must be aligned as the chosen kernel needs. */
+typedef struct tracea_tensor_arg { int pointer; int ld; } tracea_tensor_arg;
+
+/* Where an op's values live (written by its header): the workspace's pointer slot, the int slots of the sizes M, N and
+ * K that grid rules read, of the sizes a variant serves and the nearest tuned shape is measured in (dispatch), and
+ * the tensors whose alignment is checked. */
+typedef struct tracea_abi {
+  const char* op;
+  int workspace;
+  int grid_sizes[3];
+  const int* dispatch;
+  int n_dispatch;
+  const tracea_tensor_arg* tensors;
+  int n_tensors;
+} tracea_abi;
 
 typedef struct tracea_grid_rule { int kind; unsigned int value; } tracea_grid_rule;
 
 /* A 2-D tiled TMA tensor map, encoded at launch over the call's memory (docs/kernel-abi.md, "Tensor maps"). */
 typedef struct tracea_tensor_map {
-  int tensor;                       /* TRACEA_PARAM_A, _B, _C, _A_STAGED or _B_STAGED: whose memory it maps */
-  int dims[2];                      /* TRACEA_PARAM_M, _N or _K: its sizes, innermost first */
-  int row_stride;                   /* TRACEA_PARAM_LDA, _LDB, _LDC, _LDA_STAGED or _LDB_STAGED: elements per row */
+  int tensor;                       /* pointer slot: whose memory it maps */
+  int dims[2];                      /* int slots: its sizes, innermost first */
+  int row_stride;                   /* int slot: elements per row */
   unsigned int box[2];              /* elements one copy moves, innermost first */
   unsigned int elem_bytes;
   int data_type;                    /* CUtensorMapDataType */
@@ -177,22 +183,20 @@ typedef struct tracea_step {
  * leading dimension ld = cols rounded up to ld_multiple. Buffers lie in the workspace after its M*N part
  * (workspace_bytes_per_mn), in table order, each at the next multiple of align_bytes. */
 typedef struct tracea_scratch {
-  int buffer;                       /* TRACEA_PARAM_A_STAGED or _B_STAGED */
-  int source;                       /* TRACEA_PARAM_A or _B: the operand a staging kernel copies there, which then
-                                       needs only element alignment (no kernel reads it through TMA) */
-  int rows, cols;                   /* TRACEA_PARAM_M, _N or _K */
-  int ld;                           /* TRACEA_PARAM_LDA_STAGED or _LDB_STAGED */
+  int buffer;                       /* pointer slot the buffer's address goes to */
+  int source;                       /* pointer slot of the operand a staging kernel copies there, which then needs
+                                       only element alignment (no kernel reads it through TMA) */
+  int rows, cols;                   /* int slots of its sizes */
+  int ld;                           /* int slot its leading dimension goes to */
   unsigned int ld_multiple;
   unsigned int elem_bytes;
   unsigned int align_bytes;
 } tracea_scratch;
 
 typedef struct tracea_variant {
-  int m, n, k;                      /* the tuned shape */
-  int m_min, m_max, m_multiple;     /* the sizes it serves: multiples of *_multiple within [*_min, *_max] */
-  int n_min, n_max, n_multiple;
-  int k_min, k_max, k_multiple;
-  unsigned int alignment_bytes;     /* of every pointer and leading dimension (in bytes) */
+  int sizes[TRACEA_MAX_DISPATCH];   /* the tuned shape: its dispatch sizes, in the op's order */
+  int valid[TRACEA_MAX_DISPATCH][3];/* the sizes it serves: multiples of [2] within [[0], [1]], per dispatch size */
+  unsigned int alignment_bytes;     /* of every tensor pointer and leading dimension (in bytes) */
   unsigned int tile_m, tile_n, split_k;
   unsigned int workspace_bytes_per_mn;
   unsigned int shared_bytes;        /* the most static + dynamic shared memory one kernel needs */
@@ -203,7 +207,7 @@ typedef struct tracea_variant {
   int n_kernels;
   const tracea_step* steps;
   int n_steps;
-  const int* params;                /* TRACEA_PARAM_* in the kernels' parameter order */
+  const int* params;                /* slots (and maps) in the kernels' parameter order */
   int n_params;
   const tracea_tensor_map* maps;    /* encoded at each launch; none for kernels that take plain pointers */
   int n_maps;
@@ -232,9 +236,10 @@ typedef struct tracea_device_state {
 
 typedef struct tracea_export {
   const char* name;
+  const tracea_abi* abi;
   tracea_dtype dtype;
-  tracea_layout layout;
-  tracea_epilogue epilogue;
+  int fields[TRACEA_MAX_FIELDS];    /* the op's other problem fields (a layout, an epilogue), as its header codes them */
+  int n_fields;
   unsigned int elem_bytes;
   int min_driver_version;
   const tracea_image_set* sets;
@@ -679,11 +684,11 @@ static inline tracea_status tracea__stream_device(const tracea_driver* d, CUstre
   return r == CUDA_SUCCESS ? TRACEA_OK : tracea__fail(r, "cuCtxGetDevice");
 }
 
-static inline int tracea__misaligned(const void* p, unsigned int alignment) {
-  return p != NULL && ((uintptr_t)p % alignment) != 0;
+static inline int tracea__misaligned(CUdeviceptr p, unsigned int alignment) {
+  return p != 0 && (p % alignment) != 0;
 }
 
-/* 1 when a staging kernel of `v` copies `operand` (TRACEA_PARAM_A or _B) into scratch before the GEMM reads it. */
+/* 1 when a staging kernel of `v` copies the tensor in pointer slot `operand` into scratch before a kernel reads it. */
 static inline int tracea__staged(const tracea_variant* v, int operand) {
   int i;
   for (i = 0; i < v->n_scratch; ++i) {
@@ -694,17 +699,16 @@ static inline int tracea__staged(const tracea_variant* v, int operand) {
   return 0;
 }
 
-/* Where `v`'s scratch buffers lie in the workspace for an M x N x K call (byte offsets) and their leading dimensions
- * (either may be NULL); returns the workspace bytes the call needs in all: the M*N part of split-K kernels, then the
- * buffers in table order, each at the next multiple of its align_bytes (docs/kernel-abi.md, "Staging"). */
-static inline size_t tracea__scratch_layout(const tracea_variant* v, int m, int n, int k, size_t* offsets,
-                                            size_t* lds) {
-  const size_t sizes[3] = {(size_t)m, (size_t)n, (size_t)k};
-  size_t end = (size_t)v->workspace_bytes_per_mn * (size_t)m * (size_t)n;
+/* Where `v`'s scratch buffers lie in the workspace for a call (byte offsets) and their leading dimensions (either may
+ * be NULL); returns the workspace bytes the call needs in all: the M*N part of split-K kernels, then the buffers in
+ * table order, each at the next multiple of its align_bytes (docs/kernel-abi.md, "Staging"). */
+static inline size_t tracea__scratch_layout(const tracea_variant* v, const tracea_abi* abi, const int* ints,
+                                            size_t* offsets, size_t* lds) {
+  size_t end = (size_t)v->workspace_bytes_per_mn * (size_t)ints[abi->grid_sizes[0]] * (size_t)ints[abi->grid_sizes[1]];
   int i;
   for (i = 0; i < v->n_scratch && i < TRACEA_MAX_SCRATCH; ++i) {
     const tracea_scratch* s = &v->scratch[i];
-    const size_t cols = sizes[s->cols - TRACEA_PARAM_M];
+    const size_t cols = (size_t)ints[s->cols];
     const size_t ld = (cols + s->ld_multiple - 1) / s->ld_multiple * s->ld_multiple;
     end = (end + s->align_bytes - 1) / s->align_bytes * s->align_bytes;
     if (offsets != NULL) {
@@ -713,43 +717,47 @@ static inline size_t tracea__scratch_layout(const tracea_variant* v, int m, int 
     if (lds != NULL) {
       lds[i] = ld;
     }
-    end += sizes[s->rows - TRACEA_PARAM_M] * ld * s->elem_bytes;
+    end += (size_t)ints[s->rows] * ld * s->elem_bytes;
   }
   return end;
 }
 
-/* 1 when `v` may compute this call; sets *misaligned when only alignment stood in the way. An operand that a staging
+/* 1 when `v` may compute this call; sets *misaligned when only alignment stood in the way. A tensor that a staging
  * kernel copies needs only element alignment (its copy in the workspace is what TMA reads). */
-static inline int tracea__fits(const tracea_variant* v, const tracea_gemm_args* a, unsigned int elem_bytes,
-                               int* misaligned) {
-  const unsigned int al = v->alignment_bytes;
-  const unsigned int al_a = tracea__staged(v, TRACEA_PARAM_A) ? elem_bytes : al;
-  const unsigned int al_b = tracea__staged(v, TRACEA_PARAM_B) ? elem_bytes : al;
-  if (a->m < v->m_min || a->m > v->m_max || a->m % v->m_multiple != 0 || a->n < v->n_min || a->n > v->n_max ||
-      a->n % v->n_multiple != 0 || a->k < v->k_min || a->k > v->k_max || a->k % v->k_multiple != 0) {
-    return 0;
+static inline int tracea__fits(const tracea_variant* v, const tracea_abi* abi, const tracea_call* c,
+                               unsigned int elem_bytes, int* misaligned) {
+  int i;
+  for (i = 0; i < abi->n_dispatch; ++i) {
+    const int size = c->ints[abi->dispatch[i]];
+    if (size < v->valid[i][0] || size > v->valid[i][1] || size % v->valid[i][2] != 0) {
+      return 0;
+    }
   }
-  if (tracea__misaligned(a->a, al_a) || tracea__misaligned(a->b, al_b) || tracea__misaligned(a->c, al) ||
-      tracea__misaligned(a->bias, al) || tracea__misaligned(a->residual, al) ||
-      ((size_t)a->lda * elem_bytes) % al_a != 0 || ((size_t)a->ldb * elem_bytes) % al_b != 0 ||
-      ((size_t)a->ldc * elem_bytes) % al != 0) {
-    *misaligned = 1;
-    return 0;
+  for (i = 0; i < abi->n_tensors; ++i) {
+    const tracea_tensor_arg* t = &abi->tensors[i];
+    const unsigned int al = tracea__staged(v, t->pointer) ? elem_bytes : v->alignment_bytes;
+    if (tracea__misaligned(c->pointers[t->pointer], al) ||
+        (t->ld >= 0 && ((size_t)c->ints[t->ld] * elem_bytes) % al != 0)) {
+      *misaligned = 1;
+      return 0;
+    }
   }
   return 1;
 }
 
-/* How far a tuned shape is from the call's: the product of the per-dimension ratios (>= 1; 1 for an exact match). */
-static inline double tracea__distance(const tracea_variant* v, const tracea_gemm_args* a) {
+/* How far a tuned shape is from the call's: the product of the per-size ratios (>= 1; 1 for an exact match). */
+static inline double tracea__distance(const tracea_variant* v, const tracea_abi* abi, const tracea_call* c) {
   double r = 1.0;
-  r *= v->m > a->m ? (double)v->m / a->m : (double)a->m / v->m;
-  r *= v->n > a->n ? (double)v->n / a->n : (double)a->n / v->n;
-  r *= v->k > a->k ? (double)v->k / a->k : (double)a->k / v->k;
+  int i;
+  for (i = 0; i < abi->n_dispatch; ++i) {
+    const double tuned = v->sizes[i], size = c->ints[abi->dispatch[i]];
+    r *= tuned > size ? tuned / size : size / tuned;
+  }
   return r;
 }
 
 /* The exact tuned shape if it fits, else the nearest one that fits. */
-static inline tracea_status tracea__select(const tracea_image_set* set, const tracea_gemm_args* a,
+static inline tracea_status tracea__select(const tracea_image_set* set, const tracea_abi* abi, const tracea_call* c,
                                            unsigned int elem_bytes, int* index) {
   int misaligned = 0, i;
   double best = 0.0;
@@ -757,10 +765,10 @@ static inline tracea_status tracea__select(const tracea_image_set* set, const tr
   for (i = 0; i < set->n_variants; ++i) {
     const tracea_variant* v = &set->variants[i];
     double distance;
-    if (!tracea__fits(v, a, elem_bytes, &misaligned)) {
+    if (!tracea__fits(v, abi, c, elem_bytes, &misaligned)) {
       continue;
     }
-    distance = tracea__distance(v, a);
+    distance = tracea__distance(v, abi, c);
     if (*index < 0 || distance < best) {
       *index = i;
       best = distance;
@@ -772,20 +780,24 @@ static inline tracea_status tracea__select(const tracea_image_set* set, const tr
   return misaligned ? TRACEA_ERROR_MISALIGNED : TRACEA_ERROR_UNSUPPORTED_SHAPE;
 }
 
-static inline unsigned long long tracea__grid(const tracea_grid_rule* g, const tracea_variant* v,
-                                              const tracea_gemm_args* a, unsigned int resident) {
-  unsigned long long tiles_m = ((unsigned long long)a->m + v->tile_m - 1) / v->tile_m;
-  unsigned long long tiles_n = ((unsigned long long)a->n + v->tile_n - 1) / v->tile_n;
+/* One grid dimension of a step (docs/kernel-abi.md), from the call's M, N and K. */
+static inline unsigned long long tracea__grid(const tracea_grid_rule* g, const tracea_variant* v, const tracea_abi* abi,
+                                              const int* ints, unsigned int resident) {
+  const unsigned long long m = (unsigned long long)ints[abi->grid_sizes[0]];
+  const unsigned long long n = (unsigned long long)ints[abi->grid_sizes[1]];
+  const unsigned long long k = (unsigned long long)ints[abi->grid_sizes[2]];
+  unsigned long long tiles_m = (m + v->tile_m - 1) / v->tile_m;
+  unsigned long long tiles_n = (n + v->tile_n - 1) / v->tile_n;
   unsigned long long work = g->value == 0 ? 0 : (tiles_m + g->value - 1) / g->value * tiles_n;
   switch (g->kind) {
     case TRACEA_GRID_TILES: return tiles_m * tiles_n;
     case TRACEA_GRID_TILES_M: return tiles_m;
     case TRACEA_GRID_TILES_N: return tiles_n;
     case TRACEA_GRID_SPLIT_K: return v->split_k;
-    case TRACEA_GRID_MN_DIV: return ((unsigned long long)a->m * (unsigned long long)a->n + g->value - 1) / g->value;
-    case TRACEA_GRID_M_DIV: return ((unsigned long long)a->m + g->value - 1) / g->value;
-    case TRACEA_GRID_N_DIV: return ((unsigned long long)a->n + g->value - 1) / g->value;
-    case TRACEA_GRID_K_DIV: return ((unsigned long long)a->k + g->value - 1) / g->value;
+    case TRACEA_GRID_MN_DIV: return (m * n + g->value - 1) / g->value;
+    case TRACEA_GRID_M_DIV: return (m + g->value - 1) / g->value;
+    case TRACEA_GRID_N_DIV: return (n + g->value - 1) / g->value;
+    case TRACEA_GRID_K_DIV: return (k + g->value - 1) / g->value;
     case TRACEA_GRID_WORK_CLUSTERS: return work * g->value;
     case TRACEA_GRID_PERSISTENT_CLUSTERS: return (work < resident ? work : resident) * g->value;
     default: return g->value;
@@ -793,12 +805,11 @@ static inline unsigned long long tracea__grid(const tracea_grid_rule* g, const t
 }
 
 /* Encode one tensor map over the call's memory. TMA needs a 16-byte aligned base and row stride. */
-static inline tracea_status tracea__encode_map(const tracea_driver* d, const tracea_tensor_map* t,
-                                               const CUdeviceptr* pointers, const int* sizes, CUtensorMap* map) {
-  void* base = (void*)(uintptr_t)pointers[t->tensor];
-  const cuuint64_t dims[2] = {(cuuint64_t)sizes[t->dims[0] - TRACEA_PARAM_M],
-                              (cuuint64_t)sizes[t->dims[1] - TRACEA_PARAM_M]};
-  const cuuint64_t stride = (cuuint64_t)sizes[t->row_stride - TRACEA_PARAM_M] * t->elem_bytes;
+static inline tracea_status tracea__encode_map(const tracea_driver* d, const tracea_tensor_map* t, const tracea_call* c,
+                                               CUtensorMap* map) {
+  void* base = (void*)(uintptr_t)c->pointers[t->tensor];
+  const cuuint64_t dims[2] = {(cuuint64_t)c->ints[t->dims[0]], (cuuint64_t)c->ints[t->dims[1]]};
+  const cuuint64_t stride = (cuuint64_t)c->ints[t->row_stride] * t->elem_bytes;
   const cuuint32_t box[2] = {t->box[0], t->box[1]};
   const cuuint32_t element_strides[2] = {1u, 1u};
   CUresult r;
@@ -814,44 +825,29 @@ static inline tracea_status tracea__encode_map(const tracea_driver* d, const tra
   return r == CUDA_SUCCESS ? TRACEA_OK : tracea__fail(r, "cuTensorMapEncodeTiled");
 }
 
-static inline tracea_status tracea__run_steps(const tracea_driver* d, const tracea_variant* v, const CUfunction* fns,
-                                              const unsigned int* resident, const tracea_gemm_args* a,
+static inline tracea_status tracea__run_steps(const tracea_driver* d, const tracea_variant* v, const tracea_abi* abi,
+                                              const CUfunction* fns, const unsigned int* resident, tracea_call* c,
                                               CUstream stream) {
-  /* Indexed by TRACEA_PARAM_A..B_STAGED and TRACEA_PARAM_M..LDB_STAGED - TRACEA_PARAM_M. */
-  CUdeviceptr pointers[TRACEA_N_POINTERS] = {0};
-  int sizes[TRACEA_N_SIZES] = {0};
   size_t offsets[TRACEA_MAX_SCRATCH], lds[TRACEA_MAX_SCRATCH];
   CUtensorMap maps[TRACEA_MAX_TENSOR_MAPS];
   void* params[TRACEA_MAX_PARAMS];
   int i;
-  pointers[TRACEA_PARAM_A] = (CUdeviceptr)(uintptr_t)a->a;
-  pointers[TRACEA_PARAM_B] = (CUdeviceptr)(uintptr_t)a->b;
-  pointers[TRACEA_PARAM_C] = (CUdeviceptr)(uintptr_t)a->c;
-  pointers[TRACEA_PARAM_BIAS] = (CUdeviceptr)(uintptr_t)a->bias;
-  pointers[TRACEA_PARAM_RESIDUAL] = (CUdeviceptr)(uintptr_t)a->residual;
-  pointers[TRACEA_PARAM_WORKSPACE] = (CUdeviceptr)(uintptr_t)a->workspace;
-  sizes[TRACEA_PARAM_M - TRACEA_PARAM_M] = a->m;
-  sizes[TRACEA_PARAM_N - TRACEA_PARAM_M] = a->n;
-  sizes[TRACEA_PARAM_K - TRACEA_PARAM_M] = a->k;
-  sizes[TRACEA_PARAM_LDA - TRACEA_PARAM_M] = a->lda;
-  sizes[TRACEA_PARAM_LDB - TRACEA_PARAM_M] = a->ldb;
-  sizes[TRACEA_PARAM_LDC - TRACEA_PARAM_M] = a->ldc;
   if (v->n_maps > TRACEA_MAX_TENSOR_MAPS || v->n_params > TRACEA_MAX_PARAMS || v->n_scratch > TRACEA_MAX_SCRATCH) {
     return TRACEA_ERROR_INVALID_ARGUMENT; /* tables written by another tracea version */
   }
-  /* The staged copies of A and B in the workspace (tracea__gemm checked its size). */
-  tracea__scratch_layout(v, a->m, a->n, a->k, offsets, lds);
+  /* The staged copies in the workspace (tracea__run checked its size). */
+  tracea__scratch_layout(v, abi, c->ints, offsets, lds);
   for (i = 0; i < v->n_scratch; ++i) {
     if (lds[i] > 2147483647u) {
       return TRACEA_ERROR_UNSUPPORTED_SHAPE;
     }
-    pointers[v->scratch[i].buffer] = pointers[TRACEA_PARAM_WORKSPACE] + offsets[i];
-    sizes[v->scratch[i].ld - TRACEA_PARAM_M] = (int)lds[i];
+    c->pointers[v->scratch[i].buffer] = c->pointers[abi->workspace] + offsets[i];
+    c->ints[v->scratch[i].ld] = (int)lds[i];
   }
   /* Tensor maps are encoded at every launch: a host-only call, cheap next to a kernel, and always over this call's
    * pointers and sizes. */
   for (i = 0; i < v->n_maps; ++i) {
-    tracea_status status = tracea__encode_map(d, &v->maps[i], pointers, sizes, &maps[i]);
+    tracea_status status = tracea__encode_map(d, &v->maps[i], c, &maps[i]);
     if (status != TRACEA_OK) {
       return status;
     }
@@ -868,13 +864,14 @@ static inline tracea_status tracea__run_steps(const tracea_driver* d, const trac
     }
     for (j = 0; j < n_params; ++j) {
       const int p = list[j];
-      params[j] = p >= TRACEA_PARAM_MAP_0 ? (void*)&maps[p - TRACEA_PARAM_MAP_0]
-                  : p >= TRACEA_PARAM_M   ? (void*)&sizes[p - TRACEA_PARAM_M]
-                                          : (void*)&pointers[p];
+      params[j] = p >= TRACEA_PARAM_MAP ? (void*)&maps[p - TRACEA_PARAM_MAP]
+                  : p >= TRACEA_PARAM_INT ? (void*)&c->ints[p - TRACEA_PARAM_INT]
+                                          : (void*)&c->pointers[p];
     }
     if (s->kind == TRACEA_STEP_MEMSET) {
-      r = d->memset_d8_async(pointers[TRACEA_PARAM_WORKSPACE], 0,
-                             (size_t)s->memset_bytes_per_mn * (size_t)a->m * (size_t)a->n, stream);
+      r = d->memset_d8_async(c->pointers[abi->workspace], 0,
+                             (size_t)s->memset_bytes_per_mn * (size_t)c->ints[abi->grid_sizes[0]] *
+                                 (size_t)c->ints[abi->grid_sizes[1]], stream);
       if (r != CUDA_SUCCESS) {
         return tracea__fail(r, "cuMemsetD8Async");
       }
@@ -882,8 +879,9 @@ static inline tracea_status tracea__run_steps(const tracea_driver* d, const trac
     }
     {
       const unsigned int held = resident[s->kernel];
-      unsigned long long gx = tracea__grid(&s->grid[0], v, a, held), gy = tracea__grid(&s->grid[1], v, a, held);
-      unsigned long long gz = tracea__grid(&s->grid[2], v, a, held);
+      unsigned long long gx = tracea__grid(&s->grid[0], v, abi, c->ints, held);
+      unsigned long long gy = tracea__grid(&s->grid[1], v, abi, c->ints, held);
+      unsigned long long gz = tracea__grid(&s->grid[2], v, abi, c->ints, held);
       if (gx == 0 || gy == 0 || gz == 0 || gx > 2147483647ull || gy > 65535ull || gz > 65535ull) {
         return TRACEA_ERROR_UNSUPPORTED_SHAPE;
       }
@@ -910,7 +908,9 @@ static inline tracea_status tracea__run_steps(const tracea_driver* d, const trac
   return TRACEA_OK;
 }
 
-static inline tracea_status tracea__gemm(const tracea_export* e, const tracea_gemm_args* a, CUstream stream) {
+/* Run a call whose values the op's header filled and checked: the device is the stream's, the binaries load on first
+ * use, the variant is the exact or nearest tuned shape that serves the call. */
+static inline tracea_status tracea__run(const tracea_export* e, tracea_call* c, CUstream stream) {
   const tracea_driver* d;
   tracea_device_state* st;
   const tracea_image_set* set;
@@ -921,23 +921,17 @@ static inline tracea_status tracea__gemm(const tracea_export* e, const tracea_ge
   size_t workspace;
   int index;
   tracea_status status;
-  if (a == NULL || a->a == NULL || a->b == NULL || a->c == NULL || a->m <= 0 || a->n <= 0 || a->k <= 0 ||
-      a->lda < a->k || a->ldc < a->n || a->ldb < (e->layout == TRACEA_LAYOUT_NN ? a->n : a->k) ||
-      (e->epilogue != TRACEA_EPILOGUE_NONE && a->bias == NULL) ||
-      (e->epilogue == TRACEA_EPILOGUE_BIAS_RESIDUAL && a->residual == NULL)) {
-    return TRACEA_ERROR_INVALID_ARGUMENT;
-  }
   if ((status = tracea_driver_get(&d)) != TRACEA_OK || (status = tracea__stream_device(d, stream, &device)) != TRACEA_OK ||
       (status = tracea__ensure_loaded(e, d, device, &st)) != TRACEA_OK) {
     return status;
   }
   set = &e->sets[st->set];
-  if ((status = tracea__select(set, a, e->elem_bytes, &index)) != TRACEA_OK) {
+  if ((status = tracea__select(set, e->abi, c, e->elem_bytes, &index)) != TRACEA_OK) {
     return status;
   }
   v = &set->variants[index];
-  workspace = tracea__scratch_layout(v, a->m, a->n, a->k, NULL, NULL);
-  if (workspace > 0 && (a->workspace == NULL || a->workspace_bytes < workspace)) {
+  workspace = tracea__scratch_layout(v, e->abi, c->ints, NULL, NULL);
+  if (workspace > 0 && (c->pointers[e->abi->workspace] == 0 || c->workspace_bytes < workspace)) {
     return TRACEA_ERROR_WORKSPACE;
   }
   if ((r = d->ctx_push_current(st->ctx)) != CUDA_SUCCESS) {
@@ -945,25 +939,23 @@ static inline tracea_status tracea__gemm(const tracea_export* e, const tracea_ge
   }
   {
     const size_t slot = ((size_t)device * e->max_variants + index) * TRACEA_MAX_KERNELS;
-    status = tracea__run_steps(d, v, &e->functions[slot], &e->resident[slot], a, stream);
+    status = tracea__run_steps(d, v, e->abi, &e->functions[slot], &e->resident[slot], c, stream);
   }
   d->ctx_pop_current(&popped);
   return status;
 }
 
-/* An upper bound over every variant: enough for whichever the call picks on whichever device. k = 0 leaves out the
- * staged copies (the M x N part only, what exports without staging need). */
-static inline size_t tracea__workspace_bytes(const tracea_export* e, int m, int n, int k) {
+/* An upper bound over every variant: enough for whichever the call picks on whichever device. `mn_only` leaves out
+ * the staged copies (the M x N part only, what exports without staging need). */
+static inline size_t tracea__workspace_bytes(const tracea_export* e, const int* ints, int mn_only) {
   size_t most = 0;
   int i, j;
-  if (m <= 0 || n <= 0 || k < 0) {
-    return 0;
-  }
   for (i = 0; i < e->n_sets; ++i) {
     for (j = 0; j < e->sets[i].n_variants; ++j) {
       const tracea_variant* v = &e->sets[i].variants[j];
-      size_t bytes = k > 0 ? tracea__scratch_layout(v, m, n, k, NULL, NULL)
-                           : (size_t)v->workspace_bytes_per_mn * (size_t)m * (size_t)n;
+      size_t bytes = mn_only ? (size_t)v->workspace_bytes_per_mn * (size_t)ints[e->abi->grid_sizes[0]] *
+                                   (size_t)ints[e->abi->grid_sizes[1]]
+                             : tracea__scratch_layout(v, e->abi, ints, NULL, NULL);
       most = bytes > most ? bytes : most;
     }
   }
@@ -988,9 +980,71 @@ static inline void tracea__unload(const tracea_export* e) {
 #ifdef __cplusplus
 } /* extern "C" */
 
+#include <cstdint>
+#include <cstring>
+
 namespace tracea {
+
+enum class DType : int {
+  fp32 = TRACEA_DTYPE_FP32,
+  tf32 = TRACEA_DTYPE_TF32,  // fp32 storage, TF32 tensor-core math
+  fp16 = TRACEA_DTYPE_FP16,
+  bf16 = TRACEA_DTYPE_BF16,
+  fp64 = TRACEA_DTYPE_FP64,
+};
+
+enum class Status : int {
+  ok = TRACEA_OK,
+  driver_not_found = TRACEA_ERROR_DRIVER_NOT_FOUND,
+  driver_too_old = TRACEA_ERROR_DRIVER_TOO_OLD,
+  driver_error = TRACEA_ERROR_DRIVER,
+  no_device = TRACEA_ERROR_NO_DEVICE,
+  unsupported_arch = TRACEA_ERROR_UNSUPPORTED_ARCH,
+  device_limits = TRACEA_ERROR_DEVICE_LIMITS,
+  invalid_argument = TRACEA_ERROR_INVALID_ARGUMENT,
+  misaligned = TRACEA_ERROR_MISALIGNED,
+  unsupported_shape = TRACEA_ERROR_UNSUPPORTED_SHAPE,
+  workspace = TRACEA_ERROR_WORKSPACE,
+  not_exported = TRACEA_ERROR_NOT_EXPORTED,
+};
+
+inline const char* status_string(Status s) { return tracea_status_string(static_cast<tracea_status>(s)); }
+
+// A strided view of device memory, in elements: element (i, j) of a rows x cols matrix is at
+// data + i * row_stride + j * col_stride.
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::fp32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t row_stride = 0;  // elements between rows
+  int64_t col_stride = 1;  // elements between columns
+
+  // A row-major rows x cols matrix with leading dimension `ld` (default: cols).
+  static TensorView matrix(void* data, DType dtype, int64_t rows, int64_t cols, int64_t ld = 0) {
+    TensorView v;
+    v.data = data;
+    v.dtype = dtype;
+    v.rows = rows;
+    v.cols = cols;
+    v.row_stride = ld > 0 ? ld : cols;
+    v.col_stride = 1;
+    return v;
+  }
+  // The transpose, without copying.
+  TensorView t() const {
+    TensorView v = *this;
+    v.rows = cols;
+    v.cols = rows;
+    v.row_stride = col_stride;
+    v.col_stride = row_stride;
+    return v;
+  }
+};
+
 namespace detail {
-/* Exports included in the program register themselves here (static initialisation), for tracea::gemm to dispatch. */
+/* Exports included in the program register themselves here (static initialisation), for the ops' C++ calls
+ * (tracea::gemm, ...) to find the one for their op, dtype and fields. */
 struct Registry {
   const tracea_export* exports[64];
   int count;
@@ -999,11 +1053,22 @@ inline Registry& registry() {
   static Registry r = {};
   return r;
 }
+inline bool same(const tracea_export* a, const char* op, tracea_dtype dtype, const int* fields, int n_fields) {
+  if (std::strcmp(a->abi->op, op) != 0 || a->dtype != dtype || a->n_fields != n_fields) {
+    return false;
+  }
+  for (int i = 0; i < n_fields; ++i) {
+    if (a->fields[i] != fields[i]) {
+      return false;
+    }
+  }
+  return true;
+}
 struct Registration {
   explicit Registration(const tracea_export* e) {
     Registry& r = registry();
     for (int i = 0; i < r.count; ++i) {
-      if (r.exports[i]->dtype == e->dtype && r.exports[i]->layout == e->layout && r.exports[i]->epilogue == e->epilogue) {
+      if (same(r.exports[i], e->abi->op, e->dtype, e->fields, e->n_fields)) {
         return; /* the same export included from another translation unit */
       }
     }
@@ -1012,17 +1077,18 @@ struct Registration {
     }
   }
 };
-inline const tracea_export* find_export(tracea_dtype dtype, tracea_layout layout, tracea_epilogue epilogue) {
+inline const tracea_export* find_export(const char* op, tracea_dtype dtype, const int* fields, int n_fields) {
   const Registry& r = registry();
   for (int i = 0; i < r.count; ++i) {
-    if (r.exports[i]->dtype == dtype && r.exports[i]->layout == layout && r.exports[i]->epilogue == epilogue) {
+    if (same(r.exports[i], op, dtype, fields, n_fields)) {
       return r.exports[i];
     }
   }
   return nullptr;
 }
+inline bool fits_int(int64_t v) { return v > 0 && v <= 2147483647; }
 }  // namespace detail
 }  // namespace tracea
 #endif
 
-#endif /* TRACEA_RUNTIME_H_V1 */
+#endif /* TRACEA_RUNTIME_H_V2 */

@@ -1,4 +1,4 @@
-"""The CPU GEMM search space (numba kernels of backends/cpu_gemm_kernels.py): parameters and the rules between them.
+"""The CPU GEMM search space (the numba family, ops/gemm/families/numba.py): parameters and the rules between them.
 
 A configuration names the register tile (`mr` rows × `nr` columns of C held in vector registers), the cache blocks
 (`mc` rows of A, `kc` steps of K, `nc` columns of B packed at a time), whether A is packed into MR-tall strips or

@@ -1,0 +1,153 @@
+"""The CUDA engine's two template families: `simt` (FMA on CUDA cores: fp32 exact, fp64) and `mma` (mma.sync tensor
+cores: fp16, bf16, tf32), kernels/cuda/gemm_simt.cuh and gemm_mma.cuh.
+
+Both instantiate one C++ template per configuration (`source`), take the same parameters (TRACEA_GEMM_PARAMS in
+gemm_common.cuh: A, B, C, bias, residual, workspace, M, N, K, lda, ldb, ldc) and launch one main kernel over the
+output tiles, with split-K's workspace zeroed before it and reduced after it (`launch`). Their space and hand-picked
+configurations are in engine_space.py. Pure: no GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from tracea_cli.ops.gemm.families.engine_space import (
+    FAMILY,
+    SPLITK_REDUCE_THREADS,
+    cluster_k_of,
+    gemm_space,
+    hand_picked,
+    slice_k_of,
+    tiling,
+)
+from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.launch import KernelStep, LaunchPlan, MemsetStep
+from tracea_cli.resources import kernel_source
+from tracea_cli.space import SearchSpace, Value, config_key
+from tracea_cli.target import Target
+
+GENERATOR_VERSION = 1  # bump when the text `source` generates around the templates changes
+MAIN_KERNEL = "gemm_main"
+REDUCE_KERNEL = "gemm_splitk_reduce"
+PARAMS = ("A", "B", "C", "bias", "residual", "workspace", "M", "N", "K", "lda", "ldb", "ldc")  # TRACEA_GEMM_PARAMS
+ELEMENT = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "fp64": "double"}
+_INCLUDE = re.compile(r'^#include "([^"]+)"\s*$', re.M)
+
+
+def _inline(relative: str, seen: set[str]) -> str:
+    """The header's text with its quoted includes pasted in (once each): one self-contained translation unit."""
+    if relative in seen:
+        return ""
+    seen.add(relative)
+    folder = relative.rsplit("/", 1)[0]
+    text = kernel_source(relative).replace("#pragma once\n", "")
+    return _INCLUDE.sub(lambda m: _inline(f"{folder}/{m.group(1)}", seen), text)
+
+
+@functools.lru_cache(maxsize=None)
+def template_text(family: str) -> str:
+    return _inline(f"cuda/gemm_{family}.cuh", set())
+
+
+def _cluster_dims(config: Mapping[str, Value]) -> str:
+    """The entry's compile-time cluster shape (an ordinary launch then makes the clusters), or nothing."""
+    cluster = cluster_k_of(config)
+    return f"__cluster_dims__(1, 1, {cluster}) " if cluster > 1 else ""
+
+
+def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
+    """The exact, self-contained CUDA source of one configuration (what is compiled, hashed and exported)."""
+    family = str(config["family"])
+    t = tiling(problem, config)
+    layout = "NN" if problem.layout == "nn" else "NT"
+    head = (f"tracea::{'MmaGemm' if family == 'mma' else 'SimtGemm'}<{ELEMENT[problem.dtype]}, tracea::Layout::{layout}, "
+            f"tracea::Epilogue::{problem.fused.template_name}, ")
+    if family == "mma":
+        args = [config[p] for p in ("block_m", "block_n", "block_k", "warp_m", "warp_n", "stages", "vec", "split_k", "group_m")]
+        cluster = cluster_k_of(config)
+        if slice_k_of(config) > 1 or cluster > 1:  # 1 is the template's default: the instantiation of before
+            args.append(slice_k_of(config))
+        if cluster > 1:
+            args.append(cluster)
+        entry, bounds = "tracea::gemm_mma<Gemm>", "Gemm::THREADS"
+    else:
+        args = [config[p] for p in ("block_m", "block_n", "block_k", "warp_m", "warp_n", "vec", "split_k", "group_m")]
+        entry, bounds = "tracea::gemm_simt<Gemm>", "Gemm::THREADS, Gemm::MIN_BLOCKS"  # blocks per SM: see the template
+    lines = [
+        f"// Tracea CUDA GEMM ({problem.dtype}, layout {problem.layout}, epilogue {problem.epilogue})",
+        f"// configuration {config_key(config)}",
+        template_text(family),
+        f"using Gemm = {head}{', '.join(str(int(a)) for a in args)}>;",
+        f'static_assert(Gemm::THREADS == {t.threads}, "block size differs from the launch description");',
+        f'static_assert(Gemm::SMEM_BYTES == {t.smem_bytes}, "shared memory differs from the launch description");',
+        f"extern \"C\" __global__ void __launch_bounds__({bounds}) {_cluster_dims(config)}{MAIN_KERNEL}(TRACEA_GEMM_PARAMS) "
+        f"{{ {entry}(TRACEA_GEMM_ARGS); }}",
+    ]
+    if int(config["split_k"]) > 1:
+        lines.append(f"extern \"C\" __global__ void __launch_bounds__({SPLITK_REDUCE_THREADS}) {REDUCE_KERNEL}"
+                     f"(TRACEA_GEMM_PARAMS) {{ tracea::splitk_reduce<Gemm::T, Gemm::EPILOGUE>(TRACEA_GEMM_ARGS); }}")
+    return "\n".join(lines) + "\n"
+
+
+def gemm_launch(problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan:
+    """Split-K's workspace zeroed, the main kernel over the output tiles (grid z: the K slices, or the blocks of a K
+    cluster), split-K's reduction."""
+    t = tiling(problem, config)
+    split = int(config["split_k"])
+    cluster = cluster_k_of(config)
+    steps: list[Any] = []
+    if split > 1:
+        steps.append(MemsetStep(elem_bytes=4))
+    steps.append(KernelStep(MAIN_KERNEL, grid=("tiles", 1, cluster if cluster > 1 else "split_k"),
+                            block=(t.threads, 1, 1), dynamic_smem_bytes=t.smem_bytes))
+    if split > 1:
+        steps.append(KernelStep(REDUCE_KERNEL, grid=(f"mn/{SPLITK_REDUCE_THREADS}", 1, 1),
+                                block=(SPLITK_REDUCE_THREADS, 1, 1)))
+    return LaunchPlan(steps=tuple(steps), params=PARAMS, tile_m=int(config["block_m"]), tile_n=int(config["block_n"]),
+                      split_k=split, workspace_bytes_per_mn=4 if split > 1 else 0, alignment_bytes=t.copy_bytes)
+
+
+def gemm_args(problem: GemmProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of TRACEA_GEMM_PARAMS (the workspace comes from the runtime) and the sizes grid rules read."""
+    return {"A": operands["A"], "B": operands["B"], "C": operands["C"], "bias": operands.get("bias"),
+            "residual": operands.get("residual"), "M": problem.m, "N": problem.n, "K": problem.k, "lda": problem.k,
+            "ldb": problem.n if problem.layout == "nn" else problem.k, "ldc": problem.n}
+
+
+@dataclass(frozen=True)
+class TemplateFamily:
+    """`simt` or `mma`: one of the engine's template families (ops/base.Family)."""
+
+    name: str
+    backend: str = "cuda"
+
+    def space(self, problem: GemmProblem, target: Target) -> SearchSpace | str:
+        if FAMILY[problem.dtype] != self.name:
+            return f"the {self.name} family has no {problem.dtype} kernels"
+        return gemm_space(problem, target)
+
+    def template(self, problem: GemmProblem) -> str | None:
+        if FAMILY[problem.dtype] != self.name:
+            return None
+        return f"generator {GENERATOR_VERSION}\n{template_text(self.name)}"
+
+    def source(self, problem: GemmProblem, config: Mapping[str, Value]) -> str:
+        return gemm_source(problem, config)
+
+    def launch(self, problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan:
+        return gemm_launch(problem, config)
+
+    def args(self, problem: GemmProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
+        return gemm_args(problem, operands)
+
+    def suggested(self, problem: GemmProblem, target: Target) -> list[dict[str, Value]]:
+        if FAMILY[problem.dtype] != self.name:
+            return []
+        return hand_picked(problem, target, limit=3)
+
+
+SIMT = TemplateFamily("simt")
+MMA = TemplateFamily("mma")

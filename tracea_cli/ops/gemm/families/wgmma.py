@@ -1,0 +1,182 @@
+"""The Hopper GEMM family: wgmma + TMA + warp specialisation (kernels/cuda/gemm_wgmma.cuh), built for sm_90a.
+
+One configuration is one set of `#define`s over the family's headers (`source`). Its launch (`launch`, docs/kernel-abi.md,
+"Hopper family") passes TMA tensor maps by value, launches clusters (`cluster_m`) and sizes a persistent grid from
+the device's resident clusters; problems that TMA cannot read in place (wgmma_space.staging) get staging kernels
+first on the same stream, into scratch in the workspace. Space and default configuration: wgmma_space.py. Pure: no
+GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from tracea_cli.ops.gemm.families import wgmma_space as hs
+from tracea_cli.ops.gemm.families.engine import gemm_args
+from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.launch import KernelStep, LaunchPlan, Scratch, TensorMap
+from tracea_cli.resources import kernel_source
+from tracea_cli.space import SearchSpace, Value, config_key
+from tracea_cli.target import Target
+
+KERNEL_NAME = "gemm_wgmma"
+STAGE_A_NAME = "gemm_stage_a"
+STAGE_B_NAME = "gemm_stage_b"
+HEADER = "cuda/gemm_wgmma.cuh"
+MMA_HEADER = "cuda/gemm_wgmma_mma.cuh"
+STAGE_HEADER = "cuda/gemm_wgmma_stage.cuh"
+ARCH = "sm_90a"  # wgmma and setmaxnreg exist only on the architecture-specific target
+PARAMS = ("map_a", "map_b", "map_c", "C", "bias", "residual", "M", "N", "K", "ldc")
+STAGE_THREADS = 256  # gemm_wgmma_stage.cuh: kThreads
+STAGE_COPY_ROWS = 8  # rows per block of the copy (one warp each)
+STAGE_COPY_BYTES = 512  # bytes of columns per block of the copy (a warp's 32 16-byte chunks)
+STAGE_TILE = 64  # the transpose's tile (64 x 64 elements)
+SCRATCH_ALIGN_BYTES = 256  # every scratch buffer starts on a multiple of this within the workspace
+
+
+def headers_text(problem: GemmProblem) -> str:
+    """The family's headers, the mma wrappers inlined where the kernel includes them; the staging entries appended
+    when `problem` needs them (wgmma_space.staging)."""
+    kernel = kernel_source(HEADER)
+    text = kernel.replace('#include "gemm_wgmma_mma.cuh"', kernel_source(MMA_HEADER), 1)
+    if hs.staging(problem).any:
+        text += "\n" + kernel_source(STAGE_HEADER)
+    return text
+
+
+def defines(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, int]:
+    staged = hs.staging(problem)
+    out = {
+        "WG_DTYPE": hs.DTYPE_CODES[problem.dtype],
+        "WG_TILE_M": int(config["tile_m"]),
+        "WG_TILE_N": int(config["tile_n"]),
+        "WG_STAGES": int(config["stages"]),
+        "WG_CONSUMERS": int(config["consumers"]),
+        "WG_CLUSTER_M": int(config["cluster_m"]),
+        "WG_PERSISTENT": int(config["persistent"]),
+        "WG_GROUP_M": int(config["group_m"]),
+        "WG_B_KMAJOR": 1 if problem.layout == "nt" or staged.b == "transpose" else 0,
+        "WG_EPILOGUE": problem.fused.code,
+        "WG_STORE_TMA": 1 if config["store"] == "tma" else 0,
+        "WG_PINGPONG": 1 if config["schedule"] == "pingpong" else 0,
+    }
+    if staged.any:
+        out["WG_STAGE_A"] = int(staged.pad_a)
+        out["WG_STAGE_B"] = {None: 0, "pad": 1, "transpose": 2}[staged.b]
+    return out
+
+
+def wgmma_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
+    """The exact, self-contained translation unit compiled for this configuration."""
+    head = f"// tracea gemm, family wgmma: {problem.label}, config {config_key(config)}\n"
+    return head + "".join(f"#define {k} {v}\n" for k, v in defines(problem, config).items()) + headers_text(problem)
+
+
+def _scratch(problem: GemmProblem) -> tuple[Scratch, ...]:
+    """The scratch buffers of the staging pre-pass: A (M x K) with a padded leading dimension; B as N x K, padded
+    (nt) or transposed from K x N (tf32 nn)."""
+    staged = hs.staging(problem)
+    common = {"cols": "K", "ld_multiple": hs.staged_ld_multiple(problem.dtype),
+              "elem_bytes": hs.elem_bytes(problem.dtype), "align_bytes": SCRATCH_ALIGN_BYTES}
+    out = []
+    if staged.pad_a:
+        out.append(Scratch(name="A_staged", source="A", transposed=False, rows="M", ld="lda_staged", **common))
+    if staged.b is not None:
+        out.append(Scratch(name="B_staged", source="B", transposed=staged.b == "transpose", rows="N",
+                           ld="ldb_staged", **common))
+    return tuple(out)
+
+
+def _stage_steps(problem: GemmProblem) -> list[KernelStep]:
+    """Kernel steps of the staging pre-pass; they run before gemm_wgmma on the same stream."""
+    staged = hs.staging(problem)
+    copy_cols = f"k/{STAGE_COPY_BYTES // hs.elem_bytes(problem.dtype)}"
+    block = (STAGE_THREADS, 1, 1)
+    steps = []
+    if staged.pad_a:
+        steps.append(KernelStep(STAGE_A_NAME, grid=(f"m/{STAGE_COPY_ROWS}", copy_cols, 1), block=block,
+                                params=("A", "A_staged", "M", "K", "lda", "lda_staged")))
+    if staged.b is not None:
+        grid = ((f"n/{STAGE_TILE}", f"k/{STAGE_TILE}", 1) if staged.b == "transpose"
+                else (f"n/{STAGE_COPY_ROWS}", copy_cols, 1))
+        steps.append(KernelStep(STAGE_B_NAME, grid=grid, block=block,
+                                params=("B", "B_staged", "N", "K", "ldb", "ldb_staged")))
+    return steps
+
+
+def _tensor_maps(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, TensorMap]:
+    tk = hs.tile_k(problem.dtype)
+    cluster = int(config["cluster_m"])
+    staged = hs.staging(problem)
+    elem = hs.elem_bytes(problem.dtype)
+    chunk = hs.SWIZZLE_BYTES // elem
+    a = ("A_staged", "lda_staged") if staged.pad_a else ("A", "lda")
+    if staged.b is not None:  # B_staged is N x K: read K-major as in nt
+        b = TensorMap("B_staged", ("K", "N"), "ldb_staged", (tk, int(config["tile_n"]) // cluster), problem.dtype, elem)
+    elif problem.layout == "nt":
+        b = TensorMap("B", ("K", "N"), "ldb", (tk, int(config["tile_n"]) // cluster), problem.dtype, elem)
+    else:
+        b = TensorMap("B", ("N", "K"), "ldb", (chunk, tk // cluster), problem.dtype, elem)
+    return {
+        "map_a": TensorMap(a[0], ("K", "M"), a[1], (tk, int(config["tile_m"])), problem.dtype, elem),
+        "map_b": b,
+        "map_c": TensorMap("C", ("N", "M"), "ldc", (chunk, hs.consumer_rows(config)),
+                           "fp32" if problem.dtype == "tf32" else problem.dtype, elem),
+    }
+
+
+def wgmma_launch(problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan:
+    """The staging steps (if any) and the main kernel: params, tensor maps (innermost dimension first), grid rules,
+    cluster, shared memory, and the scratch the staging writes."""
+    cluster = int(config["cluster_m"])
+    main = KernelStep(KERNEL_NAME, grid=("persistent_clusters" if int(config["persistent"]) else "work_clusters", 1, 1),
+                      block=(hs.threads(config), 1, 1), dynamic_smem_bytes=hs.smem_bytes(problem.dtype, config),
+                      cluster=(cluster, 1, 1))
+    return LaunchPlan(
+        steps=(*_stage_steps(problem), main), params=PARAMS, tensor_maps=_tensor_maps(problem, config),
+        scratch=_scratch(problem), tile_m=int(config["tile_m"]), tile_n=int(config["tile_n"]),
+        tile_k=hs.tile_k(problem.dtype), cluster_m=cluster, persistent=int(config["persistent"]),
+        alignment_bytes=hs.ALIGN_BYTES, family=hs.FAMILY, arch=ARCH,
+        work="ceil(ceil(M/tile_m)/cluster_m) * ceil(N/tile_n)")
+
+
+@dataclass(frozen=True)
+class WgmmaFamily:
+    name: str = hs.FAMILY
+    backend: str = "cuda"
+
+    def space(self, problem: GemmProblem, target: Target) -> SearchSpace | str:
+        space = hs.hopper_space(problem, target)
+        return space if space is not None else (hs.qualifies(problem, target) or "the wgmma family does not apply")
+
+    def template(self, problem: GemmProblem) -> str:
+        """The headers, whatever the dtype: they have been part of every CUDA GEMM key since the family came, and
+        keys written then stay current."""
+        return headers_text(problem)
+
+    def source(self, problem: GemmProblem, config: Mapping[str, Value]) -> str:
+        return wgmma_source(problem, config)
+
+    def launch(self, problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan:
+        return wgmma_launch(problem, config)
+
+    def args(self, problem: GemmProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
+        """The engine's arguments: the staging kernels, tensor maps and the main kernel read from the same ones."""
+        return gemm_args(problem, operands)
+
+    def suggested(self, problem: GemmProblem, target: Target) -> list[dict[str, Value]]:
+        config = hs.default_config(problem, target)
+        return [dict(config)] if config else []
+
+    def serves(self, built_for: GemmProblem, config: Mapping[str, Value], problem: GemmProblem) -> str | None:
+        """A kernel built for `built_for` has the staging pre-pass that problem needs (wgmma_space.staging); it
+        computes `problem` only where that staging covers what `problem` needs (staging an aligned operand is correct,
+        only slower)."""
+        if hs.staging(built_for).covers(hs.staging(problem)):
+            return None
+        return (f"the kernel built for {built_for.label} has no staging pre-pass for what {problem.label} needs "
+                f"({hs.staging(problem)})")
+
+
+WGMMA = WgmmaFamily()

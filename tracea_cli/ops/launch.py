@@ -1,0 +1,265 @@
+"""How a compiled kernel family is run: one typed launch description (docs/kernel-abi.md).
+
+A family's `launch(problem, config)` returns a `LaunchPlan`: the steps in order (memsets of the workspace, kernels
+with their grid rules, block, cluster and dynamic shared memory, or on the CPU calls of a compiled function), the
+kernels' parameters by name, the TMA tensor maps and the scratch buffers of a staging pre-pass. The CUDA runtime
+follows it to launch, the export writes it into manifest.json (`as_dict`, the documented JSON) and the C header
+generator turns it into tables for the exported runtime, which follows the same rules in C. `grid_extent` below is
+the one reader of grid rules in Python.
+
+Values a plan names (kernel parameters, tensor-map sizes and strides, scratch sizes) come from the family's
+`args(problem, operands)`: pointers by tensor name ("A", "C"), sizes and leading dimensions by parameter name ("M",
+"lda"). Grid rules read the sizes "M", "N" and "K" (the GEMM view every family states its grid in: a convolution's
+implicit GEMM has one too).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Union
+
+_DIVIDED = re.compile(r"(mn|m|n|k)/([1-9][0-9]*)")
+_NAMED = ("tiles", "tiles_m", "tiles_n", "split_k")
+_CLUSTERED = ("work_clusters", "persistent_clusters")
+
+GridRule = Union[int, str]  # docs/kernel-abi.md: an integer, "tiles", "tiles_m", "tiles_n", "split_k", "mn/Q",
+#                             "m/Q", "n/Q", "k/Q", "work_clusters", "persistent_clusters"
+
+
+def check_grid_rule(rule: Any) -> GridRule:
+    """`rule` if it is one the runtimes know, else ValueError naming it."""
+    if isinstance(rule, int) and not isinstance(rule, bool) and rule >= 1:
+        return rule
+    if isinstance(rule, str) and (rule in _NAMED or rule in _CLUSTERED or _DIVIDED.fullmatch(rule)):
+        return rule
+    raise ValueError(f"unknown grid rule {rule!r}")
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """One kernel launch. `params` None: the plan's `params` (the main kernels' signature); a staging kernel names its
+    own. `cluster` None: no launch-time cluster (a kernel may still declare one at compile time)."""
+
+    name: str
+    grid: tuple[GridRule, GridRule, GridRule]
+    block: tuple[int, int, int]
+    dynamic_smem_bytes: int = 0
+    cluster: tuple[int, int, int] | None = None
+    params: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grid", tuple(check_grid_rule(r) for r in self.grid))
+        object.__setattr__(self, "block", tuple(int(b) for b in self.block))
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": "kernel", "name": self.name, "block": list(self.block),
+                             "grid": dict(zip("xyz", self.grid)), "dynamic_smem_bytes": self.dynamic_smem_bytes}
+        if self.cluster is not None:
+            d["cluster"] = list(self.cluster)
+        if self.params is not None:
+            d["params"] = list(self.params)
+        return d
+
+
+@dataclass(frozen=True)
+class MemsetStep:
+    """Zero `elem_bytes` per output element (M x N) of the workspace, on the stream, before the kernels that sum
+    into it (split-K)."""
+
+    elem_bytes: int = 4
+    buffer: str = "workspace"
+    bytes_per: str = "mn"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": "memset", "buffer": self.buffer, "bytes_per": self.bytes_per, "elem_bytes": self.elem_bytes}
+
+
+@dataclass(frozen=True)
+class CallStep:
+    """One call of a compiled host function (the CPU backend): its entry point, its signature as numba writes it,
+    its parameters by name, the values the configuration fixes (block sizes, flags) and the threads it runs on."""
+
+    name: str
+    signature: str
+    params: tuple[str, ...]
+    values: Mapping[str, Any] = field(default_factory=dict)
+    threads: int = 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": "call", "name": self.name, "signature": self.signature, "params": list(self.params),
+                "values": dict(self.values), "threads": self.threads}
+
+
+Step = Union[KernelStep, MemsetStep, CallStep]
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A TMA tensor map over one tensor (docs/kernel-abi.md, "Tensor maps"): sizes innermost first, named."""
+
+    tensor: str  # the pointer it maps: "A", "B", "C", "A_staged", "B_staged"
+    dims: tuple[str, str]  # sizes, innermost first: "K", "M"
+    row_stride: str  # elements per row: "lda", ...
+    box: tuple[int, int]
+    dtype: str
+    elem_bytes: int
+    swizzle: str = "128B"
+    interleave: str = "none"
+    l2_promotion: str = "256B"
+    oob_fill: str = "zero"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tensor": self.tensor, "dims": list(self.dims), "row_stride": self.row_stride, "box": list(self.box),
+                "dtype": self.dtype, "elem_bytes": self.elem_bytes, "swizzle": self.swizzle,
+                "interleave": self.interleave, "l2_promotion": self.l2_promotion, "oob_fill": self.oob_fill}
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A scratch buffer of a staging pre-pass (docs/kernel-abi.md, "Staging"): rows x cols, row-major, its leading
+    dimension `ld` = cols rounded up to `ld_multiple` elements; in plan order in the workspace (after the M x N part),
+    each starting at the next multiple of `align_bytes`."""
+
+    name: str  # "A_staged"
+    source: str  # the tensor a staging kernel copies there
+    transposed: bool
+    rows: str  # a size name: "M"
+    cols: str
+    ld: str  # how params and tensor maps name its leading dimension: "lda_staged"
+    ld_multiple: int
+    elem_bytes: int
+    align_bytes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class PlacedScratch:
+    """A scratch buffer placed for one call: where it starts in the workspace, its leading dimension and size."""
+
+    name: str
+    ld_name: str
+    offset: int  # bytes from the start of the workspace
+    ld: int  # elements
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything a runtime needs to run one compiled configuration, and nothing about the op."""
+
+    steps: tuple[Step, ...]
+    params: tuple[str, ...] = ()  # the main kernels' parameters in signature order (tensor maps by name)
+    tensor_maps: Mapping[str, TensorMap] = field(default_factory=dict)
+    scratch: tuple[Scratch, ...] = ()
+    tile_m: int | None = None  # output tile, for the "tiles" and cluster grid rules
+    tile_n: int | None = None
+    tile_k: int | None = None
+    split_k: int | None = None  # for the "split_k" grid rule
+    cluster_m: int | None = None  # CTAs per cluster along M, for the cluster grid rules
+    persistent: int | None = None
+    workspace_bytes_per_mn: int = 0  # the M x N part of the workspace (split-K partial sums)
+    alignment_bytes: int = 16  # every tensor's base address and row stride must be a multiple of this
+    family: str | None = None
+    arch: str | None = None  # the architecture the family must be built for ("sm_90a"); None: the target's
+    work: str | None = None  # how the cluster rules count work items (documentation)
+
+    @property
+    def kernels(self) -> tuple[KernelStep, ...]:
+        """Kernel steps, each kernel once, in the order the steps first launch them."""
+        seen: dict[str, KernelStep] = {}
+        for step in self.steps:
+            if isinstance(step, KernelStep) and step.name not in seen:
+                seen[step.name] = step
+        return tuple(seen.values())
+
+    @property
+    def main_kernel(self) -> KernelStep | None:
+        """The kernel that computes the product: the first that takes the plan's parameters (staging kernels name
+        their own; a split-K reduction comes after it). Its ptxas report describes the configuration."""
+        return next((k for k in self.kernels if k.params is None), self.kernels[-1] if self.kernels else None)
+
+    def step_params(self, step: KernelStep) -> tuple[str, ...]:
+        return self.params if step.params is None else step.params
+
+    def as_dict(self) -> dict[str, Any]:
+        """The documented JSON form (docs/kernel-abi.md), as manifest.json carries it."""
+        d: dict[str, Any] = {"steps": [s.as_dict() for s in self.steps]}
+        if self.family is not None:
+            d["family"] = self.family
+        if self.arch is not None:
+            d["arch"] = self.arch
+        if self.params:
+            d["params"] = list(self.params)
+        if self.tensor_maps:
+            d["tensor_maps"] = {name: m.as_dict() for name, m in self.tensor_maps.items()}
+        for name in ("tile_m", "tile_n", "tile_k", "split_k", "cluster_m", "persistent", "work"):
+            if getattr(self, name) is not None:
+                d[name] = getattr(self, name)
+        d["workspace_bytes_per_mn"] = self.workspace_bytes_per_mn
+        d["alignment_bytes"] = self.alignment_bytes
+        if self.scratch:
+            d["scratch"] = [s.as_dict() for s in self.scratch]
+        return d
+
+    # ---- reading the rules (the one reader in Python; the exported C runtime follows the same ones) --------------
+
+    def work_items(self, sizes: Mapping[str, int]) -> int:
+        """Work items of the cluster grid rules: ceil(ceil(M / tile_m) / cluster_m) * ceil(N / tile_n)."""
+        if not (self.tile_m and self.tile_n and self.cluster_m):
+            raise ValueError("the cluster grid rules need tile_m, tile_n and cluster_m")
+        return _ceil(_ceil(sizes["M"], self.tile_m), self.cluster_m) * _ceil(sizes["N"], self.tile_n)
+
+    def grid_extent(self, rule: GridRule, sizes: Mapping[str, int], resident_clusters: int | None = None) -> int:
+        """One grid dimension for a call with `sizes` ("M", "N", "K"). The cluster rules count CTAs: work items (or, for
+        `persistent_clusters`, at most the `resident_clusters` that fit on the device at once) times cluster_m."""
+        if isinstance(rule, int):
+            return rule
+        m, n, k = sizes["M"], sizes["N"], sizes["K"]
+        if rule in ("tiles", "tiles_m", "tiles_n"):
+            if not (self.tile_m and self.tile_n):
+                raise ValueError(f"the grid rule {rule!r} needs tile_m and tile_n")
+            tiles_m, tiles_n = _ceil(m, self.tile_m), _ceil(n, self.tile_n)
+            return {"tiles": tiles_m * tiles_n, "tiles_m": tiles_m, "tiles_n": tiles_n}[rule]
+        if rule == "split_k":
+            if not self.split_k:
+                raise ValueError("the grid rule 'split_k' needs split_k")
+            return self.split_k
+        if rule in _CLUSTERED:
+            work = self.work_items(sizes)
+            if rule == "persistent_clusters":
+                if resident_clusters is None:
+                    raise ValueError("the grid rule 'persistent_clusters' needs the device's resident clusters")
+                work = min(work, resident_clusters)
+            return work * int(self.cluster_m or 1)
+        divided = _DIVIDED.fullmatch(rule)
+        if divided:
+            size = {"mn": m * n, "m": m, "n": n, "k": k}[divided.group(1)]
+            return _ceil(size, int(divided.group(2)))
+        raise ValueError(f"unknown grid rule {rule!r}")
+
+    def grid(self, step: KernelStep, sizes: Mapping[str, int], resident_clusters: int | None = None) -> tuple[int, int, int]:
+        x, y, z = (self.grid_extent(r, sizes, resident_clusters) for r in step.grid)
+        return x, y, z
+
+    def scratch_layout(self, sizes: Mapping[str, int]) -> tuple[tuple[PlacedScratch, ...], int]:
+        """(the scratch buffers placed for a call with `sizes`, the workspace bytes the call needs in all). The
+        M x N part of `workspace_bytes_per_mn` comes first; the buffers follow in order."""
+        offset = self.workspace_bytes_per_mn * sizes["M"] * sizes["N"]
+        placed = []
+        for s in self.scratch:
+            offset = _ceil(offset, s.align_bytes) * s.align_bytes
+            ld = _ceil(sizes[s.cols], s.ld_multiple) * s.ld_multiple
+            nbytes = sizes[s.rows] * ld * s.elem_bytes
+            placed.append(PlacedScratch(s.name, s.ld, offset, ld, nbytes))
+            offset += nbytes
+        return tuple(placed), offset
+
+    def workspace_bytes(self, sizes: Mapping[str, int]) -> int:
+        return self.scratch_layout(sizes)[1]
