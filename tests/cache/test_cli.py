@@ -201,3 +201,13 @@ def test_help_lists_the_subcommands(run):
     assert result.exit_code == 0
     for name in ("ls", "show", "export", "import", "clear", "prune"):
         assert name in result.stdout
+
+
+@pytest.mark.parametrize("args", [["ls"], ["show", "1"], ["export", "out.json"], ["prune", "--dry-run"]])
+def test_a_file_given_as_the_cache_folder_is_refused_in_one_sentence(run, tmp_path, args):
+    not_a_folder = tmp_path / "results.json"
+    not_a_folder.write_text("{}")
+    result = run(*args, "--cache", str(not_a_folder))
+    assert result.exit_code == 2, result.output
+    assert "is a file, not a folder" in result.output
+    assert not_a_folder.read_text() == "{}"

@@ -184,18 +184,6 @@ def test_prune_rules(cache, mk_key, mk_trial):
     assert [t.status for t in cache.trials(fresh)] == ["ok"]
 
 
-def test_damaged_pages_become_a_usage_error(cache, mk_key, mk_trial, monkeypatch):
-    import sqlite3
-
-    class Broken:
-        def execute(self, *a, **k):
-            raise sqlite3.DatabaseError("database disk image is malformed")
-
-    monkeypatch.setattr(cache, "_conn", Broken())
-    with pytest.raises(UsageError, match="damaged"):
-        cache.trials(mk_key())
-
-
 def test_open_makes_the_folder_and_reopens(cache_path, mk_key, mk_trial):
     with TuningCache.open(cache_path) as c:
         c.record_trial(mk_key(), mk_trial())

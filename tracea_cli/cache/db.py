@@ -157,6 +157,43 @@ MIGRATIONS: dict[int, tuple[str | Callable[[sqlite3.Connection], None], ...]] = 
 }
 
 
+def error_kind(e: sqlite3.Error) -> str:
+    """What an SQLite error says about the cache: "damaged" (the file's content: SQLITE_CORRUPT, SQLITE_NOTADB),
+    "full" (no space left: SQLITE_FULL), "locked" (another process holds it past the busy timeout), "readonly"
+    (no permission to write), "io" (the disk or file system failed), or "other". Only "damaged" is the file's fault;
+    moving a file aside for any other reason would throw away good trials."""
+    name = getattr(e, "sqlite_errorname", "") or ""
+    text = str(e).lower()
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")) or "malformed" in text or "not a database" in text:
+        return "damaged"
+    if name.startswith("SQLITE_FULL") or "disk is full" in text:
+        return "full"
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in text:
+        return "locked"
+    if name.startswith(("SQLITE_READONLY", "SQLITE_PERM", "SQLITE_CANTOPEN", "SQLITE_AUTH")) or "readonly" in text:
+        return "readonly"
+    if name.startswith("SQLITE_IOERR") or "disk i/o error" in text:
+        return "io"
+    return "other"
+
+
+def error_as_usage(path: Path, e: sqlite3.Error, kind: str) -> UsageError:
+    """The one sentence (and hint) for an SQLite error that is not damage to the file."""
+    if kind == "full":
+        return UsageError(f"the disk holding the tuning cache {path} is full: the last write was not made (the cache "
+                          "itself is intact).", "Free some space there, or set TRACEA_CACHE_DIR to a folder on another disk.")
+    if kind == "locked":
+        return UsageError(f"the tuning cache {path} stayed locked by another process for {BUSY_TIMEOUT_MS // 1000} s.",
+                          "Wait for the other tracea process to finish, then run again.")
+    if kind == "readonly":
+        return UsageError(f"cannot write the tuning cache {path} ({e}).",
+                          "Check the permissions of the file and its folder, or set TRACEA_CACHE_DIR to a writable folder.")
+    if kind == "io":
+        return UsageError(f"reading or writing the tuning cache {path} failed ({e}): the disk or file system reported "
+                          "an error, the file itself was not found damaged.", "Check the disk, then run again.")
+    return UsageError(f"cannot use the tuning cache {path}: {e}.", "Set TRACEA_CACHE_DIR (or --cache) to another folder.")
+
+
 class ForeignFile(Exception):
     """The file is an SQLite database of another application (or of no known layout)."""
 
@@ -349,6 +386,8 @@ def _open_locked(path: Path, network: bool, warnings: list[str]) -> sqlite3.Conn
         except (sqlite3.DatabaseError, ForeignFile) as e:
             if conn is not None:
                 conn.close()
+            if isinstance(e, sqlite3.DatabaseError) and error_kind(e) in ("full", "locked", "readonly", "io"):
+                raise error_as_usage(path, e, error_kind(e)) from None  # the file is not at fault: keep it
             if attempt == 2:
                 raise UsageError(
                     f"cannot open the tuning cache {path}: {e}.", "Set TRACEA_CACHE_DIR (or --cache) to another folder."

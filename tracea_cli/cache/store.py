@@ -7,8 +7,10 @@ SQLite's busy timeout instead of failing halfway); reads see a consistent snapsh
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import os
 import sqlite3
 import threading
 import time
@@ -78,6 +80,40 @@ def _log2_distance(a: Mapping[str, int], b: Mapping[str, int]) -> float:
     return math.sqrt(sum((math.log2(a[n]) - math.log2(b[n])) ** 2 for n in names)) if names else math.inf
 
 
+class _Damaged(Exception):
+    """Raised inside the store when SQLite reports the file's content damaged; `_recovering` handles it."""
+
+    def __init__(self, error: sqlite3.Error) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def _recovering(method: Callable) -> Callable:
+    """Run a cache method; when the file turns out damaged, move it aside, start a new one and run the method once more
+    on it (so a command goes on, with a warning, instead of stopping on every run until someone moves the file)."""
+
+    @functools.wraps(method)
+    def run(self: "TuningCache", *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except _Damaged as e:
+            self._start_afresh(e.error)
+        try:
+            return method(self, *args, **kwargs)
+        except _Damaged as e:
+            raise UsageError(f"the new tuning cache {self.path} was found damaged too ({e.error}).",
+                             "Check the disk, or set TRACEA_CACHE_DIR to a folder on another disk.") from None
+
+    return run
+
+
 class TuningCache:
     """The tuning cache at one path. Open with `TuningCache.open(path)`; use as a context manager or `close()`.
 
@@ -87,8 +123,11 @@ class TuningCache:
     def __init__(self, conn: sqlite3.Connection, path: Path, warnings: list[str]) -> None:
         self._conn = conn
         self._lock = threading.Lock()
+        self._inode = _inode(path)
         self.path = path
         self.warnings = warnings
+        #: called with each warning that arises after opening (a file found damaged mid-run and replaced)
+        self.on_warning: Callable[[str], None] | None = None
 
     @classmethod
     def open(cls, path: Path) -> "TuningCache":
@@ -116,36 +155,49 @@ class TuningCache:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: BEGIN IMMEDIATE ... COMMIT, rolled back on any exception."""
-        with self._lock, self._damage_is_usage_error():
+        with self._lock, self._sqlite_errors():
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:  # SQLite has already rolled back after some errors (SQLITE_FULL)
+                    self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, self._damage_is_usage_error():
+        with self._lock, self._sqlite_errors():
             yield self._conn
 
     @contextmanager
-    def _damage_is_usage_error(self) -> Iterator[None]:
+    def _sqlite_errors(self) -> Iterator[None]:
         try:
             yield
         except sqlite3.DatabaseError as e:
-            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
-                raise UsageError(
-                    f"the tuning cache {self.path} stayed locked by another process for {db.BUSY_TIMEOUT_MS // 1000} s.",
-                    "Wait for the other tracea process to finish, then run again.",
-                ) from None
             if isinstance(e, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)):
                 raise
-            raise UsageError(
-                f"the tuning cache {self.path} is damaged ({e}).",
-                f"Move it aside (mv {self.path} {self.path}.bad); the next run starts a new one.",
-            ) from None
+            kind = db.error_kind(e)
+            if kind == "damaged":
+                raise _Damaged(e) from None
+            raise db.error_as_usage(self.path, e, kind) from None
+
+    def _start_afresh(self, error: sqlite3.Error) -> None:
+        """The file was found damaged while in use: move it aside (unless another process already has) and open a
+        new one in its place. Nothing is deleted: the moved file keeps whatever SQLite can still read."""
+        with self._lock:
+            self._conn.close()
+            moved = None
+            with db.opening_lock(self.path):
+                if _inode(self.path) == self._inode:
+                    moved = db.move_aside(self.path, "corrupt")
+            self._conn, warnings = db.open_database(self.path)
+            self._inode = _inode(self.path)
+        where = f"moved it to {moved.name}" if moved else "another process had already moved it aside"
+        for w in [f"the tuning cache {self.path} was damaged ({error}); {where} and started a new one.", *warnings]:
+            self.warnings.append(w)
+            if self.on_warning:
+                self.on_warning(w)
 
     @staticmethod
     def _touch_key(conn: sqlite3.Connection, key: CacheKey, now: float) -> None:
@@ -158,6 +210,7 @@ class TuningCache:
 
     # ---- trials ---------------------------------------------------------------------------------------------------
 
+    @_recovering
     def record_trial(self, key: CacheKey, trial: Trial) -> None:
         """Store one trial for `key` at once (its own transaction), so that an interrupted run loses nothing."""
         with self._write() as conn:
@@ -167,6 +220,7 @@ class TuningCache:
                 (key.digest, trial.config_key, *_trial_values(trial)),
             )
 
+    @_recovering
     def trials(self, key: CacheKey) -> list[Trial]:
         """Every trial stored for `key`, oldest first (failures included)."""
         with self._read() as conn:
@@ -175,6 +229,7 @@ class TuningCache:
             ).fetchall()
         return [_trial_from_row(r) for r in rows]
 
+    @_recovering
     def failed_configs(self, key: CacheKey) -> dict[str, tuple[str, str]]:
         """config_key -> (status, reason) of every configuration that failed for `key` (the latest failure wins).
 
@@ -189,6 +244,7 @@ class TuningCache:
 
     # ---- winner and search state ----------------------------------------------------------------------------------
 
+    @_recovering
     def set_winner(self, key: CacheKey, winner: Trial) -> None:
         """Store `winner` (a correct, timed trial) as the best configuration for `key`, replacing any earlier one."""
         if not winner.ok or winner.median_ms is None:
@@ -203,12 +259,14 @@ class TuningCache:
             (key.digest, *_trial_values(winner)),
         )
 
+    @_recovering
     def winner(self, key: CacheKey) -> Trial | None:
         """The stored winner for `key`, or None."""
         with self._read() as conn:
             row = conn.execute(f"SELECT {_TRIAL_COLUMNS} FROM winners WHERE key_id = ?", (key.digest,)).fetchone()
         return _trial_from_row(row) if row else None
 
+    @_recovering
     def set_baseline(self, key: CacheKey, name: str, trial: Trial) -> None:
         """Store the vendor library's timing for `key`'s problem (`name`: cublas, numpy, ...), replacing any earlier
         one, so that a cache hit can report the speed-up without measuring."""
@@ -224,12 +282,14 @@ class TuningCache:
             (key.digest, name, *_trial_values(trial)),
         )
 
+    @_recovering
     def baseline(self, key: CacheKey) -> tuple[str, Trial] | None:
         """(name, trial) of the stored baseline for `key`, or None."""
         with self._read() as conn:
             row = conn.execute(f"SELECT name, {_TRIAL_COLUMNS} FROM baselines WHERE key_id = ?", (key.digest,)).fetchone()
         return (row[0], _trial_from_row(row[1:])) if row else None
 
+    @_recovering
     def record_search(self, key: CacheKey, *, strategy: str, budget: int, evaluations: int, converged: bool) -> None:
         """Store how much search `key` has had: `evaluations` is the total spent on it so far (all runs), `budget`
         the one requested by the latest run. The start time of the first record is kept."""
@@ -244,6 +304,7 @@ class TuningCache:
                 (key.digest, strategy, int(budget), int(evaluations), int(bool(converged)), now, now),
             )
 
+    @_recovering
     def search_state(self, key: CacheKey) -> SearchState | None:
         with self._read() as conn:
             row = conn.execute(
@@ -263,6 +324,7 @@ class TuningCache:
             return False
         return self.winner(key) is not None
 
+    @_recovering
     def forget(self, key: CacheKey) -> None:
         """Remove `key` with its trials, winner and search state (`tracea tune --force` starts afresh)."""
         with self._write() as conn:
@@ -270,12 +332,14 @@ class TuningCache:
 
     # ---- lookups across keys --------------------------------------------------------------------------------------
 
+    @_recovering
     def keys(self) -> list[CacheKey]:
         """Every key in the cache, most recently updated first."""
         with self._read() as conn:
             rows = conn.execute(f"SELECT {_KEY_COLUMNS} FROM keys ORDER BY updated DESC, id").fetchall()
         return [_key_from_row(r) for r in rows]
 
+    @_recovering
     def summaries(self) -> list[KeySummary]:
         """One summary per key (trial and failure counts, winner time), most recently updated first."""
         with self._read() as conn:
@@ -288,6 +352,7 @@ class TuningCache:
             ).fetchall()
         return [KeySummary(_key_from_row(r[:_N_KEY]), *r[_N_KEY:]) for r in rows]
 
+    @_recovering
     def resolve(self, text: str) -> CacheKey:
         """The key whose id starts with `text` (the short id `tracea cache ls` shows, or any unique prefix).
 
@@ -306,6 +371,7 @@ class TuningCache:
             raise UsageError(f"several cache keys start with {text!r}.", "Give more digits of the id.")
         return _key_from_row(rows[0])
 
+    @_recovering
     def nearest_winners(self, key: CacheKey, limit: int = 3) -> list[tuple[dict[str, int], dict[str, Value]]]:
         """Winners of other keys for the same op, backend, dtype, device class and non-size fields (any sizes, source
         hash or toolchain), nearest first by Euclidean distance between log2 sizes: (sizes, config) pairs for a warm
@@ -340,6 +406,7 @@ class TuningCache:
                 break
         return out
 
+    @_recovering
     def find_winners(self, op: str, backend: str, dtype: str, problem: Mapping[str, Any]) -> list[tuple[CacheKey, Trial]]:
         """Winners for this exact problem (the op's problem key) on any device class and architecture (export takes
         them per architecture), fastest first."""
@@ -356,6 +423,7 @@ class TuningCache:
 
     # ---- maintenance ----------------------------------------------------------------------------------------------
 
+    @_recovering
     def clear(self) -> int:
         """Remove every key, trial, winner and search state. Returns how many keys there were."""
         with self._write() as conn:
@@ -363,6 +431,7 @@ class TuningCache:
             conn.execute("DELETE FROM keys")
         return n
 
+    @_recovering
     def prune(
         self,
         *,
@@ -437,6 +506,7 @@ class TuningCache:
         ]
         return transfer.document(entries)
 
+    @_recovering
     def import_(self, path: Path, validate: Validator) -> ImportReport:
         """Merge an export file into the cache, all or nothing.
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import traceback
 
 import typer
@@ -24,8 +26,12 @@ class _Group(TyperGroup):
     """
 
     def invoke(self, ctx: click.Context):  # noqa: D401
+        restore = _terminate_like_interrupt()
         try:
             return super().invoke(ctx)
+        except _Terminated:
+            _say("terminated: finished work was saved.")
+            raise typer.Exit(128 + signal.SIGTERM) from None
         except (typer.Exit, typer.Abort, click.ClickException):  # typer >= 0.28 has its own Exit/Abort
             raise
         except TraceaError as e:
@@ -41,6 +47,25 @@ class _Group(TyperGroup):
                 traceback.print_exc()
             _say(f"error: internal error ({type(e).__name__}: {e}).\n  hint: run again with --debug and report it.")
             raise typer.Exit(EXIT_FAILED) from None
+        finally:
+            restore()
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so that it unwinds as for Ctrl-C: workers stopped, the cache closed."""
+
+
+def _terminate_like_interrupt():
+    """Make SIGTERM unwind like Ctrl-C while a command runs (only from the main thread, and only where nobody else
+    installed a handler). Returns the function that puts the previous handler back."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return lambda: None
+
+    def terminated(signum, frame):
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, terminated)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _debug(ctx: click.Context) -> bool:

@@ -37,6 +37,10 @@ def _cache_path(cache_dir: Optional[Path]) -> Path:
     settings = Settings.from_env()
     if cache_dir is not None:
         settings = dataclasses.replace(settings, cache_dir=Path(cache_dir).expanduser())
+    folder = settings.cache_path.parent
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"the cache folder {folder} is a file, not a folder.",
+                         f"Give --cache the folder that holds {settings.cache_path.name}, not a file.")
     return settings.cache_path
 
 
@@ -51,6 +55,7 @@ def _open(cache_dir: Optional[Path], *, create: bool = True):
     err = stderr_console()
     for w in cache.warnings:
         err.print(f"warning: {w}")
+    cache.on_warning = lambda w: err.print(f"warning: {w}")
     return cache
 
 

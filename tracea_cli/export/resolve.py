@@ -169,6 +169,7 @@ def from_cache(problems: Sequence[Any], archs: Sequence[str], space_of: SpaceOf,
 
         with TuningCache.open(cache_path) as cache:
             warnings.extend(cache.warnings)
+            cache.on_warning = warnings.append
             for problem in problems:
                 winners_per_problem.append(cache.find_winners(problem.op, "cuda", problem.dtype, problem.key()))
     else:

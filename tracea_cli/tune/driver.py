@@ -145,6 +145,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
     with TuningCache.open(settings.cache_path) as cache:
         for w in cache.warnings:
             progress(0, request.budget, f"warning: {w}")
+        cache.on_warning = lambda w: progress(0, request.budget, f"warning: {w}")
         key = plan.key
         if request.force:
             cache.forget(key)

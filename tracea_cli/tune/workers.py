@@ -88,7 +88,8 @@ def _trim(text: str, limit: int = 600) -> str:
 def _worker_main(conn: Connection, factory: BackendFactory) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     backend = factory()
-    conn.send(("ready", os.getpid()))
+    if not _send(conn, ("ready", os.getpid())):
+        return
     while True:
         try:
             job = conn.recv()
@@ -101,9 +102,19 @@ def _worker_main(conn: Connection, factory: BackendFactory) -> None:
             name, ev = run_baseline(backend, job)
         else:
             ev = run_job(backend, job)
-        conn.send(("done", EvalOutcome(job.job_id, job.config, ev, job.target.device_index, name)))
+        if not _send(conn, ("done", EvalOutcome(job.job_id, job.config, ev, job.target.device_index, name))):
+            return  # the parent is gone (killed): nobody to report to
         if ev.status is Status.LAUNCH_ERROR:
             return  # the CUDA context may be unusable: let the parent start a fresh worker
+
+
+def _send(conn: Connection, message: object) -> bool:
+    """Send to the parent; False (quietly) when the parent is gone."""
+    try:
+        conn.send(message)
+        return True
+    except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+        return False
 
 
 class _Worker:
