@@ -257,3 +257,13 @@ def test_every_finding_is_complete(name):
             assert c.fix, c
         if c.status == "skipped":
             assert c.reason, c
+
+
+def test_a_driver_reporting_cuda_0_is_no_driver_not_a_cupy_build_to_install():
+    from tracea_cli.doctor import cuda_runtime
+
+    no_driver = cuda_runtime.RuntimeReport(available=False, installed=True, reason="cudaErrorInsufficientDriver",
+                                           cupy_version="14.2.0", runtime_version=13000, driver_version=0)
+    c = by_id(run_checks(facts(scenario("nvml-absent"), pci=(), runtime=no_driver)), "driver-version")
+    assert c.status == "warn" and "no NVIDIA driver is loaded" in c.evidence and "0.0" not in c.evidence
+    assert "cupy-cuda0x" not in c.fix and "Install the NVIDIA driver" in c.fix

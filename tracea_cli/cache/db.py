@@ -347,6 +347,9 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, list[str]]:
             f"cannot create the cache folder {path.parent}: {e.strerror}.",
             "Set TRACEA_CACHE_DIR (or --cache) to a writable folder.",
         ) from None
+    if folder_is_read_only(path):
+        return _open_read_only(path), [f"the cache folder {path.parent} is read-only here: reading only (tuning "
+                                       "results found there are used; new ones cannot be stored)."]
     fs_type = filesystem_type(path.parent, read_mounts())
     network = is_network_fs(fs_type)
     if network:
@@ -363,6 +366,38 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, list[str]]:
             "Set TRACEA_CACHE_DIR (or --cache) to a writable folder.",
         ) from None
     return conn, warnings
+
+
+def folder_is_read_only(path: Path) -> bool:
+    """True when this process may not write in the cache file's folder (so it can open the cache only to read)."""
+    return path.parent.is_dir() and not os.access(path.parent, os.W_OK)
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """The cache in a folder this process may not write: opened read-only (no lock file, no journal change, no
+    migration), for `cache ls/show/export` and tunes that are cache hits. A write raises SQLite's "readonly" error,
+    which the store turns into one sentence."""
+    if not path.is_file():
+        raise UsageError(f"there is no tuning cache at {path}, and its folder is read-only.",
+                         "Set TRACEA_CACHE_DIR (or --cache) to a writable folder.")
+    last: Exception | None = None
+    for options in ("mode=ro", "mode=ro&immutable=1"):  # WAL files that cannot be made: read the file as it is
+        try:
+            conn = sqlite3.connect(f"file:{path}?{options}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                                   isolation_level=None, check_same_thread=False)
+            app, version, tables = _header(conn)
+        except sqlite3.Error as e:
+            last = e
+            continue
+        if app != APPLICATION_ID or version != SCHEMA_VERSION:
+            conn.close()
+            newer = app == APPLICATION_ID and version > SCHEMA_VERSION
+            raise UsageError(f"the tuning cache {path} is read-only here and " + (
+                f"was written by a newer Tracea (layout {version})." if newer else
+                f"is not a current Tracea cache (layout {version}): it cannot be migrated or replaced without write "
+                "access."), "Open it once where its folder is writable, or set TRACEA_CACHE_DIR to a writable folder.")
+        return conn
+    raise UsageError(f"cannot read the tuning cache {path} ({last}).", "Check the file's permissions.")
 
 
 def _open_locked(path: Path, network: bool, warnings: list[str]) -> sqlite3.Connection:

@@ -128,6 +128,8 @@ class TuningCache:
         self.warnings = warnings
         #: called with each warning that arises after opening (a file found damaged mid-run and replaced)
         self.on_warning: Callable[[str], None] | None = None
+        #: opened for reading only (its folder is not writable here): lookups work, writes raise UsageError
+        self.read_only = False
 
     @classmethod
     def open(cls, path: Path) -> "TuningCache":
@@ -139,7 +141,9 @@ class TuningCache:
         """
         path = Path(path).expanduser()
         conn, warnings = db.open_database(path)
-        return cls(conn, path, warnings)
+        cache = cls(conn, path, warnings)
+        cache.read_only = db.folder_is_read_only(path)
+        return cache
 
     def close(self) -> None:
         self._conn.close()

@@ -47,8 +47,13 @@ def check_driver_version(f: Facts) -> list[Check]:
     if driver_cuda is None:
         why = "; ".join(filter(None, [f.nvml.summary, f.runtime.reason]))
         return [_skip(id, f"no NVIDIA driver answered ({why or 'no GPU'})")]
-    drv = (driver_cuda // 1000, (driver_cuda % 1000) // 10)
     tc = f.toolchain
+    if driver_cuda <= 0:  # cudaDriverGetVersion's answer when libcuda is there but no driver is loaded
+        return [Check(id, WARN, "no NVIDIA driver is loaded (it reports CUDA version 0)" + (
+                          f"; {tc.cupy_distribution} {tc.cupy_version} is installed but cannot run" if tc.cupy_distribution else ""),
+                      "Install the NVIDIA driver for this machine's GPU; without a GPU, the CPU backend needs no cuda extra "
+                      "(pip install tracea).")]
+    drv = (driver_cuda // 1000, (driver_cuda % 1000) // 10)
     evidence = [f"the driver {tc.driver_version or ''} supports CUDA {cuda_version_text(driver_cuda)}".replace("  ", " ")]
     if tc.cupy_cuda_major:
         evidence.append(f"{tc.cupy_distribution} {tc.cupy_version} is built for CUDA {tc.cupy_cuda_major}")

@@ -151,6 +151,9 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
             cache.forget(key)
         elif cache.is_hit(key, request.budget):
             return _from_cache(cache, key, plan, stopped="cache hit")
+        if cache.read_only:
+            raise UsageError(f"{problem.label} is not in the read-only tuning cache {cache.path}, and results could "
+                             "not be stored there.", "Set TRACEA_CACHE_DIR (or --cache) to a writable folder to tune it.")
         candidates = plan.candidates()
         if len(candidates) == 0:
             raise UsageError(f"no valid configuration exists for {problem.label} on {target.device_class}.",
