@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import signal
 import sys
 import threading
 import traceback
+from typing import NoReturn
 
 import typer
 import typer.core
@@ -42,13 +45,39 @@ class _Group(TyperGroup):
         except KeyboardInterrupt:
             _say("interrupted: finished work was saved.")
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        except Exception as e:  # a bug: say so plainly
-            if _debug(ctx):
-                traceback.print_exc()
-            _say(f"error: internal error ({type(e).__name__}: {e}).\n  hint: run again with --debug and report it.")
+        except OSError as e:
+            if e.errno not in _OUTPUT_ERRNOS:
+                _internal_error(ctx, e)
+            _quiet_stdout()
+            if isinstance(e, BrokenPipeError):  # the reader went away (`| head`): nothing to say
+                raise typer.Exit(128 + signal.SIGPIPE) from None
+            _say(f"error: could not write the output: {e.strerror}.\n  hint: Check where the output goes (a full disk "
+                 "or a file system that refuses writes).")
             raise typer.Exit(EXIT_FAILED) from None
+        except Exception as e:  # a bug: say so plainly
+            _internal_error(ctx, e)
         finally:
             restore()
+
+
+#: errors of writing the output that are the destination's, not ours: full disk, quota, I/O error, closed pipe
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EPIPE, errno.EFBIG}
+
+
+def _internal_error(ctx: click.Context, e: BaseException) -> NoReturn:
+    if _debug(ctx):
+        traceback.print_exc()
+    _say(f"error: internal error ({type(e).__name__}: {e}).\n  hint: run again with --debug and report it.")
+    raise typer.Exit(EXIT_FAILED) from None
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's last flush does not fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (a test runner's stdout)
+        pass
 
 
 class _Terminated(KeyboardInterrupt):
@@ -69,8 +98,6 @@ def _terminate_like_interrupt():
 
 
 def _debug(ctx: click.Context) -> bool:
-    import os
-
     from tracea_cli.config import _flag
 
     root = ctx.find_root()
