@@ -156,7 +156,7 @@ def _tuned_row(problem, info: ProblemInfo, request: BenchRequest, engine: Engine
     say("tuning" if request.tune else "looking up the cache")
     try:
         kernel = engine.tuned(problem, budget=request.tune_budget if request.tune else None, seed=request.seed,
-                              progress=lambda done, total, msg: say(f"tune {done}/{total} {msg}"))
+                              progress=lambda done, total, msg: say(f"tune {done}/{total} {msg}" if total else f"tune: {msg}"))
     except TraceaError as e:  # this problem cannot be tuned here (no valid configuration, say); the others go on
         return failed_row(problem=info, provider=TRACEA, kind=TUNED, status="tune_failed", reason=e.message), info
     if kernel is None:

@@ -21,6 +21,19 @@ from tracea_cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, TraceaError
 click = getattr(typer.core, "click", None) or getattr(typer.core, "_click")
 
 
+def _flags_show_no_type(display_type_rich):
+    """typer >= 0.29 prints a flag as `--json <bool>`, as if it took a value: show flags without a type."""
+
+    def display(self, ctx):
+        return "" if getattr(self, "is_flag", False) and self.metavar is None else display_type_rich(self, ctx)
+
+    return display
+
+
+if hasattr(typer.core.TyperOption, "display_type_rich"):
+    typer.core.TyperOption.display_type_rich = _flags_show_no_type(typer.core.TyperOption.display_type_rich)
+
+
 class _Group(TyperGroup):
     """Runs a command and maps what escapes it to a sentence on stderr and an exit code.
 

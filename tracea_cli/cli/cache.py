@@ -12,6 +12,7 @@ import typer
 
 from tracea_cli.cli.output import print_json, stderr_console, stdout_console
 from tracea_cli.errors import UsageError
+from tracea_cli.text import counted
 
 CacheOption = typer.Option(None, "--cache", metavar="DIR", help="Cache folder (default: TRACEA_CACHE_DIR or the user cache folder).")
 JsonOption = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
@@ -59,9 +60,6 @@ def _open(cache_dir: Optional[Path], *, create: bool = True):
     return cache
 
 
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
@@ -90,7 +88,7 @@ def ls(cache_dir: Optional[Path] = CacheOption, as_json: bool = JsonOption) -> N
         return
     from rich.table import Table
 
-    table = Table(title=f"{_count(len(rows), 'key')} in {path}", title_justify="left")
+    table = Table(title=f"{counted(len(rows), 'key')} in {path}", title_justify="left")
     table.add_column("id", no_wrap=True)
     for name in ("op", "shape", "dtype", "problem", "backend", "device class"):
         table.add_column(name, overflow="fold")
@@ -211,7 +209,7 @@ def export(
     if as_json:
         print_json({"path": str(file), "entries": len(data["entries"]), "trials": trials})
     else:
-        stderr_console().print(f"Exported {_count(len(data['entries']), 'key')} ({_count(trials, 'trial')}) to {file}.")
+        stderr_console().print(f"Exported {counted(len(data['entries']), 'key')} ({counted(trials, 'trial')}) to {file}.")
 
 
 @cache_app.command("import")
@@ -230,9 +228,9 @@ def import_(
         print_json({"path": str(file), **report.as_dict()})
     else:
         stderr_console().print(
-            f"Imported {_count(report.entries, 'key')} from {file}: {report.keys_added} new, {report.keys_merged} merged; "
-            f"{_count(report.trials_added, 'trial')} added ({report.trials_skipped} already present); "
-            f"{_count(report.winners_set, 'winner')} set."
+            f"Imported {counted(report.entries, 'key')} from {file}: {report.keys_added} new, {report.keys_merged} merged; "
+            f"{counted(report.trials_added, 'trial')} added ({report.trials_skipped} already present); "
+            f"{counted(report.winners_set, 'winner')} set."
         )
 
 
@@ -250,7 +248,7 @@ def clear(
         if not yes:
             n = len(cache.keys())
             raise UsageError(
-                f"clearing the cache removes {_count(n, 'key')} with their trials, and needs --yes.",
+                f"clearing the cache removes {counted(n, 'key')} with their trials, and needs --yes.",
                 "Run `tracea cache clear --yes`, or `tracea cache export FILE` first to keep a copy.",
             )
         removed = cache.clear()
@@ -258,7 +256,7 @@ def clear(
     if as_json:
         print_json({"cache": str(path), "keys_removed": removed})
     else:
-        stderr_console().print(f"Removed {_count(removed, 'key')} from {path}.")
+        stderr_console().print(f"Removed {counted(removed, 'key')} from {path}.")
 
 
 def _source_checker(notes: list[str]) -> Callable:
@@ -310,4 +308,4 @@ def prune(
         print_json({"cache": str(path), **report.as_dict(), "notes": notes})
     else:
         verb = "Would remove" if dry_run else "Removed"
-        err.print(f"{verb} {_count(report.keys_removed, 'key')} and {_count(report.trials_removed, 'trial')} from {path}.")
+        err.print(f"{verb} {counted(report.keys_removed, 'key')} and {counted(report.trials_removed, 'trial')} from {path}.")

@@ -18,6 +18,7 @@ from tracea_cli.errors import UsageError
 from tracea_cli.ops.base import problem_fields
 from tracea_cli.space import Value, config_key
 from tracea_cli.stats import summarize
+from tracea_cli.text import counted
 from tracea_cli.timing import TimingPolicy
 
 SEARCH_POLICY = TimingPolicy(warmup=2, min_samples=5, max_samples=30, target_cv=0.03, max_seconds=1.0)
@@ -154,6 +155,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
         if cache.read_only:
             raise UsageError(f"{problem.label} is not in the read-only tuning cache {cache.path}, and results could "
                              "not be stored there.", "Set TRACEA_CACHE_DIR (or --cache) to a writable folder to tune it.")
+        progress(0, request.budget, "enumerating the search space")
         candidates = plan.candidates()
         if len(candidates) == 0:
             raise UsageError(f"no valid configuration exists for {problem.label} on {target.device_class}.",
@@ -186,6 +188,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
 
         with contextlib.ExitStack() as stack:
             if pool is None:
+                progress(request.budget - remaining, request.budget, "starting the workers")
                 pool = stack.enter_context(setup.pool(plan, settings))
             while remaining > 0:
                 if request.time_limit_s is not None and time.monotonic() - began >= request.time_limit_s:
@@ -204,6 +207,8 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
                     stopped = "space exhausted"
                     break
                 jobs = setup.jobs(plan, [candidates.configs[i] for i in picks], SEARCH_POLICY, request.seed + evaluations)
+                progress(request.budget - remaining, request.budget,
+                         f"compiling, checking and timing {counted(len(picks), 'candidate')}")
                 for outcome in pool.run(jobs, retarget=setup.retarget):
                     ev = outcome.evaluation
                     cost = summarize(ev.samples.times_ms).median if ev.ok else math.inf

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tracea_cli.space import config_key
+from tracea_cli.text import counted
 from tracea_cli.tune.driver import TuneResult
 
 
@@ -14,7 +15,7 @@ def render_tune(result: TuneResult, console) -> None:
     head = f"{p.get('label', p.get('op', ''))} on {where}"
     how = "cache hit: stored winner, no evaluations" if result.cache_hit else (
         f"{result.evaluations} evaluations this run, {result.trials_total} trials stored; stopped: {result.stopped_because}")
-    space = f"; space: {result.space_size} valid configurations" if result.space_size else ""
+    space = f"; space: {counted(result.space_size, 'valid configuration')}" if result.space_size else ""
     console.print(f"[bold]{head}[/]  key {result.key}\n{how}{space}")
     if len(result.per_device) > 1:
         console.print("evaluations per device: " + ", ".join(f"GPU {d}: {n}" for d, n in sorted(result.per_device.items())))
@@ -41,7 +42,7 @@ def render_tune(result: TuneResult, console) -> None:
     if result.baseline_error:
         console.print(f"[yellow]the baseline could not be measured[/]: {result.baseline_error[:200]}")
     if result.failures:
-        console.print(f"{len(result.failures)} configurations failed:")
+        console.print(f"{counted(len(result.failures), 'configuration')} failed:")
         for f in result.failures[:10]:
             console.print(f"  [yellow]{f.status}[/] {config_key(f.config)}: {f.reason[:160]}")
         if len(result.failures) > 10:
