@@ -7,8 +7,10 @@ from tracea_cli.errors import UsageError
 
 def parse_devices(text: str | None, available: int) -> tuple[int, ...]:
     """Ordinals chosen by `text` among `available` devices; None means device 0 when there is one."""
-    if text is None or text == "":
+    if text is None:
         return (0,) if available > 0 else ()
+    if not text.strip():
+        raise UsageError("--device was given an empty value.", "Give N, N,M or all, or leave --device out for device 0.")
     if text.strip().lower() == "all":
         if available == 0:
             raise UsageError("--device all was given, but no CUDA device is visible.", "Run `tracea doctor` to see why.")

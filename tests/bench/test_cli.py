@@ -91,7 +91,7 @@ def test_unwritable_output(run, tmp_path, saved):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     _one_sentence_usage_error(run("--from", str(results), "--report", "html", "--output", str(blocker / "r.html")), "cannot create the folder")
-    _one_sentence_usage_error(run("--from", str(results), "--report", "md", "--output-dir", str(blocker)), "cannot create the folder")
+    _one_sentence_usage_error(run("--from", str(results), "--report", "md", "--output-dir", str(blocker)), "is a file, not a folder")
     _one_sentence_usage_error(run("--from", str(results), "--suite", "quick"), "--from renders earlier results")
 
 

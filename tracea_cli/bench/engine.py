@@ -65,7 +65,7 @@ class LiveEngine:
             index = parse_devices(devices, len(self.profile.cuda_gpus))[0]
             self.target = cuda_target(self.profile, index)
         else:
-            if devices not in (None, "", "cpu"):
+            if devices not in (None, "cpu"):
                 from tracea_cli.errors import UsageError
 
                 raise UsageError("--device chooses CUDA devices; the cpu backend uses this machine's CPU.", "Leave --device out.")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tracea_cli.errors import UsageError
+from tracea_cli.files import read_json
 from tracea_cli.stats import Interval, summarize
 
 SCHEMA = "tracea-bench-results"
@@ -486,20 +487,7 @@ def from_dict(doc: Mapping[str, Any]) -> BenchResults:
 
 def load(path: Path, *, what: str = "results file") -> BenchResults:
     """Read results written by `tracea bench --report json`; any problem with the file is a usage error (exit 2)."""
-    path = Path(path).expanduser()
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UsageError(f"the {what} {path} does not exist.", "Give the path of a file written by `tracea bench --report json`.") from None
-    except IsADirectoryError:
-        raise UsageError(f"the {what} {path} is a folder, not a file.", "Give the path of a results JSON file.") from None
-    except (OSError, UnicodeDecodeError) as e:
-        reason = getattr(e, "strerror", None) or str(e)
-        raise UsageError(f"cannot read the {what} {path}: {reason}.", "Check the path and its permissions.") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"the {what} {path} is not valid JSON (line {e.lineno}: {e.msg}).", "Give a file written by `tracea bench --report json`.") from None
+    doc = read_json(path, what, "Give a file written by `tracea bench --report json`.")
     if not isinstance(doc, dict):
         raise UsageError(f"the {what} {path} is not a tracea bench results document.", "Give a file written by `tracea bench --report json`.")
     try:

@@ -30,6 +30,11 @@ def _output_paths(formats: tuple[str, ...], output: Path | None, output_dir: Pat
             raise UsageError(f"--output takes one file report, and {len(files)} were asked for ({', '.join(files) or 'only terminal'}).",
                              "Give exactly one of --report json|csv|md|html, or use --output-dir DIR.")
         return {files[0]: check_writable(output, f"{files[0]} report")}
+    if output_dir is not None and output_dir.exists() and not output_dir.is_dir():
+        raise UsageError(f"--output-dir {output_dir} is a file, not a folder.", "Give a folder for the reports (it is made when missing).")
+    if output_dir is not None and not files:
+        raise UsageError("--output-dir was given, but only the terminal report was asked for.",
+                         "Add --report json|csv|md|html (repeatable) for the files to write there.")
     folder = output_dir if output_dir is not None else data_dir / "reports"
     return {f: check_writable(folder / f"bench-{stamp}.{EXTENSIONS[f]}", f"{f} report") for f in files}
 

@@ -89,7 +89,7 @@ def plan(request, settings) -> Plan:
         check_one_device_class(profile, devices)
         target = cuda_target(profile, devices[0])
     else:
-        if request.devices not in (None, "", "cpu"):
+        if request.devices not in (None, "cpu"):
             raise UsageError("--device chooses CUDA devices; the cpu backend uses this machine's CPU.", "Leave --device out.")
         devices = (None,)
         target = cpu_target(profile)
