@@ -336,3 +336,26 @@ def test_oversized_files_and_decompression_bombs_are_refused(tmp_path, monkeypat
 def test_compressed_recorded_landscapes_load_as_their_readme_says(name, configurations, failed):
     landscape = load_landscape(LANDSCAPES / name)
     assert (len(landscape), landscape.failed) == (configurations, failed)
+
+
+def test_the_methodology_score_is_zero_for_random_and_one_for_the_optimum():
+    from tracea_cli.tune.replay import methodology_score
+
+    random = [0.8, 0.9, 1.0]
+    assert methodology_score(random, random) == 0.0
+    assert methodology_score([1.0, 1.0, 1.0], random) == pytest.approx(2 / 3)  # a budget where random is at 1 counts 0
+    assert methodology_score([0.9, 0.95], [0.8, 0.9]) == pytest.approx(0.5)
+    assert methodology_score([0.7], [0.8]) < 0  # worse than random
+    with pytest.raises(ValueError):
+        methodology_score([0.9], [0.8, 0.9])
+
+
+def test_a_search_trace_takes_a_strategy_by_name_or_by_maker():
+    from tracea_cli.tune.replay import search_trace
+    from tracea_cli.tune.strategies.bayes import BayesSearch, BayesSettings
+
+    landscape = synthetic_landscape(2, small=True)
+    by_name = search_trace(landscape, "bayes", budget=15, seed=1)
+    by_maker = search_trace(landscape, lambda c, seed: BayesSearch(c, seed=seed, settings=BayesSettings()), budget=15,
+                            seed=1)
+    assert by_name == by_maker and len(by_name) == 15
