@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import itertools
 import math
 import os
@@ -32,6 +33,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from tempfile import gettempdir
 
 import numpy as np
 
@@ -70,11 +72,46 @@ def _landscape(path: Path) -> Landscape:
     return _LOADED[path]
 
 
-def _trace(job: tuple[Path, str, int, int, int]) -> tuple[Path, str, int, int, np.ndarray, float]:
-    path, strategy, seed, budget, batch = job
+# The code each strategy's traces depend on: a cached trace counts only while these files are unchanged.
+_SOURCES = {
+    "random": ("random.py", "base.py"),
+    "gp-ei": ("gp_ei.py", "base.py", "encoding.py", "gp.py"),
+}
+_ALL_SOURCES = tuple(sorted(p.name for p in (ROOT / "tracea_cli" / "tune" / "strategies").glob("*.py")))
+
+
+def code_version(strategy: str) -> str:
+    """A hash of the source files `strategy`'s behaviour depends on (every strategy module when not listed), and
+    of the replay loop."""
+    digest = hashlib.sha256()
+    for name in _SOURCES.get(strategy, _ALL_SOURCES):
+        digest.update((ROOT / "tracea_cli" / "tune" / "strategies" / name).read_bytes())
+    digest.update((ROOT / "tracea_cli" / "tune" / "replay.py").read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _trace(job: tuple[Path, str, int, int, int, Path | None]) -> tuple[Path, str, int, int, np.ndarray, float]:
+    """One seeded run; with a cache folder, a trace made before by the same code is read instead of re-run (the
+    CPU time then is the one recorded with it)."""
+    path, strategy, seed, budget, batch, cache = job
+    out = None
+    if cache is not None:
+        folder = cache / f"{strategy}-{code_version(strategy)}"
+        out = folder / f"{short_name(path)}_b{budget}_x{batch}_s{seed}.npy"
+        # A strategy does not know the budget: the first b evaluations of a longer run are a budget-b run.
+        for saved_path in sorted(folder.glob(f"{short_name(path)}_b*_x{batch}_s{seed}.npy")):
+            saved = np.load(saved_path)
+            if len(saved) - 1 >= budget:
+                return path, strategy, seed, batch, saved[:budget], float(saved[-1])
     began = time.process_time()
-    trace = search_trace(_landscape(path), strategy, budget=budget, seed=seed, batch=batch)
-    return path, strategy, seed, batch, np.array(trace), time.process_time() - began
+    trace = np.array(search_trace(_landscape(path), strategy, budget=budget, seed=seed, batch=batch))
+    seconds = time.process_time() - began
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".{os.getpid()}.tmp.npy")
+        np.save(tmp, np.append(trace, seconds))
+        tmp.replace(out)
+    return path, strategy, seed, batch, trace, seconds
 
 
 def main() -> int:
@@ -85,7 +122,15 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="budget 60 and no overhead run, for a smoke test")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "results" / "replay.md")
+    parser.add_argument("--cache", default=str(Path(gettempdir()) / "tracea-replay"),
+                        help="folder of traces kept between runs (keyed by the strategy's code); '' for none")
+    parser.add_argument("--plain-budget", type=int, default=BUDGETS[-1],
+                        help="the budget of the gp-ei baseline's runs (its refits from scratch cost minutes per run "
+                        "at 200); its columns beyond it are left empty")
+    parser.add_argument("--only", nargs="+", choices=STRATEGIES,
+                        help="run only these strategies' traces into the cache, and write no report")
     args = parser.parse_args()
+    cache = Path(args.cache) if args.cache else None
     budgets = BUDGETS[:3] if args.quick else BUDGETS
 
     files = landscape_files(args.landscapes)
@@ -95,8 +140,10 @@ def main() -> int:
     started = time.time()
     load_before = os.getloadavg()
     top = budgets[-1]
-    jobs = [(f, s, seed, top, 1) for f in files for s in STRATEGIES for seed in range(args.repeats)]
-    jobs += [(f, "bayes", seed, 60, b) for b in BATCHES for f in files for seed in range(args.batch_repeats)]
+    jobs = [(f, s, seed, min(top, args.plain_budget) if s == "gp-ei" else top, 1, cache)
+            for f in files for s in (args.only or STRATEGIES) for seed in range(args.repeats)]
+    if not args.only:
+        jobs += [(f, "bayes", seed, 60, b, cache) for b in BATCHES for f in files for seed in range(args.batch_repeats)]
     traces: dict[tuple[Path, str, int], list[np.ndarray]] = {}
     cpu: dict[str, list[float]] = {}
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -106,6 +153,8 @@ def main() -> int:
                 cpu.setdefault(strategy, []).append(seconds)
             print(f"\r{done}/{len(jobs)} runs", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
+    if args.only:
+        return 0
     overhead = None if args.quick else measure_overhead()
     load_after = os.getloadavg()
 
@@ -185,11 +234,23 @@ def measure_overhead(*, seeds: int = 3) -> dict:
 
 
 def _means(traces: list[np.ndarray], budgets) -> list[float]:
-    return [float(np.mean([t[b - 1] for t in traces])) for b in budgets]
+    """Mean fraction at each budget; nan beyond the runs' length (the gp-ei baseline may run a shorter budget)."""
+    return [float(np.mean([t[b - 1] for t in traces])) if b <= len(traces[0]) else math.nan for b in budgets]
 
 
 def _shares(traces: list[np.ndarray], budgets) -> list[float]:
-    return [float(np.mean([t[b - 1] >= WITHIN for t in traces])) for b in budgets]
+    return [float(np.mean([t[b - 1] >= WITHIN for t in traces])) if b <= len(traces[0]) else math.nan
+            for b in budgets]
+
+
+def _known(values: list[float], *others: list[float]) -> tuple[list[float], ...]:
+    """`values` and `others` at the budgets where `values` is known."""
+    keep = [k for k, v in enumerate(values) if not math.isnan(v)]
+    return tuple([seq[k] for k in keep] for seq in (values, *others))
+
+
+def _cell(mean: float, share: float) -> str:
+    return "–" if math.isnan(mean) else f"{mean:.3f} ({share:.0%})"
 
 
 def report(args, files, budgets, traces, cpu, overhead, started, load_before, load_after) -> str:
@@ -217,7 +278,10 @@ def report(args, files, budgets, traces, cpu, overhead, started, load_before, lo
         f"with mean fractions, averaged over budgets {', '.join(map(str, budgets))}.",
         "- Strategies: `bayes` (the default, settings from docs/results/search_cv.md), `random` (without replacement), "
         "`gp-ei` (plain GP-EI: index encoding, Matern 5/2, log time, failures at 1.5x the worst seen), `vns` "
-        "(variable-neighbourhood search with a k-NN pre-screen, tabu-free annealed acceptance and restarts).",
+        "(variable-neighbourhood search with a k-NN pre-screen, tabu-free annealed acceptance and restarts)."
+        + (f" gp-ei ran to budget {args.plain_budget} only (it refits its GP from scratch at every step: minutes "
+           "per run beyond that on this machine); its later columns are empty and its comparisons use the budgets "
+           "it ran." if args.plain_budget < budgets[-1] else ""),
         f"- CPU time per run (median, process time): "
         + ", ".join(f"{s} {statistics.median(v):.1f} s" for s, v in cpu.items()) + ".",
         "",
@@ -236,8 +300,8 @@ def report(args, files, budgets, traces, cpu, overhead, started, load_before, lo
             t = traces[(f, s, 1)]
             means, shares = _means(t, budgets), _shares(t, budgets)
             summary[s].append(means)
-            meth = f"{methodology_score(means, rand):.3f}" if s != "random" else "0 (by definition)"
-            cells = " | ".join(f"{m:.3f} ({sh:.0%})" for m, sh in zip(means, shares))
+            meth = f"{methodology_score(*_known(means, rand)):.3f}" if s != "random" else "0 (by definition)"
+            cells = " | ".join(_cell(m, sh) for m, sh in zip(means, shares))
             lines.append(f"| {name} | {len(land)} ({land.failed}) | {s} | {cells} | {meth} |")
         # every budget of the curve 20, 40, ... up to the largest
         curve = range(20, budgets[-1] + 1, 20)
@@ -245,15 +309,15 @@ def report(args, files, budgets, traces, cpu, overhead, started, load_before, lo
         rand_curve = _means(traces[(f, "random", 1)], curve)
         below = [b for b, x, r in zip(curve, bayes_curve, rand_curve) if not x > r]
         checks["above_random"].append((name, below))
-        plain = _means(traces[(f, "gp-ei", 1)], budgets)
-        bayes = _means(traces[(f, "bayes", 1)], budgets)
-        checks["vs_plain"].append((name, min(x - p for x, p in zip(bayes, plain)),
-                                   budgets[int(np.argmin([x - p for x, p in zip(bayes, plain)]))]))
+        plain, bayes, known = _known(_means(traces[(f, "gp-ei", 1)], budgets), _means(traces[(f, "bayes", 1)], budgets),
+                                     list(budgets))
+        gaps = [x - p for x, p in zip(bayes, plain)]
+        checks["vs_plain"].append((name, min(gaps), known[int(np.argmin(gaps))]))
     lines += ["", "Mean over the landscapes:", "", f"| strategy | {head} | methodology score |", f"| --- | {rule} | --- |"]
     for s in STRATEGIES:
         mean = np.mean(summary[s], axis=0)
-        meth = np.mean([methodology_score(m, r) for m, r in zip(summary[s], summary["random"])])
-        lines.append(f"| {s} | " + " | ".join(f"{v:.3f}" for v in mean) + f" | {meth:.3f} |")
+        meth = np.mean([methodology_score(*_known(m, r)) for m, r in zip(summary[s], summary["random"])])
+        lines.append(f"| {s} | " + " | ".join("–" if math.isnan(v) else f"{v:.3f}" for v in mean) + f" | {meth:.3f} |")
 
     at60 = budgets.index(60)
     mean60 = float(np.mean([m[at60] for m in summary["bayes"]]))

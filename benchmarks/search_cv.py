@@ -53,6 +53,7 @@ SCORED_BUDGETS = (20, 40, 60, 100, 200)
 START: dict = {
     "encoding": "rank", "initial": None, "design": "lhs", "nu": 2.5, "min_length": 0.5, "max_length": 100.0,
     "length": 0.0, "failure": 0.0, "acquisition": "ei", "exploration": 0.01, "local": 0.0, "batch": 1,
+    "main_effects": False, "local_moves": "adjacent", "portfolio": "fixed", "clip": 1.0,
 }
 
 # Each setting the procedure chooses, with its values (the start's first), as overrides of START.
@@ -86,10 +87,21 @@ DIMENSIONS: tuple[tuple[str, tuple[tuple[str, dict], ...]], ...] = (
         ("at the worst time seen", {}),
         ("at 1.5 x the worst time seen", {"failure": 0.405}),
     )),
+    ("slow tail of log(time)", (
+        ("as measured", {}),
+        ("held at the median of the successes", {"clip": 0.5}),
+        ("held at their lower quartile", {"clip": 0.25}),
+    )),
     ("portfolio: share of neighbourhood moves", (
         ("none", {}),
         ("1/3", {"local": 1 / 3}),
         ("1/2", {"local": 0.5}),
+        ("3/4", {"local": 0.75}),
+        ("by credit (Thompson sampling on improvements of the best, in the run)", {"portfolio": "credit"}),
+    )),
+    ("neighbourhood moves", (
+        ("one step first, then any value of one parameter", {}),
+        ("any value of one parameter", {"local_moves": "any", "local": 0.5}),
     )),
     ("batch: proposals per model update", (
         ("1", {}),
@@ -121,7 +133,7 @@ class Candidate:
 STRATEGY_VERSION = "8c5b1da4238c9aa5195510781661ff7403c72649c54baeec4e23c2d57d3c2026"
 # Settings added since that version, with the value that does what the search did before them: left out of a key
 # at that value, so that the traces made before they existed still count.
-_ADDED = {"main_effects": False}
+_ADDED = {"main_effects": False, "portfolio": "fixed", "clip": 1.0}
 
 
 def landscape_files(folder: Path) -> list[Path]:

@@ -111,3 +111,4 @@ def test_candidates_differ_in_their_key_exactly_when_their_settings_differ(searc
     again = search_cv.Candidate("another label", {"local": 0.5})
     other = search_cv.Candidate("one", {"local": 1 / 3})
     assert same.key == again.key != other.key
+

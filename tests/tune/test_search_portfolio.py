@@ -148,3 +148,55 @@ def test_the_plain_gp_baseline_encodes_by_position_and_finds_small_optima():
     order = drive(strategy, landscape, 40)
     assert len(set(order)) == 40 and INITIAL < 40
     assert fraction(landscape, order) >= 0.9
+
+
+def test_clipped_targets_hold_the_slow_tail_at_the_quantile_and_failures_above_it():
+    landscape = synthetic_landscape(5)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(clip=0.5, failure=0.405))
+    order = drive(strategy, landscape, 30)
+    y = strategy._targets(order)
+    logs = np.array([math.log(landscape.times[i]) for i in order if math.isfinite(landscape.times[i])])
+    cap = np.quantile(logs, 0.5)
+    ok = [k for k, i in enumerate(order) if math.isfinite(landscape.times[i])]
+    np.testing.assert_allclose(y[ok], np.minimum(logs, cap))
+    failed = [k for k, i in enumerate(order) if not math.isfinite(landscape.times[i])]
+    assert failed and np.all(y[failed] == pytest.approx(cap + 0.405))
+
+
+def test_the_credit_portfolio_counts_each_model_proposal_once_by_its_kind():
+    landscape = synthetic_landscape(1)
+    settings = BayesSettings(portfolio="credit", initial=10)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=settings)
+    order = drive(strategy, landscape, 40)
+    credit = strategy._credit
+    assert sum(won + lost for won, lost in credit.values()) == 40 - 10  # every proposal after the start, once
+    assert all(won + lost > 0 for won, lost in credit.values())  # both kinds were tried
+    assert not strategy._kind  # nothing left untold
+    again = drive(BayesSearch(landscape.candidates, seed=0, settings=settings), landscape, 40)
+    assert order == again  # the sampling draws from the seeded generator
+
+
+def test_the_credit_portfolio_turns_to_the_kind_of_move_that_improves():
+    landscape = synthetic_landscape(1)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(portfolio="credit"))
+    strategy._credit = {"local": [20, 5], "global": [0, 25]}
+    turns = [strategy._local_turn() for _ in range(200)]
+    assert np.mean(turns) > 0.95
+    strategy._credit = {"local": [0, 25], "global": [20, 5]}
+    assert np.mean([strategy._local_turn() for _ in range(200)]) < 0.05
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"portfolio": "sometimes"}, "portfolio must be one of"),
+        ({"clip": 0.0}, "clip must lie in (0.0, 1.0]"),
+        ({"local": 1.5}, "local must lie in [0.0, 1.0]"),
+        ({"encoding": "onehot"}, "encoding must be one of"),
+        ({"batch": 0}, "batch must be at least 1"),
+    ],
+)
+def test_bad_settings_are_refused_with_one_sentence(kwargs, words):
+    with pytest.raises(ValueError) as error:
+        BayesSettings(**kwargs)
+    assert words in str(error.value) and "\n" not in str(error.value)

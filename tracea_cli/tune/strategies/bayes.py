@@ -55,6 +55,11 @@ class BayesSettings:
     exploration: float = 0.01  # EI's required improvement in log(time), or LCB's kappa
     local: float = 0.0  # share of the model's proposals taken from the best results' neighbourhoods
     local_moves: str = "adjacent"  # "adjacent": one parameter one value up or down first, then any value; "any"
+    portfolio: str = "fixed"  # "fixed": `local` is the share of local moves; "credit": each model proposal is local
+    # or global by Thompson sampling from how often each kind has improved the best result so far in this run
+    # (Beta(1 + improvements, 1 + others) per kind), so the run itself decides where the model does well
+    clip: float = 1.0  # < 1: log(time) above this quantile of the successes enters the model at the quantile, so
+    # that the model spends its variance on the fast region rather than on how slow the slow tail is
     batch: int = 1  # proposals made from one state of the model (the later ones wait in a queue for `ask`)
     pool: int = 0  # > 0: the global move scores this many random unproposed candidates (plus the incumbents'
     # neighbours) instead of all of them: a cheap pre-screen that keeps the search from fixing on the model's errors
@@ -64,6 +69,19 @@ class BayesSettings:
     design_tries: int = 64  # Latin hypercubes drawn for the start; the most spread out one is used
     refit_growth: float = 0.1  # refit the kernel's hyperparameters after this much more data
     refit_steps: int = 15  # L-BFGS steps of a warm-started refit
+
+    def __post_init__(self) -> None:
+        choices = {"encoding": encoding.ENCODINGS, "design": ("lhs", "random"), "acquisition": ("ei", "lcb"),
+                   "local_moves": ("adjacent", "any"), "portfolio": ("fixed", "credit"), "nu": (0.5, 1.5, 2.5)}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"BayesSettings.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name, low, high in (("local", 0.0, 1.0), ("clip", 0.0, 1.0)):
+            if not low <= getattr(self, name) <= high or (name == "clip" and self.clip == 0.0):
+                raise ValueError(f"BayesSettings.{name} must lie in {'(' if name == 'clip' else '['}{low}, {high}], "
+                                 f"got {getattr(self, name)!r}")
+        if self.batch < 1:
+            raise ValueError(f"BayesSettings.batch must be at least 1, got {self.batch}")
 
 
 def encode(params: tuple[Param, ...], configs, style: str = "rank") -> np.ndarray:
@@ -119,6 +137,8 @@ class BayesSearch(Bookkeeping):
         self._fitted_at = 0  # number of results the hyperparameters were fitted on
         self._queue: list[int] = []  # proposed by the model, not asked for yet (see `batch`)
         self._model_steps = 0  # proposals made by the model, for interleaving local and global moves
+        self._kind: dict[int, str] = {}  # a model proposal -> "local" or "global", until told
+        self._credit = {"local": [0, 0], "global": [0, 0]}  # kind -> [improved the best, did not]
         self._successes = 0
 
     # -- proposing ------------------------------------------------------------------------------------------------
@@ -128,8 +148,13 @@ class BayesSearch(Bookkeeping):
             return self._ask(self._check_n(n))
 
     def tell(self, index: int, cost: float) -> None:
+        before = self.best()
         super().tell(index, cost)
         self._successes += math.isfinite(self.costs[index]) and self.costs[index] > 0
+        kind = self._kind.pop(index, None)
+        if kind is not None:
+            improved = math.isfinite(cost) and (before is None or cost < before[1])
+            self._credit[kind][0 if improved else 1] += 1
 
     def observe(self, index: int, cost: float) -> None:
         super().observe(index, cost)
@@ -200,6 +225,7 @@ class BayesSearch(Bookkeeping):
         mean, scale = float(y.mean()), float(y.std()) or 1.0
         local = self._local_pool() if self._local_turn() else None
         pool = local if local is not None and len(local) else self._pool()
+        kind = "local" if local is not None and len(local) else "global"
         mu, _ = self._gp.predict(pool, (y - mean) / scale)
         mu = mu * scale + mean
         # Points in flight join the data at the model's belief (kriging believer): the mean stays as it is, the
@@ -214,9 +240,14 @@ class BayesSearch(Bookkeeping):
         else:
             score = expected_improvement(mu, std, float(y.min()), self.settings.exploration)
         top = np.flatnonzero(score >= score.max() - 1e-9 * max(abs(score.max()), 1e-300))
-        return int(pool[self._rng.choice(top)])  # ties (flat directions of the model) broken at random
+        index = int(pool[self._rng.choice(top)])  # ties (flat directions of the model) broken at random
+        self._kind[index] = kind
+        return index
 
     def _local_turn(self) -> bool:
+        if self.settings.portfolio == "credit":
+            draw = {k: self._rng.beta(1 + won, 1 + lost) for k, (won, lost) in self._credit.items()}
+            return draw["local"] > draw["global"]
         share = self.settings.local
         t = self._model_steps
         self._model_steps += 1
@@ -274,6 +305,8 @@ class BayesSearch(Bookkeeping):
         finite = np.isfinite(costs) & (costs > 0)
         y = np.empty(len(costs))
         y[finite] = np.log(costs[finite])
+        if self.settings.clip < 1.0 and finite.sum() > 2:
+            y[finite] = np.minimum(y[finite], np.quantile(y[finite], self.settings.clip))
         y[~finite] = y[finite].max() + self.settings.failure
         return y
 
