@@ -76,6 +76,8 @@ def _landscape(path: Path) -> Landscape:
 _SOURCES = {
     "random": ("random.py", "base.py"),
     "gp-ei": ("gp_ei.py", "base.py", "encoding.py", "gp.py"),
+    "bayes": ("bayes.py", "base.py", "encoding.py", "gp.py"),
+    "vns": ("neighbourhood.py", "base.py", "encoding.py"),
 }
 _ALL_SOURCES = tuple(sorted(p.name for p in (ROOT / "tracea_cli" / "tune" / "strategies").glob("*.py")))
 

@@ -46,7 +46,8 @@ def test_neighbourhood_moves_change_one_parameter_of_a_best_result():
 
 def test_adjacent_moves_come_before_any_other_change_of_one_parameter():
     landscape = synthetic_landscape(4)
-    strategy = BayesSearch(landscape.candidates, seed=1, settings=BayesSettings(local=1.0, initial=8))
+    settings = BayesSettings(local=1.0, local_moves="adjacent", initial=8)
+    strategy = BayesSearch(landscape.candidates, seed=1, settings=settings)
     drive(strategy, landscape, 8)
     best = strategy._ranked()[0]
     ordinal = np.array([p.kind == "ordinal" for p in landscape.params])
@@ -113,7 +114,7 @@ def test_a_fixed_length_scale_stays_fixed_and_fitted_ones_stay_within_their_boun
 
 def test_failures_enter_the_model_at_the_worst_time_plus_the_margin():
     landscape = synthetic_landscape(5)
-    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(failure=0.405))
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(failure=0.405, clip=1.0))
     order = drive(strategy, landscape, 30)
     failed = [i for i in order if not math.isfinite(landscape.times[i])]
     assert failed

@@ -9,14 +9,17 @@ over the recorded landscapes, benchmarks/search_cv.py, docs/results/search_cv.md
 3. Model. scikit-optimize's GaussianProcessRegressor fits a Matern kernel (one length scale per column, bounded
    below so that the model never becomes a lookup table) times a constant, plus white noise, to standardised
    log(time): times span orders of magnitude and matter in ratios.
-4. Failures enter the model at the worst log(time) seen so far plus a margin.
+4. Failures enter the model at the worst log(time) seen so far plus a margin; with `clip` < 1, log(time) above
+   that quantile of the successes enters at the quantile (the model's variance then goes to the fast region).
 5. Proposal: a portfolio of two moves, both scored by the model.
    - global: the acquisition (EI or LCB) over every unproposed candidate, or in spaces larger than `max_pool` a
      random subset (drawn afresh at each refit) plus every neighbour of the best few;
    - local: the unproposed neighbours (one parameter changed) of the best result, or of the next best once those
      are spent, the one the acquisition likes most. Sharp landscapes, where a few configurations next to each other
      are far faster than the rest, are found by walking neighbourhoods; smooth ones by the model.
-   A share `local` of the model-based proposals is local, interleaved evenly. Ties are broken at random.
+   A share `local` of the model-based proposals is local, interleaved evenly; or (`portfolio="credit"`) each
+   proposal's kind is drawn by Thompson sampling from how often each kind has improved the best result in this
+   run. Ties are broken at random.
 6. Batches. `ask(n)` picks n points one after another with the kriging believer: each pick, and every point still
    in flight, joins the model at its predicted value, so the next pick goes elsewhere.
 7. Cost. Hyperparameters are refitted after every 10% more results; between refits the posterior is updated in
@@ -44,7 +47,7 @@ class BayesSettings:
     encoding: str = "rank"  # how candidates become coordinates: one of encoding.ENCODINGS
     initial: int | None = None  # space-filling points before the first model; None: 2 (d + 1) within [8, 20]
     design: str = "lhs"  # the start: "lhs" (maximin Latin hypercube) or "random"
-    nu: float = 2.5  # the Matern kernel's smoothness: 1.5 or 2.5
+    nu: float = 1.5  # the Matern kernel's smoothness: 1.5 or 2.5
     min_length: float = 0.5  # the shortest length scale, in steps between neighbouring coordinates
     max_length: float = 100.0  # the longest fitted length scale (encoded units; 1 = a parameter's whole range)
     length: float = 0.0  # > 0: one fixed length scale for every column (encoded units) instead of fitted ones
@@ -53,12 +56,12 @@ class BayesSettings:
     failure: float = 0.0  # a failure enters the model at the worst log(time) seen plus this (log 1.5 = 0.405)
     acquisition: str = "ei"  # "ei" (expected improvement) or "lcb" (lower confidence bound)
     exploration: float = 0.01  # EI's required improvement in log(time), or LCB's kappa
-    local: float = 0.0  # share of the model's proposals taken from the best results' neighbourhoods
-    local_moves: str = "adjacent"  # "adjacent": one parameter one value up or down first, then any value; "any"
+    local: float = 0.5  # share of the model's proposals taken from the best results' neighbourhoods
+    local_moves: str = "any"  # "adjacent": one parameter one value up or down first, then any value; "any"
     portfolio: str = "fixed"  # "fixed": `local` is the share of local moves; "credit": each model proposal is local
     # or global by Thompson sampling from how often each kind has improved the best result so far in this run
     # (Beta(1 + improvements, 1 + others) per kind), so the run itself decides where the model does well
-    clip: float = 1.0  # < 1: log(time) above this quantile of the successes enters the model at the quantile, so
+    clip: float = 0.25  # < 1: log(time) above this quantile of the successes enters the model at the quantile, so
     # that the model spends its variance on the fast region rather than on how slow the slow tail is
     batch: int = 1  # proposals made from one state of the model (the later ones wait in a queue for `ask`)
     pool: int = 0  # > 0: the global move scores this many random unproposed candidates (plus the incumbents'
@@ -138,7 +141,7 @@ class BayesSearch(Bookkeeping):
         self._queue: list[int] = []  # proposed by the model, not asked for yet (see `batch`)
         self._model_steps = 0  # proposals made by the model, for interleaving local and global moves
         self._kind: dict[int, str] = {}  # a model proposal -> "local" or "global", until told
-        self._credit = {"local": [0, 0], "global": [0, 0]}  # kind -> [improved the best, did not]
+        self._credit = {"local": [0, 0], "global": [0, 0]}  # kind -> [improved the best, did not] ("credit")
         self._successes = 0
 
     # -- proposing ------------------------------------------------------------------------------------------------
