@@ -258,3 +258,104 @@ def test_replay_runs_on_a_recorded_landscape():
     data = result.as_dict()
     assert data["configurations"] == 4092 and data["optimum_unit"] == "ms"
     assert data["strategies"]["bayes"]["mean_fraction"] > 0.5
+
+
+# -- compressed and oversized files -------------------------------------------------------------------------------
+
+
+def test_a_gzip_compressed_landscape_loads_like_the_plain_one(landscape_file, tmp_path):
+    import gzip
+
+    plain = load_landscape(landscape_file)
+    packed = tmp_path / "kt.json.gz"
+    packed.write_bytes(gzip.compress(landscape_file.read_bytes()))
+    unnamed = tmp_path / "packed.json"  # told by its first bytes, not by its name
+    unnamed.write_bytes(packed.read_bytes())
+    for path in (packed, unnamed):
+        loaded = load_landscape(path)
+        assert (loaded.configs, loaded.times, loaded.failures) == (plain.configs, plain.times, plain.failures)
+    two_members = tmp_path / "two.json.gz"  # what `cat a.gz b.gz` makes: gzip reads it as one stream
+    text = landscape_file.read_bytes()
+    two_members.write_bytes(gzip.compress(text[:100]) + gzip.compress(text[100:]))
+    assert load_landscape(two_members).times == plain.times
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        ("truncated", "truncated gzip file"),
+        ("corrupt", "not a valid one"),
+        ("latin-1", "not UTF-8"),
+        ("deep", "nests its JSON too deeply"),
+    ],
+)
+def test_broken_compressed_or_nested_files_are_usage_errors(landscape_file, tmp_path, content, says):
+    import gzip
+
+    packed = gzip.compress(landscape_file.read_bytes())
+    data = {
+        "truncated": packed[: len(packed) // 2],
+        "corrupt": packed[:10] + bytes(b ^ 0x5A for b in packed[10:]),
+        "latin-1": gzip.compress('{"kernel_name": "caf\xe9"}'.encode("latin-1")),
+        "deep": ("[" * 100_000 + "]" * 100_000).encode(),
+    }[content]
+    path = tmp_path / "landscape.json.gz"
+    path.write_bytes(data)
+    with pytest.raises(UsageError) as caught:
+        load_landscape(path)
+    assert str(path) in caught.value.message and says in caught.value.message
+
+
+def test_oversized_files_and_decompression_bombs_are_refused(tmp_path, monkeypatch):
+    import gzip
+
+    import tracea_cli.tune.landscape as landscape_module
+
+    monkeypatch.setattr(landscape_module, "MAX_FILE_BYTES", 4096)
+    big = tmp_path / "big.json"
+    big.write_text(" " * 5000 + "{}")
+    with pytest.raises(UsageError, match="is larger than"):
+        load_landscape(big)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * 1_000_000 + b"{}"))  # 1 kB on disk
+    assert bomb.stat().st_size < 4096
+    with pytest.raises(UsageError, match="decompresses to more than"):
+        load_landscape(bomb)
+
+
+@needs_landscapes
+@pytest.mark.parametrize(
+    "name, configurations, failed",
+    [
+        ("gemm_RTX_3090.json.gz", 17956, 0),
+        ("dedispersion_A4000.json.gz", 11130, 0),
+        ("convolution_MI250X.json.gz", 4362, 0),
+        ("adding_A100.json.gz", 4654, 0),
+    ],
+)
+def test_compressed_recorded_landscapes_load_as_their_readme_says(name, configurations, failed):
+    landscape = load_landscape(LANDSCAPES / name)
+    assert (len(landscape), landscape.failed) == (configurations, failed)
+
+
+def test_the_methodology_score_is_zero_for_random_and_one_for_the_optimum():
+    from tracea_cli.tune.replay import methodology_score
+
+    random = [0.8, 0.9, 1.0]
+    assert methodology_score(random, random) == 0.0
+    assert methodology_score([1.0, 1.0, 1.0], random) == pytest.approx(2 / 3)  # a budget where random is at 1 counts 0
+    assert methodology_score([0.9, 0.95], [0.8, 0.9]) == pytest.approx(0.5)
+    assert methodology_score([0.7], [0.8]) < 0  # worse than random
+    with pytest.raises(ValueError):
+        methodology_score([0.9], [0.8, 0.9])
+
+
+def test_a_search_trace_takes_a_strategy_by_name_or_by_maker():
+    from tracea_cli.tune.replay import search_trace
+    from tracea_cli.tune.strategies.bayes import BayesSearch, BayesSettings
+
+    landscape = synthetic_landscape(2, small=True)
+    by_name = search_trace(landscape, "bayes", budget=15, seed=1)
+    by_maker = search_trace(landscape, lambda c, seed: BayesSearch(c, seed=seed, settings=BayesSettings()), budget=15,
+                            seed=1)
+    assert by_name == by_maker and len(by_name) == 15

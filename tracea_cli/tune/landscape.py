@@ -57,25 +57,18 @@ class Landscape:
         return sum(1 for f in self.failures if f is not None)
 
 
+MAX_FILE_BYTES = 256 * 2**20  # a landscape file, compressed or not, and its decompressed text: at most 256 MiB
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
 def load_landscape(path: Path) -> Landscape:
-    """Read a recorded landscape (Kernel Tuner cache file or Tracea cache export) from `path`."""
+    """Read a recorded landscape (Kernel Tuner cache file or Tracea cache export) from `path`.
+
+    The file may be gzip-compressed (told by its first two bytes, whatever its name); it is decompressed in memory.
+    Files, and decompressed contents, over `MAX_FILE_BYTES` are refused, and so is JSON nested too deeply to parse.
+    """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"the landscape file {path} does not exist.", "Give the path of a recorded landscape (JSON).") from None
-    except IsADirectoryError:
-        raise UsageError(f"the landscape path {path} is a folder, not a file.", "Give the path of a JSON file.") from None
-    except (OSError, UnicodeDecodeError) as e:
-        why = getattr(e, "strerror", None) or type(e).__name__
-        raise UsageError(f"cannot read the landscape file {path} ({why}).", "Check the path and its permissions.") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(
-            f"the landscape file {path} is not valid JSON (line {e.lineno}, column {e.colno}).",
-            "Give a Kernel Tuner cache file or a Tracea cache export.",
-        ) from None
+    data = _parse_json(_read_text(path), path)
     if isinstance(data, dict) and "cache" in data and "tune_params_keys" in data:
         return load_kernel_tuner(data, source=str(path))
     if isinstance(data, dict) and str(data.get("format", "")).startswith("tracea"):
@@ -84,6 +77,62 @@ def load_landscape(path: Path) -> Landscape:
         f"the landscape file {path} is neither a Kernel Tuner cache file nor a Tracea cache export.",
         "A Kernel Tuner cache file has `tune_params_keys`, `tune_params` and `cache` at its top level.",
     )
+
+
+def _read_text(path: Path) -> str:
+    """The file's text, gunzipped if it is gzip-compressed; bounded by MAX_FILE_BYTES before and after."""
+    import zlib
+
+    limit = f"{MAX_FILE_BYTES // 2**20} MiB" if MAX_FILE_BYTES >= 2**20 else f"{MAX_FILE_BYTES} bytes"
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise UsageError(f"the landscape file {path} does not exist.", "Give the path of a recorded landscape (JSON).") from None
+    except IsADirectoryError:
+        raise UsageError(f"the landscape path {path} is a folder, not a file.", "Give the path of a JSON file.") from None
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        raise UsageError(f"cannot read the landscape file {path} ({why}).", "Check the path and its permissions.") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise UsageError(f"the landscape file {path} is larger than {limit}, more than any recorded landscape needs.",
+                         "Give a smaller file (a Kernel Tuner cache file without its per-run `times` is a tenth the size).")
+    if raw[:2] == _GZIP_MAGIC:
+        # One member after another, as gzip writes them; never more than the limit of output (a zip bomb stops here).
+        out, pending = bytearray(), raw
+        try:
+            while pending:
+                unzip = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+                out += unzip.decompress(pending, MAX_FILE_BYTES + 1 - len(out))
+                if len(out) > MAX_FILE_BYTES or unzip.unconsumed_tail:
+                    raise UsageError(f"the landscape file {path} decompresses to more than {limit}, more than any "
+                                     "recorded landscape needs.", "Give a smaller landscape.")
+                if not unzip.eof:
+                    raise UsageError(f"the landscape file {path} is a truncated gzip file.", "Copy it again in full.")
+                pending = unzip.unused_data.lstrip(b"\0")
+        except zlib.error:
+            raise UsageError(f"the landscape file {path} starts like a gzip file but is not a valid one.",
+                             "Give a JSON file, or one compressed with gzip.") from None
+        raw = bytes(out)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"cannot read the landscape file {path} (it is not UTF-8 text).",
+                         "Give a JSON file, or one compressed with gzip.") from None
+
+
+def _parse_json(text: str, path: Path) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(
+            f"the landscape file {path} is not valid JSON (line {e.lineno}, column {e.colno}).",
+            "Give a Kernel Tuner cache file or a Tracea cache export.",
+        ) from None
+    except RecursionError:
+        # Python's parser recurses once per level; a landscape is four levels deep (file, cache, record, samples).
+        raise UsageError(f"the landscape file {path} nests its JSON too deeply to be a landscape.",
+                         "Give a Kernel Tuner cache file or a Tracea cache export.") from None
 
 
 def load_kernel_tuner(data: Mapping[str, Any], *, source: str) -> Landscape:

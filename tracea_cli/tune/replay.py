@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from tracea_cli.errors import UsageError
 from tracea_cli.tune.landscape import Landscape, load_landscape
-from tracea_cli.tune.strategies import STRATEGY_NAMES, make_strategy
+from tracea_cli.tune.strategies import STRATEGY_NAMES, Strategy, make_strategy
 
 CURVE_STEP = 20  # the curve's budgets: 20, 40, ... up to the budget
 WITHIN = 0.95  # "reached the optimum" means a fraction of at least this
@@ -125,10 +125,17 @@ def replay(landscape: Landscape, *, strategy: str, budget: int, repeats: int, se
     )
 
 
-def search_trace(landscape: Landscape, strategy: str, *, budget: int, seed: int, batch: int = 1) -> tuple[float, ...]:
-    """One seeded search: optimum / best found after each of `budget` evaluations (held once the space is spent)."""
+def search_trace(landscape: Landscape, strategy: str | Callable[..., Strategy], *, budget: int, seed: int,
+                 batch: int = 1) -> tuple[float, ...]:
+    """One seeded search: optimum / best found after each of `budget` evaluations (held once the space is spent).
+
+    `strategy` is a name for `make_strategy`, or (for benchmarks comparing settings) a callable taking the
+    candidates and `seed=` that returns a strategy."""
     times = landscape.times
-    search = make_strategy(strategy, landscape.candidates, seed=seed)
+    if callable(strategy):
+        search = strategy(landscape.candidates, seed=seed)
+    else:
+        search = make_strategy(strategy, landscape.candidates, seed=seed)
     best = math.inf
     trace: list[float] = []
     while len(trace) < budget:
@@ -141,6 +148,14 @@ def search_trace(landscape: Landscape, strategy: str, *, budget: int, seed: int,
             trace.append(landscape.optimum / best if math.isfinite(best) else 0.0)
     trace.extend([trace[-1] if trace else 0.0] * (budget - len(trace)))
     return tuple(trace)
+
+
+def methodology_score(strategy: Sequence[float], random: Sequence[float]) -> float:
+    """The comparison methodology's score, averaged over budgets: per budget (strategy - random) / (1 - random), with
+    mean fractions of the optimum (1 is the optimum); 0 means no better than random search, 1 the optimum every
+    time. A budget where random search already reaches the optimum every time counts 0 (nothing left to gain)."""
+    per_budget = [(s - r) / (1.0 - r) if r < 1.0 else 0.0 for s, r in zip(strategy, random, strict=True)]
+    return float(np.mean(per_budget)) if per_budget else 0.0
 
 
 def _check_options(*, strategy: str, budget: int, repeats: int, seed: int) -> None:

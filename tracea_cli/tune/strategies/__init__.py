@@ -1,4 +1,5 @@
-"""Search strategies behind one interface (see `base.Strategy`): `bayes`, `random`, `grid`.
+"""Search strategies behind one interface (see `base.Strategy`): `bayes`, `random`, `grid`, and `gp-ei`, the plain
+baseline the benchmarks compare with.
 
 `make_strategy(name, candidates, seed=...)` is the only way in; modules load on demand so that importing the
 package costs nothing (the Bayesian one pulls in scikit-optimize only when asked to propose).
@@ -17,6 +18,8 @@ _STRATEGIES = {
     "bayes": ("tracea_cli.tune.strategies.bayes", "BayesSearch"),
     "random": ("tracea_cli.tune.strategies.random", "RandomSearch"),
     "grid": ("tracea_cli.tune.strategies.grid", "GridSearch"),
+    "gp-ei": ("tracea_cli.tune.strategies.gp_ei", "PlainGPSearch"),  # the plain baseline the benchmarks compare with
+    "vns": ("tracea_cli.tune.strategies.neighbourhood", "NeighbourhoodSearch"),
 }
 STRATEGY_NAMES: tuple[str, ...] = tuple(_STRATEGIES)
 

@@ -1,125 +1,117 @@
-"""Bayesian search over the enumerated candidates: a Gaussian process on log(time), expected improvement.
+"""The default search (`bayes`): a Gaussian process on log(time) with expected improvement, in a portfolio with a
+neighbourhood search that the same model pre-screens.
 
-How it works (docs/search.md has the reasoning and the measured results):
+How it works (docs/search.md has the reasoning; every setting was chosen by leave-one-kernel-out cross-validation
+over the recorded landscapes, benchmarks/search_cv.py, docs/results/search_cv.md):
 
-1. Encoding. Each candidate becomes a point in [0, 1]^d: an ordinal parameter (a tile size) by its rank among
-   its values scaled to [0, 1]; a categorical one by one-hot columns (one column for two values); parameters with a
-   single value are dropped.
-2. Start. The candidates nearest a maximin Latin hypercube of 2 (d + 1) points (8 to 20), which covers every
-   level of every parameter; the model takes over once those are proposed and two have succeeded.
-3. Model. scikit-optimize's GaussianProcessRegressor fits a Matern 5/2 kernel (one length scale per column, each
-   at least half a level step, so that the model never becomes a lookup table) times a constant, plus white
-   noise, to standardised log(time): times span orders of magnitude and matter in ratios.
-4. Failures enter the model at the worst log(time) seen so far: their region looks unattractive, but no worse than
-   the slowest success, so a failure does not flatten the model.
-5. Proposal. skopt's `gaussian_ei` (xi = 0.01 in log(time): a 1% improvement) over every unproposed candidate, or
-   in spaces larger than `max_pool` a random subset plus every neighbour of the best few; ties broken at random.
+1. Encoding (`encoding.py`). Each candidate becomes a point in [0, 1]^d.
+2. Start. The candidates nearest a space-filling design (a maximin Latin hypercube, or a random sample).
+3. Model. scikit-optimize's GaussianProcessRegressor fits a Matern kernel (one length scale per column, bounded
+   below so that the model never becomes a lookup table) times a constant, plus white noise, to standardised
+   log(time): times span orders of magnitude and matter in ratios.
+4. Failures enter the model at the worst log(time) seen so far plus a margin; with `clip` < 1, log(time) above
+   that quantile of the successes enters at the quantile (the model's variance then goes to the fast region).
+5. Proposal: a portfolio of two moves, both scored by the model.
+   - global: the acquisition (EI or LCB) over every unproposed candidate, or in spaces larger than `max_pool` a
+     random subset (drawn afresh at each refit) plus every neighbour of the best few;
+   - local: the unproposed neighbours (one parameter changed) of the best result, or of the next best once those
+     are spent, the one the acquisition likes most. Sharp landscapes, where a few configurations next to each other
+     are far faster than the rest, are found by walking neighbourhoods; smooth ones by the model.
+   A share `local` of the model-based proposals is local, interleaved evenly; or (`portfolio="credit"`) each
+   proposal's kind is drawn by Thompson sampling from how often each kind has improved the best result in this
+   run. Ties are broken at random.
 6. Batches. `ask(n)` picks n points one after another with the kriging believer: each pick, and every point still
    in flight, joins the model at its predicted value, so the next pick goes elsewhere.
-7. Cost. Hyperparameters are refitted after every 10% more results; between refits the posterior over all
-   candidates is updated in O(n N) per result (`_IncrementalGP`), with one BLAS thread.
+7. Cost. Hyperparameters are refitted after every 10% more results; between refits the posterior is updated in
+   O(n N) per result (`gp.Posterior`), with one BLAS thread.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from tracea_cli.space import Candidates, Param
+from tracea_cli.tune.strategies import encoding
 from tracea_cli.tune.strategies.base import Bookkeeping
+from tracea_cli.tune.strategies.gp import (Posterior, expected_improvement, fit_kernel, lower_confidence, main_effects,
+                                           one_blas_thread)
 
 
 @dataclass(frozen=True)
 class BayesSettings:
-    """Defaults chosen from first principles (see docs/search.md), not fitted to any landscape."""
+    """The search's settings. The defaults are those the cross-validation chose (docs/results/search_cv.md)."""
 
+    encoding: str = "rank"  # how candidates become coordinates: one of encoding.ENCODINGS
     initial: int | None = None  # space-filling points before the first model; None: 2 (d + 1) within [8, 20]
-    xi: float = 0.01  # EI's required improvement, in log(time): 1%
-    max_pool: int = 10000  # spaces up to this size are scored whole, with the posterior kept between steps
+    design: str = "lhs"  # the start: "lhs" (maximin Latin hypercube) or "random"
+    nu: float = 1.5  # the Matern kernel's smoothness: 1.5 or 2.5
+    min_length: float = 0.5  # the shortest length scale, in steps between neighbouring coordinates
+    max_length: float = 100.0  # the longest fitted length scale (encoded units; 1 = a parameter's whole range)
+    length: float = 0.0  # > 0: one fixed length scale for every column (encoded units) instead of fitted ones
+    main_effects: bool = False  # add to the kernel a fitted multiple of how many parameter values two share
+    fit_max: int | None = 100  # hyperparameters are fitted on at most this many results (a random subset): cost
+    failure: float = 0.0  # a failure enters the model at the worst log(time) seen plus this (log 1.5 = 0.405)
+    acquisition: str = "ei"  # "ei" (expected improvement) or "lcb" (lower confidence bound)
+    exploration: float = 0.01  # EI's required improvement in log(time), or LCB's kappa
+    local: float = 0.5  # share of the model's proposals taken from the best results' neighbourhoods
+    local_moves: str = "any"  # "adjacent": one parameter one value up or down first, then any value; "any"
+    portfolio: str = "fixed"  # "fixed": `local` is the share of local moves; "credit": each model proposal is local
+    # or global by Thompson sampling from how often each kind has improved the best result so far in this run
+    # (Beta(1 + improvements, 1 + others) per kind), so the run itself decides where the model does well
+    clip: float = 0.25  # < 1: log(time) above this quantile of the successes enters the model at the quantile, so
+    # that the model spends its variance on the fast region rather than on how slow the slow tail is
+    batch: int = 1  # proposals made from one state of the model (the later ones wait in a queue for `ask`)
+    pool: int = 0  # > 0: the global move scores this many random unproposed candidates (plus the incumbents'
+    # neighbours) instead of all of them: a cheap pre-screen that keeps the search from fixing on the model's errors
+    max_pool: int = 20000  # spaces up to this size are scored whole, with the posterior kept between steps
     subsample: int = 2000  # candidates scored per proposal in larger spaces (plus the incumbents' neighbours)
     incumbents: int = 5  # whose neighbours always join a subsampled pool
     design_tries: int = 64  # Latin hypercubes drawn for the start; the most spread out one is used
-    min_length: float = 0.5  # the shortest length scale, in level steps
     refit_growth: float = 0.1  # refit the kernel's hyperparameters after this much more data
     refit_steps: int = 15  # L-BFGS steps of a warm-started refit
 
-
-def level_steps(params: tuple[Param, ...]) -> np.ndarray:
-    """Per encoded column, the distance between neighbouring levels (1 for binary and one-hot columns)."""
-    steps: list[float] = []
-    for p in params:
-        if len(p.values) < 2:
-            continue
-        if p.kind == "ordinal" or len(p.values) == 2:
-            steps.append(1.0 / (len(p.values) - 1))
-        else:
-            steps.extend([1.0] * len(p.values))
-    return np.array(steps or [1.0])
-
-
-def levels(params: tuple[Param, ...], configs) -> np.ndarray:
-    """Candidates as rows of value positions, one column per parameter."""
-    columns = []
-    for p in params:
-        position = {v: k for k, v in enumerate(p.values)}
-        columns.append(np.fromiter((position[c.get(p.name)] for c in configs), dtype=np.int64, count=len(configs)))
-    if not columns:
-        return np.zeros((len(configs), 1), dtype=np.int16)
-    return np.column_stack(columns).astype(np.int16 if max(len(p.values) for p in params) < 2**15 else np.int64)
+    def __post_init__(self) -> None:
+        choices = {"encoding": encoding.ENCODINGS, "design": ("lhs", "random"), "acquisition": ("ei", "lcb"),
+                   "local_moves": ("adjacent", "any"), "portfolio": ("fixed", "credit"), "nu": (0.5, 1.5, 2.5)}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"BayesSettings.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name, low, high in (("local", 0.0, 1.0), ("clip", 0.0, 1.0)):
+            if not low <= getattr(self, name) <= high or (name == "clip" and self.clip == 0.0):
+                raise ValueError(f"BayesSettings.{name} must lie in {'(' if name == 'clip' else '['}{low}, {high}], "
+                                 f"got {getattr(self, name)!r}")
+        if self.batch < 1:
+            raise ValueError(f"BayesSettings.batch must be at least 1, got {self.batch}")
 
 
-def encode(params: tuple[Param, ...], configs) -> np.ndarray:
-    """Candidates as rows in [0, 1]^d: ordinal ranks scaled to [0, 1], categorical one-hot, constants dropped."""
-    positions = levels(params, configs)
-    columns: list[np.ndarray] = []
-    for j, p in enumerate(params):
-        if len(p.values) < 2:
-            continue
-        if p.kind == "ordinal" or len(p.values) == 2:
-            columns.append(positions[:, j] / (len(p.values) - 1))
-        else:
-            columns.extend((positions[:, j] == k).astype(np.float64) for k in range(len(p.values)))
-    if not columns:
-        return np.zeros((len(configs), 1))
-    return np.column_stack(columns)
+def encode(params: tuple[Param, ...], configs, style: str = "rank") -> np.ndarray:
+    """Candidates as rows in [0, 1]^d (`encoding.encode`): ordinal ranks, categorical one-hot, constants dropped."""
+    return encoding.encode(params, configs, style)
 
 
-def latin_hypercube(params: tuple[Param, ...], k: int, rng: np.random.Generator) -> np.ndarray:
-    """k points in the encoding of `encode`, each parameter's range cut into k strata, one point per stratum.
+def latin_hypercube(columns, k: int, rng: np.random.Generator) -> np.ndarray:
+    """k points in the encoding of `columns` (`encoding.columns_of`), one per stratum of each parameter.
 
     Every level of an ordinal parameter is covered equally, middles included (picking points far apart
     instead favours the corners, and a bowl-shaped response centred between them would look flat); categorical
-    values are dealt round-robin in a random order.
+    values are dealt round-robin in a random order. Extra columns of a parameter follow its first.
     """
-    columns: list[np.ndarray] = []
-    for p in params:
-        if len(p.values) < 2:
-            continue
-        if p.kind == "ordinal" or len(p.values) == 2:
-            levels = np.floor((rng.permutation(k) + rng.random(k)) / k * len(p.values))
-            columns.append(levels / (len(p.values) - 1))
-        else:
-            labels = rng.permutation(np.arange(k) % len(p.values))
-            for value in range(len(p.values)):
-                columns.append((labels == value).astype(np.float64))
-    if not columns:
+    out: list[np.ndarray] = []
+    chosen: dict[int, np.ndarray] = {}  # parameter -> the value positions of the k points
+    for j, table in columns:
+        if j not in chosen:
+            count = len(table)
+            if np.array_equal(table, np.arange(count) / (count - 1)):  # an ordinal rank column
+                chosen[j] = np.floor((rng.permutation(k) + rng.random(k)) / k * count).astype(int)
+            else:  # the first one-hot column of a categorical parameter: deal its values
+                chosen[j] = rng.permutation(np.arange(k) % count)
+        out.append(table[chosen[j]])
+    if not out:
         return np.zeros((k, 1))
-    return np.column_stack(columns)
-
-
-def maximin_design(params: tuple[Param, ...], k: int, rng: np.random.Generator, *, tries: int) -> np.ndarray:
-    """Of `tries` Latin hypercubes, the one whose closest pair of points is farthest apart (Morris & Mitchell)."""
-    best, best_gap = None, -1.0
-    for _ in range(max(1, tries)):
-        design = latin_hypercube(params, k, rng)
-        d2 = ((design[:, None, :] - design[None, :, :]) ** 2).sum(axis=2)
-        gap = float(d2[np.triu_indices(k, 1)].min()) if k > 1 else 0.0
-        if gap > best_gap:
-            best, best_gap = design, gap
-    return best
+    return np.column_stack(out)
 
 
 class BayesSearch(Bookkeeping):
@@ -127,250 +119,223 @@ class BayesSearch(Bookkeeping):
 
     def __init__(self, candidates: Candidates, *, seed: int, settings: BayesSettings | None = None) -> None:
         super().__init__(candidates, seed=seed)
-        self.settings = settings or BayesSettings()
+        self.settings = s = settings or BayesSettings()
         self._rng = np.random.default_rng(seed)
-        self._X = encode(candidates.params, candidates.configs)
-        self._levels = levels(candidates.params, candidates.configs)
+        self._levels = encoding.levels(candidates.params, candidates.configs)
+        self._columns = encoding.columns_of(candidates.params, s.encoding)
+        self._X = encoding.encode(candidates.params, candidates.configs, s.encoding, positions=self._levels)
+        self._width = self._X.shape[1]  # the coordinates; value indicators may follow (`main_effects`)
+        if s.main_effects:
+            indicators = main_effects(self._levels, [len(p.values) for p in candidates.params])
+            if indicators.shape[1]:
+                self._X = np.hstack([self._X, indicators])
         self._neighbours: dict[int, np.ndarray] = {}  # candidate -> those differing from it in one parameter
-        d = self._X.shape[1]
-        self._initial = self.settings.initial if self.settings.initial is not None else min(20, max(8, 2 * (d + 1)))
+        self._steps: dict[int, np.ndarray] = {}  # candidate -> those one step from it
+        d = self._width
+        self._initial = s.initial if s.initial is not None else min(20, max(8, 2 * (d + 1)))
         self._design: np.ndarray | None = None  # the space-filling start, in encoded coordinates
         self._design_next = 0
-        self._gp: _IncrementalGP | None = None  # the model, with the last fitted hyperparameters
+        self._gp: Posterior | None = None  # the model, with the last fitted hyperparameters
+        self._kernel = None
         self._fitted_at = 0  # number of results the hyperparameters were fitted on
+        self._queue: list[int] = []  # proposed by the model, not asked for yet (see `batch`)
+        self._model_steps = 0  # proposals made by the model, for interleaving local and global moves
+        self._kind: dict[int, str] = {}  # a model proposal -> "local" or "global", until told
+        self._credit = {"local": [0, 0], "global": [0, 0]}  # kind -> [improved the best, did not] ("credit")
+        self._successes = 0
 
     # -- proposing ------------------------------------------------------------------------------------------------
 
     def ask(self, n: int) -> list[int]:
-        from threadpoolctl import threadpool_limits
-
-        # The matrices are small (hundreds of rows): one BLAS thread is faster than several contending with a
-        # compiler or a timed run for two cores (measured: Cholesky of 200x200 0.2 ms against 2.7 ms).
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread():
             return self._ask(self._check_n(n))
+
+    def tell(self, index: int, cost: float) -> None:
+        before = self.best()
+        super().tell(index, cost)
+        self._successes += math.isfinite(self.costs[index]) and self.costs[index] > 0
+        kind = self._kind.pop(index, None)
+        if kind is not None:
+            improved = math.isfinite(cost) and (before is None or cost < before[1])
+            self._credit[kind][0 if improved else 1] += 1
+
+    def observe(self, index: int, cost: float) -> None:
+        super().observe(index, cost)
+        self._successes = sum(1 for c in self.costs.values() if math.isfinite(c) and c > 0)
 
     def _ask(self, n: int) -> list[int]:
         chosen: list[int] = []
-        for _ in range(n):
-            if self.exhausted:
-                break
-            if self._ready_for_model():
-                index = self._propose_by_model()
-            else:
-                index = self._propose_spread()
+        while len(chosen) < n and not self.exhausted:
+            self._queue = [i for i in self._queue if i not in self.proposed]  # observed meanwhile: drop
+            if not self._queue:
+                if self._ready_for_model():
+                    # A batch from one state of the model: each pick is believed at its predicted value before the
+                    # next, so the picks spread out; the ones not asked for yet wait in the queue.
+                    for _ in range(max(1, self.settings.batch, n - len(chosen))):
+                        if len(self.proposed) + len(self._queue) >= self.size:
+                            break
+                        self._queue.append(self._propose_by_model())
+                else:
+                    self._queue.append(self._propose_spread())
+            index = self._queue.pop(0)
             self.proposed.add(index)
             chosen.append(index)
         return chosen
 
     def _ready_for_model(self) -> bool:
         # The start is spent once `initial` candidates are known or in flight; the model needs two successes.
-        successes = sum(1 for c in self.costs.values() if math.isfinite(c) and c > 0)
-        return len(self.proposed) >= min(self._initial, self.size) and successes >= 2
+        return len(self.proposed) >= min(self._initial, self.size) and self._successes >= 2
 
     def _unproposed(self) -> np.ndarray:
+        """Candidates neither proposed nor waiting in the queue."""
         mask = np.ones(self.size, dtype=bool)
         mask[list(self.proposed)] = False
+        mask[self._queue] = False
         return np.flatnonzero(mask)
 
     def _propose_spread(self) -> int:
-        """The candidate nearest the next point of a Latin hypercube design; random once the design is used up."""
+        """The candidate nearest the next point of the start design; random once the design is used up."""
         free = self._unproposed()
         if self._design is None:
-            self._design = maximin_design(self.candidates.params, self._initial, self._rng, tries=self.settings.design_tries)
+            self._design = self._start_design()
         if self._design_next >= len(self._design):
             return int(self._rng.choice(free))
         target = self._design[self._design_next]
         self._design_next += 1
-        d2 = ((self._X[free] - target) ** 2).sum(axis=1)
+        if self.settings.design == "random":  # the design is a sample of candidates: take the next one not known yet
+            return int(target[0]) if int(target[0]) not in self.proposed else int(self._rng.choice(free))
+        d2 = ((self._X[free, : self._width] - target) ** 2).sum(axis=1)
         nearest = np.flatnonzero(d2 <= d2.min() + 1e-12)
         return int(free[self._rng.choice(nearest)])
 
-    def _propose_by_model(self) -> int:
-        from skopt.acquisition import gaussian_ei
+    def _start_design(self) -> np.ndarray:
+        k = self._initial
+        if self.settings.design == "random":
+            return self._rng.choice(self.size, min(k, self.size), replace=False)[:, None].astype(float)
+        best, best_gap = None, -1.0
+        for _ in range(max(1, self.settings.design_tries)):
+            design = latin_hypercube(self._columns, k, self._rng)
+            d2 = ((design[:, None, :] - design[None, :, :]) ** 2).sum(axis=2)
+            gap = float(d2[np.triu_indices(k, 1)].min()) if k > 1 else 0.0
+            if gap > best_gap:
+                best, best_gap = design, gap
+        return best
 
+    def _propose_by_model(self) -> int:
         observed = list(self.costs)
         y = self._targets(observed)
-        pool = self._pool()
-        gp = self._model(observed, pool)
+        self._model(observed)
         mean, scale = float(y.mean()), float(y.std()) or 1.0
-        mu = gp.mean_at(pool, (y - mean) / scale) * scale + mean
+        local = self._local_pool() if self._local_turn() else None
+        pool = local if local is not None and len(local) else self._pool()
+        kind = "local" if local is not None and len(local) else "global"
+        mu, _ = self._gp.predict(pool, (y - mean) / scale)
+        mu = mu * scale + mean
         # Points in flight join the data at the model's belief (kriging believer): the mean stays as it is, the
         # uncertainty around them shrinks, so the next pick of a batch goes elsewhere.
-        mark = gp.mark()
-        gp.add(self.pending)
-        std = gp.std_at(pool) * scale
-        gp.restore(mark)
-        # skopt's acquisitions call model.predict(X, return_std=True) and nothing else.
-        ei = gaussian_ei(np.zeros((len(pool), 1)), _Fixed(mu, std), y_opt=float(y.min()), xi=self.settings.xi)
-        best = np.flatnonzero(ei >= ei.max() * (1 - 1e-9))
-        return int(pool[self._rng.choice(best)])  # ties (flat directions of the model) broken at random
+        mark = self._gp.mark()
+        self._gp.add(self.pending + self._queue)
+        _, std = self._gp.predict(pool, None)
+        self._gp.restore(mark)
+        std = std * scale
+        if self.settings.acquisition == "lcb":
+            score = lower_confidence(mu, std, self.settings.exploration)
+        else:
+            score = expected_improvement(mu, std, float(y.min()), self.settings.exploration)
+        top = np.flatnonzero(score >= score.max() - 1e-9 * max(abs(score.max()), 1e-300))
+        index = int(pool[self._rng.choice(top)])  # ties (flat directions of the model) broken at random
+        self._kind[index] = kind
+        return index
+
+    def _local_turn(self) -> bool:
+        if self.settings.portfolio == "credit":
+            draw = {k: self._rng.beta(1 + won, 1 + lost) for k, (won, lost) in self._credit.items()}
+            return draw["local"] > draw["global"]
+        share = self.settings.local
+        t = self._model_steps
+        self._model_steps += 1
+        return share > 0 and math.floor((t + 1) * share) > math.floor(t * share)
+
+    def _local_pool(self) -> np.ndarray | None:
+        """The unproposed neighbours of the best result, or of the next best once those are spent (variable
+        neighbourhoods: one step away first, then anything that changes one parameter)."""
+        proposed = list(self.proposed) + self._queue
+        for i in self._ranked()[: max(1, self.settings.incumbents)]:
+            shells = (self._adjacent(i), self._near(i)) if self.settings.local_moves == "adjacent" else (self._near(i),)
+            for near in shells:
+                near = near[~np.isin(near, proposed)]
+                if len(near):
+                    return near
+        return None
+
+    def _adjacent(self, i: int) -> np.ndarray:
+        if i not in self._steps:
+            ordinal = np.array([p.kind == "ordinal" for p in self.candidates.params])
+            self._steps[i] = encoding.adjacent(self._levels, i, ordinal)
+        return self._steps[i]
+
+    def _ranked(self) -> list[int]:
+        return [i for c, i in sorted((c, i) for i, c in self.costs.items() if math.isfinite(c))]
+
+    def _near(self, i: int) -> np.ndarray:
+        if i not in self._neighbours:  # the best few change rarely: remember their neighbourhoods
+            self._neighbours[i] = encoding.neighbours(self._levels, i)
+        return self._neighbours[i]
 
     def _pool(self) -> np.ndarray:
-        """The candidates to score: all unproposed ones, or in a large space a random subset plus the incumbents'
-        neighbours (so that the search can always refine its best points)."""
+        """The candidates to score: all unproposed ones, or in a large space the subset the posterior tracks plus
+        the incumbents' neighbours (so that the search can always refine its best points)."""
         free = self._unproposed()
-        if self.size <= self.settings.max_pool or len(free) <= self.settings.subsample:
+        if self._gp.rows is None and not 0 < self.settings.pool < len(free):
             return free
-        sample = self._rng.choice(free, self.settings.subsample, replace=False)
-        return np.union1d(sample, self._neighbours_of_best())
-
-    def _neighbours_of_best(self) -> np.ndarray:
-        """Unproposed candidates that differ from one of the best few in a single parameter."""
-        finite = sorted((c, i) for i, c in self.costs.items() if math.isfinite(c))
         near = np.zeros(self.size, dtype=bool)
-        for _, i in finite[: self.settings.incumbents]:
-            if i not in self._neighbours:  # the best few change rarely: remember their neighbourhoods
-                self._neighbours[i] = np.flatnonzero((self._levels != self._levels[i]).sum(axis=1) == 1)
-            near[self._neighbours[i]] = True
+        if self._gp.rows is not None:
+            near[self._gp.rows] = True
+        if 0 < self.settings.pool < len(free):
+            near[self._rng.choice(free, self.settings.pool, replace=False)] = True
+        for i in self._ranked()[: self.settings.incumbents]:
+            near[self._near(i)] = True
         near[list(self.proposed)] = False
-        return np.flatnonzero(near)
+        near[self._queue] = False
+        pool = np.flatnonzero(near)
+        return pool if len(pool) else free
 
     # -- the model ------------------------------------------------------------------------------------------------
 
     def _targets(self, observed: list[int]) -> np.ndarray:
-        """log(time) per observed candidate; a failure counts as the worst success (as bad as seen, no worse)."""
+        """log(time) per observed candidate; a failure counts as the worst success plus the failure margin."""
         costs = np.array([self.costs[i] for i in observed])
         finite = np.isfinite(costs) & (costs > 0)
         y = np.empty(len(costs))
         y[finite] = np.log(costs[finite])
-        y[~finite] = y[finite].max()
+        if self.settings.clip < 1.0 and finite.sum() > 2:
+            y[finite] = np.minimum(y[finite], np.quantile(y[finite], self.settings.clip))
+        y[~finite] = y[finite].max() + self.settings.failure
         return y
 
-    def _model(self, observed: list[int], pool: np.ndarray) -> "_IncrementalGP":
-        """The GP conditioned on `observed` (in that order), able to score `pool`.
+    def _model(self, observed: list[int]) -> None:
+        """Condition the GP on `observed` (in that order).
 
         Kernel hyperparameters are refitted after every `refit_growth` more results (they settle as data grow);
-        between refits, a space scored whole keeps its posterior and adds each new result in O(n N).
+        between refits the posterior is kept and each new result added in O(n N). A space larger than `max_pool`
+        is tracked on a random subset, drawn afresh at each refit.
         """
-        refit = self._gp is None or len(observed) >= self._fitted_at + max(1, int(self._fitted_at * self.settings.refit_growth))
+        s = self.settings
+        refit = self._gp is None or len(observed) >= self._fitted_at + max(1, int(self._fitted_at * s.refit_growth))
         if refit:
-            y = self._targets(observed)
-            kernel = self._fit_kernel(self._X[observed], (y - y.mean()) / (y.std() or 1.0))
+            fit = observed
+            if s.fit_max is not None and len(observed) > s.fit_max:
+                fit = [observed[k] for k in np.sort(self._rng.choice(len(observed), s.fit_max, replace=False))]
+            y = self._targets(fit)
+            lower = s.min_length * encoding.level_steps(self.candidates.params, s.encoding)
+            self._kernel = fit_kernel(self._X[fit], (y - y.mean()) / (y.std() or 1.0), lower=lower, nu=s.nu,
+                                      fixed=s.length, upper=s.max_length, overlap=self._X.shape[1] - self._width,
+                                      previous=self._kernel,
+                                      steps=200 if self._kernel is None else s.refit_steps, seed=self.seed)
             self._fitted_at = len(observed)
-        else:
-            kernel = self._gp.kernel
-        if self.size > self.settings.max_pool:  # a subsampled pool changes every step: start afresh on it
-            self._gp = _IncrementalGP(kernel, self._X, rows=pool)
-        elif refit:
-            self._gp = _IncrementalGP(kernel, self._X, rows=None)
+            rows = None
+            if self.size > s.max_pool:
+                free = self._unproposed()
+                rows = np.sort(self._rng.choice(free, min(s.subsample, len(free)), replace=False))
+            self._gp = Posterior(self._kernel, self._X, rows=rows)
         self._gp.add(observed[len(self._gp.train) :])
-        return self._gp
-
-    def _fit_kernel(self, X: np.ndarray, y: np.ndarray):
-        """Maximum-likelihood kernel hyperparameters (skopt's GP regressor), warm-started from the last fit."""
-        from skopt.learning import GaussianProcessRegressor
-        from skopt.learning.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
-
-        # A length scale below half a level step would call neighbouring levels unrelated, and the model would
-        # degenerate into a lookup table that only ever explores.
-        lower = self.settings.min_length * level_steps(self.candidates.params)
-        bounds = np.column_stack([lower, np.full(len(lower), 1e2)])
-        kernel = ConstantKernel(1.0, (1e-2, 1e2)) * Matern(
-            length_scale=np.maximum(0.5, lower), length_scale_bounds=bounds, nu=2.5
-        ) + WhiteKernel(1e-2, (1e-6, 1e0))
-        # Warm-started from the last fit, a few L-BFGS steps suffice (each costs ~20 ms at 200 results).
-        steps = 200
-        if self._gp is not None:
-            kernel.theta = self._gp.kernel.theta
-            steps = self.settings.refit_steps
-        gp = GaussianProcessRegressor(kernel=kernel, optimizer=_lbfgs(steps), normalize_y=False, random_state=self.seed)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # convergence chatter from L-BFGS at the bounds
-            gp.fit(X, y)
-        return gp.kernel_
-
-
-class _IncrementalGP:
-    """A GP posterior with fixed hyperparameters over some rows of the candidates, grown one datum at a time.
-
-    Keeps the Cholesky factor L of the training covariance and V = L^-1 K(train, rows). Adding a point appends
-    one row to each (O(n) and O(n R) for n data and R rows), so a proposal costs O(n R) instead of the O(n^2 R)
-    of computing the posterior afresh. The mean at the rows is V^T L^-1 y, the variance signal - colsum(V^2).
-    """
-
-    def __init__(self, kernel, X: np.ndarray, *, rows: np.ndarray | None) -> None:
-        self.kernel = kernel  # k1: signal (constant * Matern), k2: white noise
-        self._signal = float(kernel.k1.k1.constant_value)
-        self._noise = float(kernel.k2.noise_level)
-        self._X = X
-        self._rows = rows  # candidate indices scored (sorted), or None for all of them
-        n_rows = len(X) if rows is None else len(rows)
-        self.train: list[int] = []
-        self._L = np.zeros((64, 64))
-        self._V = np.zeros((64, n_rows))
-        self._explained = np.zeros(n_rows)  # colsum(V^2): the variance the data explain at each row
-
-    def add(self, indices) -> None:
-        """Condition on more data: a block update of L and V (one row each for a single point)."""
-        from scipy.linalg import cholesky
-
-        new = [int(i) for i in indices]
-        if not new:
-            return
-        n, m = len(self.train), len(new)
-        if n + m > len(self._L):  # grow by doubling
-            grow = max(n + m, 2 * len(self._L)) - len(self._L)
-            self._L = np.pad(self._L, ((0, grow), (0, grow)))
-            self._V = np.pad(self._V, ((0, grow), (0, 0)))
-        X_new = self._X[new]
-        rows = self._X if self._rows is None else self._X[self._rows]
-        L21 = _forward(self._L[:n, :n], self.kernel.k1(self._X[self.train], X_new)).T if n else np.zeros((m, 0))
-        K22 = self.kernel.k1(X_new) - L21 @ L21.T
-        K22[np.diag_indices(m)] += self._noise + 1e-8
-        L22 = cholesky(K22, lower=True, check_finite=False)
-        self._L[n : n + m, :n], self._L[n : n + m, n : n + m] = L21, L22
-        V_new = _forward(L22, self.kernel.k1(X_new, rows) - L21 @ self._V[:n])
-        self._V[n : n + m] = V_new
-        self._explained += np.einsum("ij,ij->j", V_new, V_new)
-        self.train.extend(new)
-
-    def mark(self) -> tuple[int, np.ndarray]:
-        return len(self.train), self._explained.copy()
-
-    def restore(self, mark: tuple[int, np.ndarray]) -> None:
-        n, explained = mark
-        del self.train[n:]
-        self._explained = explained
-
-    def mean_at(self, indices: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """Posterior mean at candidate `indices` given standardised targets `y` for the first len(y) data."""
-        n = len(y)
-        return self._V[:n, self._positions(indices)].T @ _forward(self._L[:n, :n], y)
-
-    def std_at(self, indices: np.ndarray) -> np.ndarray:
-        """Posterior standard deviation (of the signal, without noise) at candidate `indices`, all data counted."""
-        return np.sqrt(np.maximum(self._signal - self._explained[self._positions(indices)], 1e-12))
-
-    def _positions(self, indices: np.ndarray) -> np.ndarray:
-        return indices if self._rows is None else np.searchsorted(self._rows, indices)
-
-
-def _lbfgs(max_steps: int):
-    """The likelihood maximiser scikit-learn's GP uses by default, with a bounded number of steps."""
-
-    def optimizer(objective, theta, bounds):
-        from scipy.optimize import minimize
-
-        result = minimize(objective, theta, method="L-BFGS-B", jac=True, bounds=bounds, options={"maxiter": max_steps})
-        return result.x, result.fun
-
-    return optimizer
-
-
-def _forward(L: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Solve L x = b for lower-triangular L."""
-    from scipy.linalg import solve_triangular
-
-    if len(b) == 0:
-        return np.empty(0)
-    return solve_triangular(L, b, lower=True, check_finite=False)
-
-
-class _Fixed:
-    """Posterior mean and deviation already computed for the pool, shown to skopt's acquisitions as a model."""
-
-    def __init__(self, mu: np.ndarray, std: np.ndarray) -> None:
-        self.mu, self.std = mu, std
-
-    def predict(self, X, return_std: bool = False):
-        return (self.mu, self.std) if return_std else self.mu

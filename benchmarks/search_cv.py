@@ -1,0 +1,394 @@
+"""Choose the default search's settings by leave-one-kernel-out cross-validation; write docs/results/search_cv.md.
+
+    nice -n 10 .venv/bin/python benchmarks/search_cv.py               # the procedure behind the defaults (hours)
+    .venv/bin/python benchmarks/search_cv.py --repeats 2 --budget 40  # a smoke run (minutes)
+
+The procedure (docs/search.md, "How the settings were chosen"):
+
+1. Folds. The landscapes in ../shared/landscapes/ (`*.json`, `*.json.gz`) grouped by kernel (the file's
+   `kernel_name`): one fold per kernel, so that both landscapes of one kernel are held out together.
+2. Candidates. `START`, and for each setting in `DIMENSIONS` its other values, one at a time. Every candidate runs
+   `--repeats` seeded repeats (seeds 0, 1, ...) on every landscape, budget `--budget`.
+3. Score. A landscape's score is the mean fraction of the optimum averaged over the budgets 20, 40, ... in
+   `SCORED_BUDGETS` up to the budget; a set of landscapes scores the mean of theirs.
+4. A choice from training landscapes (those of every kernel but the held-out one): for each setting, the value
+   whose candidate scores best on them (the start's value unless another beats it); then the start with the
+   winning changes added one by one, largest gain first (each of these combinations runs too); the choice is
+   whichever of all candidates run scores best on the training landscapes. Nothing in a choice looks at the
+   held-out kernel, its name or its size.
+5. The fold's held-out score: its choice on the held-out kernel's landscapes.
+6. The final choice is step 4 with every landscape as training. It must be `BayesSettings()`, the defaults;
+   the report says whether it is.
+
+Traces are kept in `--cache` (one file per candidate, landscape and seed), so a run that stops resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+import platform
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from tempfile import gettempdir
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tracea_cli.tune.landscape import Landscape, load_landscape  # noqa: E402
+from tracea_cli.tune.replay import search_trace  # noqa: E402
+from tracea_cli.tune.strategies.bayes import BayesSearch, BayesSettings  # noqa: E402
+
+SCORED_BUDGETS = (20, 40, 60, 100, 200)
+
+# Where the coordinate search starts: the search as it was before issue 20 (docs/search.md).
+START: dict = {
+    "encoding": "rank", "initial": None, "design": "lhs", "nu": 2.5, "min_length": 0.5, "max_length": 100.0,
+    "length": 0.0, "failure": 0.0, "acquisition": "ei", "exploration": 0.01, "local": 0.0, "batch": 1,
+    "main_effects": False, "local_moves": "adjacent", "portfolio": "fixed", "clip": 1.0,
+}
+
+# Each setting the procedure chooses, with its values (the start's first), as overrides of START.
+DIMENSIONS: tuple[tuple[str, tuple[tuple[str, dict], ...]], ...] = (
+    # "index" (categorical parameters by position) is left out: no parameter of a Kernel Tuner file is categorical
+    # (numbers are read as ordinal), so on these landscapes it is "rank" again.
+    ("encoding", (
+        ("rank", {}),
+        ("rank + alignment", {"encoding": "rank+align"}),
+        ("rank + alignment of stepped values", {"encoding": "rank+align-step"}),
+    )),
+    ("kernel and length scales", (
+        ("Matern 5/2, fitted, 1/2 level step..100", {}),
+        ("Matern 5/2, fitted, 1/2 level step..2", {"max_length": 2.0}),
+        ("Matern 3/2, fitted, 1/2 level step..100", {"nu": 1.5}),
+        ("Matern 3/2, fixed 1.5 (Kernel Tuner's)", {"nu": 1.5, "length": 1.5}),
+        ("Matern 5/2 plus a main effect per parameter value", {"main_effects": True}),
+    )),
+    ("acquisition", (
+        ("EI, xi 0.01", {}),
+        ("EI, xi 0.1", {"exploration": 0.1}),
+        ("LCB, kappa 2", {"acquisition": "lcb", "exploration": 2.0}),
+    )),
+    ("initial design", (
+        ("Latin hypercube, 2 (d + 1) in [8, 20]", {}),
+        ("Latin hypercube, 10", {"initial": 10}),
+        ("Latin hypercube, 20", {"initial": 20}),
+        ("random, 2 (d + 1) in [8, 20]", {"design": "random"}),
+    )),
+    ("failed configurations", (
+        ("at the worst time seen", {}),
+        ("at 1.5 x the worst time seen", {"failure": 0.405}),
+    )),
+    ("slow tail of log(time)", (
+        ("as measured", {}),
+        ("held at the median of the successes", {"clip": 0.5}),
+        ("held at their lower quartile", {"clip": 0.25}),
+    )),
+    ("portfolio: share of neighbourhood moves", (
+        ("none", {}),
+        ("1/3", {"local": 1 / 3}),
+        ("1/2", {"local": 0.5}),
+        ("3/4", {"local": 0.75}),
+        ("by credit (Thompson sampling on improvements of the best, in the run)", {"portfolio": "credit"}),
+    )),
+    ("neighbourhood moves", (
+        ("one step first, then any value of one parameter", {}),
+        ("any value of one parameter", {"local_moves": "any", "local": 0.5}),
+    )),
+    ("batch: proposals per model update", (
+        ("1", {}),
+        ("4", {"batch": 4}),
+    )),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    label: str
+    overrides: dict
+
+    @property
+    def settings(self) -> BayesSettings:
+        return BayesSettings(**{**START, **self.overrides})
+
+    @property
+    def key(self) -> str:
+        """Names the candidate's traces: all of its settings and the version of the strategy's code."""
+        settings = {k: v for k, v in dataclasses.asdict(self.settings).items() if _ADDED.get(k, object()) != v}
+        text = json.dumps(settings, sort_keys=True) + STRATEGY_VERSION
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# The version of the strategy's behaviour the cached traces belong to. Change it whenever what the search does
+# with an existing setting changes (adding a setting whose default keeps the old behaviour needs no change); the
+# run also re-runs a few cached traces and refuses to go on if they differ (`Runs.check`).
+STRATEGY_VERSION = "8c5b1da4238c9aa5195510781661ff7403c72649c54baeec4e23c2d57d3c2026"
+# Settings added since that version, with the value that does what the search did before them: left out of a key
+# at that value, so that the traces made before they existed still count.
+_ADDED = {"main_effects": False, "portfolio": "fixed", "clip": 1.0}
+
+
+def landscape_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")))
+
+
+def short_name(path: Path) -> str:
+    return path.name.removesuffix(".gz").removesuffix(".json")
+
+
+_LOADED: dict[Path, Landscape] = {}
+
+
+def _landscape(path: Path) -> Landscape:
+    if path not in _LOADED:
+        _LOADED[path] = load_landscape(path)
+    return _LOADED[path]
+
+
+def _run(job) -> None:
+    """One seeded search of one candidate on one landscape, its trace saved to `out`."""
+    path, overrides, seed, budget, out = job
+    settings = BayesSettings(**{**START, **overrides})
+    trace = search_trace(_landscape(path), lambda c, seed: BayesSearch(c, seed=seed, settings=settings),
+                         budget=budget, seed=seed)
+    tmp = out.with_suffix(f".{os.getpid()}.tmp.npy")
+    np.save(tmp, np.array(trace))
+    tmp.replace(out)
+
+
+class Runs:
+    """The traces of candidates on landscapes, run on demand (in parallel) and kept in a folder. Choices are made
+    with `repeats` seeds (0, 1, ...); held-out scores may use more (`fractions(..., repeats=)`)."""
+
+    def __init__(self, files: list[Path], *, repeats: int, budget: int, cache: Path, workers: int) -> None:
+        self.files, self.repeats, self.budget, self.cache, self.workers = files, repeats, budget, cache, workers
+        self.scored = tuple(b for b in SCORED_BUDGETS if b <= budget)
+        self._scores: dict[tuple[str, Path, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def _out(self, c: Candidate, path: Path, seed: int) -> Path:
+        return self.cache / c.key / f"{short_name(path)}_b{self.budget}_s{seed}.npy"
+
+    def ensure(self, candidates: list[Candidate], paths: list[Path] | None = None, repeats: int | None = None) -> None:
+        jobs = []
+        for c in {c.key: c for c in candidates}.values():  # the start appears once per setting: run it once
+            (self.cache / c.key).mkdir(parents=True, exist_ok=True)
+            (self.cache / c.key / "settings.json").write_text(json.dumps(dataclasses.asdict(c.settings), indent=1))
+            for path in paths or self.files:
+                for seed in range(repeats or self.repeats):
+                    out = self._out(c, path, seed)
+                    if not out.exists():
+                        jobs.append((path, c.overrides, seed, self.budget, out))
+        if not jobs:
+            return
+        began = time.time()
+        with ProcessPoolExecutor(max_workers=self.workers) as pool:
+            for done, _ in enumerate(pool.map(_run, jobs, chunksize=1), 1):
+                print(f"\r{done}/{len(jobs)} runs, {time.time() - began:.0f} s", end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+
+    def check(self, c: Candidate) -> None:
+        """Re-run seed 0 of `c` on every landscape whose trace is cached and compare: a stale cache stops the run."""
+        for path in self.files:
+            out = self._out(c, path, 0)
+            if out.exists():
+                fresh = out.with_name(out.stem + ".check.npy")
+                _run((path, c.overrides, 0, self.budget, fresh))
+                same = np.array_equal(np.load(fresh), np.load(out))
+                fresh.unlink()
+                if not same:
+                    raise SystemExit(f"the cached trace {out} differs from a fresh run: the strategy's code changed. "
+                                     "Change STRATEGY_VERSION in benchmarks/search_cv.py (or remove the cache).")
+
+    def fractions(self, c: Candidate, path: Path, repeats: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Mean fraction of the optimum and share within 95 % at each scored budget."""
+        repeats = repeats or self.repeats
+        if (c.key, path, repeats) not in self._scores:
+            traces = np.array([np.load(self._out(c, path, seed)) for seed in range(repeats)])
+            at = traces[:, [b - 1 for b in self.scored]]
+            self._scores[(c.key, path, repeats)] = at.mean(axis=0), (at >= 0.95).mean(axis=0)
+        return self._scores[(c.key, path, repeats)]
+
+    def score(self, c: Candidate, paths: list[Path], repeats: int | None = None) -> float:
+        return float(np.mean([self.fractions(c, p, repeats)[0].mean() for p in paths]))
+
+
+def combine(start: Candidate, changes: list[Candidate]) -> Candidate:
+    """The start with the settings of `changes` applied in turn."""
+    if not changes:
+        return start
+    overrides: dict = {}
+    for c in changes:
+        overrides.update(c.overrides)
+    return Candidate("start + " + "; ".join(c.label.removeprefix("start, ") for c in changes), overrides)
+
+
+def choose(runs: Runs, training: list[Path], singles, start: Candidate) -> tuple[dict, list[Candidate], Candidate]:
+    """Step 4 of the procedure on `training`: the best value of each setting, then the combinations that add the
+    winning changes one by one, largest gain first (so that two changes that clash cannot both be forced in), and
+    the best-scoring of every candidate run."""
+    base = runs.score(start, training)
+    winners: dict[str, tuple[str, Candidate]] = {}
+    for dim, options in singles.items():
+        best = options[0]
+        for option in options[1:]:
+            if runs.score(option[1], training) > runs.score(best[1], training):
+                best = option
+        winners[dim] = best
+    gains = sorted((c for _, c in winners.values() if c is not start), key=lambda c: -(runs.score(c, training) - base))
+    path = [combine(start, gains[:k]) for k in range(2, len(gains) + 1)]
+    runs.ensure(path)
+    pool = [c for options in singles.values() for _, c in options] + path
+    choice = max(pool, key=lambda c: runs.score(c, training))
+    return winners, path, choice
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--landscapes", type=Path, default=ROOT.parent / "shared" / "landscapes")
+    parser.add_argument("--repeats", type=int, default=10, help="seeds per candidate and landscape for the choices")
+    parser.add_argument("--held-out-repeats", type=int, default=20, help="seeds for each fold's held-out score")
+    parser.add_argument("--budget", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cache", type=Path, default=Path(gettempdir()) / "tracea-search-cv")
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "results" / "search_cv.md")
+    args = parser.parse_args()
+
+    files = landscape_files(args.landscapes)
+    if not files:
+        print(f"no landscapes (*.json, *.json.gz) in {args.landscapes}", file=sys.stderr)
+        return 2
+    started, load_before = time.time(), os.getloadavg()
+    kernels: dict[str, list[Path]] = {}
+    for f in files:
+        kernels.setdefault(_landscape(f).kernel, []).append(f)
+
+    runs = Runs(files, repeats=args.repeats, budget=args.budget, cache=args.cache, workers=args.workers)
+    start = Candidate("start", {})
+    singles = {dim: [(label, Candidate(f"start, {dim}: {label}", overrides) if overrides else start)
+                     for label, overrides in options] for dim, options in DIMENSIONS}
+    runs.check(start)
+    runs.ensure([c for options in singles.values() for _, c in options])
+
+    folds = []
+    for kernel, held_out in kernels.items():
+        training = [f for f in files if f not in held_out]
+        winners, path, choice = choose(runs, training, singles, start)
+        folds.append((kernel, held_out, training, winners, path, choice))
+    final_winners, final_path, final = choose(runs, files, singles, start)
+    for _, held_out, _, _, _, choice in folds:  # held-out scores with more seeds than the choices were made with
+        runs.ensure([choice], held_out, args.held_out_repeats)
+
+    text = report(args, files, kernels, runs, singles, start, folds, (final_winners, final_path, final),
+                  started, load_before)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    print(text)
+    print(f"written to {args.output}", file=sys.stderr)
+    return 0
+
+
+def report(args, files, kernels, runs: Runs, singles, start, folds, final_choice, started, load_before) -> str:
+    import skopt
+
+    final_winners, final_path, final = final_choice
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    scored = ", ".join(map(str, runs.scored))
+    names = [short_name(f) for f in files]
+    lines = [
+        "# Choosing the search's settings: leave-one-kernel-out cross-validation",
+        "",
+        f"- Date: {now}; run time {time.time() - started:.0f} s (traces already in the cache are not re-run).",
+        f"- Machine: {_cpu_model()}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}, scikit-optimize {skopt.__version__}; load average {load_before[0]:.1f} "
+        "at the start (other work shared the machine).",
+        f"- Command: `{' '.join(['.venv/bin/python', 'benchmarks/search_cv.py', *sys.argv[1:]])}`",
+        f"- {args.repeats} seeded repeats (seeds 0..{args.repeats - 1}) of every candidate on every landscape, "
+        f"budget {args.budget}. Score of a landscape: the mean fraction of the optimum averaged over budgets "
+        f"{scored}; of several landscapes: the mean of theirs.",
+        f"- Folds (one per kernel): " + "; ".join(f"{k} ({', '.join(short_name(p) for p in v)})"
+                                                 for k, v in kernels.items()) + ".",
+        "",
+        "## Candidates: the start and one setting changed at a time",
+        "",
+        "Score per landscape (mean fraction averaged over the budgets; in brackets the mean fraction at 60).",
+        "",
+        "| setting | value | " + " | ".join(names) + " | all |",
+        "| --- | --- | " + " | ".join("---" for _ in names) + " | --- |",
+    ]
+    at60 = runs.scored.index(60) if 60 in runs.scored else len(runs.scored) - 1
+    for dim, options in singles.items():
+        for label, c in options:
+            cells = []
+            for f in files:
+                mean, _ = runs.fractions(c, f)
+                cells.append(f"{mean.mean():.3f} ({mean[at60]:.3f})")
+            label = label if c is not start else f"{label} (start)"
+            lines.append(f"| {dim} | {label} | " + " | ".join(cells) + f" | {runs.score(c, files):.3f} |")
+    lines += [
+        "",
+        "## Folds",
+        "",
+        f"Training scores with {args.repeats} seeds; held-out scores with {args.held_out_repeats} (seeds "
+        f"0..{args.held_out_repeats - 1}) on the held-out kernel's landscapes, which no choice looked at.",
+        "",
+        "| held-out kernel | choice (made on the other kernels) | training score | held-out score | held-out "
+        "mean fraction at 60 (within 95 %) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    hr = args.held_out_repeats
+    for kernel, held_out, training, winners, path, choice in folds:
+        at = "; ".join(f"{short_name(p)} {runs.fractions(choice, p, hr)[0][at60]:.3f} "
+                       f"({runs.fractions(choice, p, hr)[1][at60]:.0%})" for p in held_out)
+        lines.append(f"| {kernel} | {choice.label} | {runs.score(choice, training):.3f} | "
+                     f"{runs.score(choice, held_out, hr):.3f} | {at} |")
+    held60 = [float(np.mean([runs.fractions(choice, p, hr)[0][at60] for p in held_out]))
+              for _, held_out, _, _, _, choice in folds]
+    lines += [
+        "",
+        f"Held-out mean fraction at 60 per fold: {', '.join(f'{v:.3f}' for v in held60)} (target >= 0.95 in every "
+        f"fold: {'met' if min(held60) >= 0.95 else 'NOT met'}); their mean {np.mean(held60):.3f}.",
+        "",
+        "## The final choice (every kernel as training)",
+        "",
+        "Best value of each setting alone (score on all landscapes):",
+        "",
+        *(f"- {dim}: {label} ({runs.score(c, files):.3f})" for dim, (label, c) in final_winners.items()),
+        "",
+        "Their combinations, largest gain first:",
+        "",
+        *(f"- {c.label}: {runs.score(c, files):.3f}" for c in final_path),
+        "",
+        f"- Choice: {final.label}, score {runs.score(final, files):.3f}.",
+    ]
+    defaults = dataclasses.asdict(BayesSettings())
+    chosen = dataclasses.asdict(final.settings)
+    differ = {k: (defaults[k], v) for k, v in chosen.items() if defaults[k] != v}
+    lines.append("- `BayesSettings()` defaults: " + ("equal to the choice." if not differ else
+                 "DIFFER from the choice in " + ", ".join(f"{k} (default {a!r}, chosen {b!r})"
+                                                          for k, (a, b) in differ.items()) + "."))
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

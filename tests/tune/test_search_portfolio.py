@@ -1,0 +1,203 @@
+"""The default search's moves and settings (tracea_cli/tune/strategies/bayes.py) and the plain GP baseline, on small
+synthetic landscapes with known optima, failures and invalid regions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tracea_cli.tune.landscape import Landscape, synthetic_landscape
+from tracea_cli.tune.strategies import encoding, make_strategy
+from tracea_cli.tune.strategies.bayes import BayesSearch, BayesSettings
+
+
+def drive(strategy, landscape: Landscape, budget: int, batch: int = 1) -> list[int]:
+    order: list[int] = []
+    while len(order) < budget:
+        proposed = strategy.ask(min(batch, budget - len(order)))
+        if not proposed:
+            break
+        for index in proposed:
+            strategy.tell(index, landscape.times[index])
+        order.extend(proposed)
+    return order
+
+
+def fraction(landscape: Landscape, order: list[int]) -> float:
+    best = min(landscape.times[i] for i in order)
+    return landscape.optimum / best if math.isfinite(best) else 0.0
+
+
+def test_neighbourhood_moves_change_one_parameter_of_a_best_result():
+    landscape = synthetic_landscape(1)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(local=1.0, initial=10))
+    positions = encoding.levels(landscape.params, landscape.configs)
+    order = drive(strategy, landscape, 10)
+    for _ in range(20):
+        ranked = strategy._ranked()[: strategy.settings.incumbents]
+        (index,) = strategy.ask(1)
+        assert any(encoding.hamming(positions, i)[index] == 1 for i in ranked)
+        strategy.tell(index, landscape.times[index])
+        order.append(index)
+    assert len(set(order)) == len(order)
+
+
+def test_adjacent_moves_come_before_any_other_change_of_one_parameter():
+    landscape = synthetic_landscape(4)
+    settings = BayesSettings(local=1.0, local_moves="adjacent", initial=8)
+    strategy = BayesSearch(landscape.candidates, seed=1, settings=settings)
+    drive(strategy, landscape, 8)
+    best = strategy._ranked()[0]
+    ordinal = np.array([p.kind == "ordinal" for p in landscape.params])
+    positions = encoding.levels(landscape.params, landscape.configs)
+    adjacent = set(encoding.adjacent(positions, best, ordinal).tolist()) - strategy.proposed
+    (index,) = strategy.ask(1)
+    if adjacent:  # the best result's next move is one step away, as long as such a step is left
+        assert index in adjacent
+
+
+def test_a_batch_setting_proposes_from_one_model_state_like_asking_for_a_batch():
+    landscape = synthetic_landscape(2, small=True)
+    # a start of 12 ends where a batch of four does, so both see the same results when the model first proposes
+    queued = drive(BayesSearch(landscape.candidates, seed=3, settings=BayesSettings(batch=4, initial=12)), landscape, 36)
+    asked = drive(BayesSearch(landscape.candidates, seed=3, settings=BayesSettings(initial=12)), landscape, 36, batch=4)
+    assert queued == asked
+
+
+def test_a_candidate_observed_while_queued_is_not_proposed_again():
+    landscape = synthetic_landscape(2, small=True)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(batch=6))
+    drive(strategy, landscape, 20)
+    first = strategy.ask(1)
+    waiting = list(strategy._queue)
+    assert len(waiting) == 5
+    strategy.observe(waiting[0], landscape.times[waiting[0]])  # known from elsewhere meanwhile
+    later = strategy.ask(5)
+    assert waiting[0] not in later and not set(first) & set(later) and len(set(later)) == 5
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        BayesSettings(nu=1.5, length=1.5),
+        BayesSettings(acquisition="lcb", exploration=2.0),
+        BayesSettings(encoding="rank+align", max_length=2.0),
+        BayesSettings(design="random", initial=12),
+        BayesSettings(failure=0.405, local=0.5),
+    ],
+    ids=["fixed-length", "lcb", "align-capped", "random-start", "failure-margin-local"],
+)
+def test_every_setting_the_cross_validation_tries_finds_small_optima(settings):
+    # a working search, not a tuned one: the cross-validation tells them apart on the recorded landscapes
+    scores = []
+    for seed in range(4):
+        landscape = synthetic_landscape(seed, small=True)
+        budget = max(20, len(landscape) // 4)
+        scores.append(fraction(landscape, drive(BayesSearch(landscape.candidates, seed=seed, settings=settings),
+                                                landscape, budget)))
+    assert np.mean(scores) >= 0.9 and min(scores) >= 0.75, scores
+
+
+def test_a_fixed_length_scale_stays_fixed_and_fitted_ones_stay_within_their_bounds():
+    landscape = synthetic_landscape(1)
+    fixed = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(nu=1.5, length=1.5))
+    drive(fixed, landscape, 30)
+    np.testing.assert_allclose(fixed._kernel.k1.k2.length_scale, 1.5)
+    capped = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(max_length=2.0))
+    drive(capped, landscape, 30)
+    scales = np.atleast_1d(capped._kernel.k1.k2.length_scale)
+    lower = 0.5 * encoding.level_steps(landscape.params, "rank")
+    assert np.all(scales <= 2.0 + 1e-9) and np.all(scales >= lower - 1e-9)
+
+
+def test_failures_enter_the_model_at_the_worst_time_plus_the_margin():
+    landscape = synthetic_landscape(5)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(failure=0.405, clip=1.0))
+    order = drive(strategy, landscape, 30)
+    failed = [i for i in order if not math.isfinite(landscape.times[i])]
+    assert failed
+    y = strategy._targets(order)
+    worst = max(math.log(landscape.times[i]) for i in order if math.isfinite(landscape.times[i]))
+    assert all(y[order.index(i)] == pytest.approx(worst + 0.405) for i in failed)
+
+
+def test_hyperparameters_are_fitted_on_a_bounded_subset(monkeypatch):
+    import tracea_cli.tune.strategies.bayes as bayes
+
+    sizes = []
+    real = bayes.fit_kernel
+
+    def recording(X, y, **kwargs):
+        sizes.append(len(X))
+        return real(X, y, **kwargs)
+
+    monkeypatch.setattr(bayes, "fit_kernel", recording)
+    landscape = synthetic_landscape(1)
+    drive(BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(fit_max=25)), landscape, 45)
+    assert sizes and max(sizes) == 25 and sizes[0] < 25
+
+
+def test_the_plain_gp_baseline_encodes_by_position_and_finds_small_optima():
+    from tracea_cli.tune.strategies.gp_ei import INITIAL, PlainGPSearch
+
+    landscape = synthetic_landscape(0, small=True)
+    strategy = make_strategy("gp-ei", landscape.candidates, seed=0)
+    assert isinstance(strategy, PlainGPSearch)
+    np.testing.assert_allclose(strategy._X, encoding.encode(landscape.params, landscape.configs, "index"))
+    order = drive(strategy, landscape, 40)
+    assert len(set(order)) == 40 and INITIAL < 40
+    assert fraction(landscape, order) >= 0.9
+
+
+def test_clipped_targets_hold_the_slow_tail_at_the_quantile_and_failures_above_it():
+    landscape = synthetic_landscape(5)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(clip=0.5, failure=0.405))
+    order = drive(strategy, landscape, 30)
+    y = strategy._targets(order)
+    logs = np.array([math.log(landscape.times[i]) for i in order if math.isfinite(landscape.times[i])])
+    cap = np.quantile(logs, 0.5)
+    ok = [k for k, i in enumerate(order) if math.isfinite(landscape.times[i])]
+    np.testing.assert_allclose(y[ok], np.minimum(logs, cap))
+    failed = [k for k, i in enumerate(order) if not math.isfinite(landscape.times[i])]
+    assert failed and np.all(y[failed] == pytest.approx(cap + 0.405))
+
+
+def test_the_credit_portfolio_counts_each_model_proposal_once_by_its_kind():
+    landscape = synthetic_landscape(1)
+    settings = BayesSettings(portfolio="credit", initial=10)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=settings)
+    order = drive(strategy, landscape, 40)
+    credit = strategy._credit
+    assert sum(won + lost for won, lost in credit.values()) == 40 - 10  # every proposal after the start, once
+    assert all(won + lost > 0 for won, lost in credit.values())  # both kinds were tried
+    assert not strategy._kind  # nothing left untold
+    again = drive(BayesSearch(landscape.candidates, seed=0, settings=settings), landscape, 40)
+    assert order == again  # the sampling draws from the seeded generator
+
+
+def test_the_credit_portfolio_turns_to_the_kind_of_move_that_improves():
+    landscape = synthetic_landscape(1)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(portfolio="credit"))
+    strategy._credit = {"local": [20, 5], "global": [0, 25]}
+    turns = [strategy._local_turn() for _ in range(200)]
+    assert np.mean(turns) > 0.95
+    strategy._credit = {"local": [0, 25], "global": [20, 5]}
+    assert np.mean([strategy._local_turn() for _ in range(200)]) < 0.05
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"portfolio": "sometimes"}, "portfolio must be one of"),
+        ({"clip": 0.0}, "clip must lie in (0.0, 1.0]"),
+        ({"local": 1.5}, "local must lie in [0.0, 1.0]"),
+        ({"encoding": "onehot"}, "encoding must be one of"),
+        ({"batch": 0}, "batch must be at least 1"),
+    ],
+)
+def test_bad_settings_are_refused_with_one_sentence(kwargs, words):
+    with pytest.raises(ValueError) as error:
+        BayesSettings(**kwargs)
+    assert words in str(error.value) and "\n" not in str(error.value)
