@@ -18,6 +18,7 @@ from tracea_cli.cli import app
 # a valid start for each command, so that only the hostile part is wrong (CPU backend: nothing needs a GPU)
 BASES: dict[tuple[str, ...], list[str]] = {
     ("doctor",): [],
+    ("tune",): [],  # the group itself: --replay FILE and the search's options
     ("tune", "gemm"): ["--m", "64", "--backend", "cpu"],
     ("bench",): ["--backend", "cpu"],
     ("bench", "gemm"): ["--m", "64", "--backend", "cpu"],
