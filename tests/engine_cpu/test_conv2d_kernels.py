@@ -89,9 +89,10 @@ def test_a_wrong_kernel_would_be_caught():
 
 
 def test_the_real_path_checks_then_times_a_suggested_configuration():
-    p = OP.problem(n=1, h=11, w=9, c=12, k=7, r=3, stride=2, pad=1, epilogue="bias_silu")
+    p = OP.problem(n=1, h=11, w=9, c=12, k=17, r=3, stride=2, pad=1, epilogue="bias_silu")
     backend = OpBackend("conv2d", "cpu")
     config = backend.suggested(p, CPU)[0]
+    assert (config["mr"], config["nr"]) == (KERNELS["fp32"]["mr"], KERNELS["fp32"]["nr"])  # compiled above already
     artifact = backend.compile(p, config, CPU)
     from tracea_cli.timing import TimingPolicy
 

@@ -158,7 +158,7 @@ class OpBackend:
         try:
             label, ev = self._runtime().evaluate_baseline(self.op, chosen, problem, target, seed=seed, policy=policy)
             if missing is not None:  # the row says why the preferred library is not the one that ran
-                label = f"{label} (no {missing.name}: {missing.requires} is not installed)"
+                label = f"{label} ({missing.requires} not installed)"
             return label, ev
         except ToolchainMissing as e:
             return chosen.name, failure(Status.LAUNCH_ERROR, e.message)
