@@ -37,10 +37,10 @@ from tracea_cli.ops.launch import CallStep, LaunchPlan
 from tracea_cli.space import SearchSpace, Value
 from tracea_cli.target import Target
 
-GENERATOR_VERSION = 1  # bump when the module text changes in a way the templates below do not show
+GENERATOR_VERSION = 2  # bump when the module text changes in a way the templates below do not show
 ENTRY = "conv2d"
 PARAMS = ("X", "W", "Y", "bias", "residual", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w",
-          "mb", "nb", "cb", "epilogue", "threads")
+          "mb", "nb", "cb", "epilogue")
 NUMPY_DTYPES = {"fp32": np.float32, "fp64": np.float64}
 _NUMBA_TYPES = {"fp32": "float32", "fp64": "float64"}
 OUTSIDE = -(1 << 40)  # the row offset of a pixel past N·P·Q: every tap of it falls outside the input
@@ -150,15 +150,12 @@ def apply_epilogue(kind, y, ldy, i0, rows, j0, cols, bias, residual):
 '''
 
 # ---- the driver ---------------------------------------------------------------------------------------------------
-# conv2d(x, w, y, bias, residual, geometry..., mb, nb, cb, epilogue, threads): arrays C-contiguous, X NHWC, W KRSC,
-# Y and residual NPQK (residual empty without one, bias too); `threads` is numba.get_num_threads() (the rows of the
-# per-thread buffers, indexed by numba.get_thread_id(); passed in, since in compiled code it is a ctypes pointer that
-# stops numba caching the function).
+# conv2d(x, w, y, bias, residual, geometry..., mb, nb, cb, epilogue): arrays C-contiguous, X NHWC, W KRSC, Y and
+# residual NPQK (residual empty without one, bias too). The runtime sets numba's thread count from the call step.
 
 _DRIVER = '''
 @njit(parallel=PARALLEL, fastmath=FASTMATH, cache=CACHE)
-def conv2d(x4, w4, y4, bias, residual4, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, mb, nb, cb, epilogue,
-           threads):
+def conv2d(x4, w4, y4, bias, residual4, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, mb, nb, cb, epilogue):
     images, H, W, C = x4.shape
     K, R, S = w4.shape[0], w4.shape[1], w4.shape[2]
     P, Q = y4.shape[1], y4.shape[2]
@@ -178,14 +175,13 @@ def conv2d(x4, w4, y4, bias, residual4, stride_h, stride_w, pad_h, pad_w, dil_h,
                 for t in range(taps):
                     wp[base + t * NR + j] = 0
     zeros = np.zeros(C, dtype=x.dtype)
-    geo = np.empty((threads, MR, 3), dtype=np.intp)  # per thread: the current tile's pixels
-    scratch = np.empty((threads, MR * NR), dtype=x.dtype)  # per thread: a tile that overhangs Y
     m_blocks = (M + mb - 1) // mb
     k_blocks = (K + nb - 1) // nb
     for blk in prange(m_blocks * k_blocks):
-        mine = numba.get_thread_id()
-        g = geo[mine]
-        tile = scratch[mine]
+        # per block, not rows of one array per thread: threads writing neighbouring rows share cache lines, and
+        # that false sharing made two threads 5x slower than one
+        g = np.empty((MR, 3), dtype=np.intp)  # the current tile's pixels
+        tile = np.empty(MR * NR, dtype=x.dtype)  # a tile that overhangs Y
         m0 = (blk // k_blocks) * mb
         m1 = min(M, m0 + mb)
         k0 = (blk % k_blocks) * nb
@@ -250,7 +246,7 @@ def signature(dtype: str) -> str:
     """The driver's numba signature: X, W, Y, residual as C-contiguous 4-D arrays, bias a vector, then integers."""
     t = _NUMBA_TYPES[dtype]
     tensor, vector = f"{t}[:, :, :, ::1]", f"{t}[::1]"
-    return f"void({tensor}, {tensor}, {tensor}, {vector}, {tensor}, " + ", ".join(["intp"] * 11) + ")"
+    return f"void({tensor}, {tensor}, {tensor}, {vector}, {tensor}, " + ", ".join(["intp"] * 10) + ")"
 
 
 def numba_launch(problem: Conv2dProblem, config: Mapping[str, Value]) -> LaunchPlan:

@@ -122,7 +122,7 @@ _PICKS = ((6, 2, 96, 64), (4, 2, 96, 64), (3, 4, 96, 64), (8, 1, 96, 64), (2, 4,
 def hand_picked(problem: Conv2dProblem, target: Target) -> list[Config]:
     """A few sensible configurations, all valid in the problem's space, best guesses first. For each register tile
     of `_PICKS`: the valid configuration with the most threads, the blocks closest to the pick's and the largest C
-    block (the whole C where it fits)."""
+    block (the whole C where it fits); then the same on one thread."""
     space = conv2d_space(problem, target)
     width = lanes(problem.dtype)
     valid = space.valid_configs()
@@ -135,7 +135,9 @@ def hand_picked(problem: Conv2dProblem, target: Target) -> list[Config]:
                                               -int(c["cb"])))
         if best not in picks:
             picks.append(best)
-    return picks
+    # then each pick on one thread: on a busy machine a parallel call waits for its slowest thread, one thread never
+    single = [{**c, "threads": 1} for c in picks if int(c["threads"]) > 1]
+    return picks + [c for c in single if space.why_invalid(c) is None and c not in picks]
 
 
 def describe(config: Mapping[str, Value]) -> str:
