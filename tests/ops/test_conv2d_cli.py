@@ -102,6 +102,13 @@ def test_bench_a_suite_file_naming_conv2d_problems(tracea):
     assert all(r["bytes"] == 4 * (9 * 7 * 3 + 17 * 27 + p * q * 17) for r in rows)
 
 
+def test_export_says_there_is_none_yet(tracea):
+    rc, out, err = tracea("export", "conv2d", "--h", "8", "--c", "4", "--k", "4", "--r", "3", "--arch", "sm_90",
+                          "--out", str(tracea.root / "x"))
+    assert rc == 2 and "Traceback" not in out + err and "error: conv2d has no export yet." in err, (out, err)
+    assert not (tracea.root / "x").exists()
+
+
 @pytest.mark.parametrize("args, says", [
     (("--h", "2", "--c", "4", "--k", "4", "--r", "5"), "the filter spans 5 rows (r=5, dilation_h=1) but the padded "
                                                        "input has only 2 (h=2, pad_h=0), so the output would be empty."),

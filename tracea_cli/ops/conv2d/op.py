@@ -17,7 +17,7 @@ _PAIRS = ("stride", "pad", "dilation")  # both axes at once; the per-axis option
 
 
 def _pair(name: str, help: str, default: int) -> tuple[Option, ...]:
-    return (Option(name, int, f"{help} along both axes (default: {default}).", default=default),
+    return (Option(name, int, f"{help} along both axes.", default=default),
             Option(f"{name}_h", int, f"{help} along H (default: --{name}).", default_from=name),
             Option(f"{name}_w", int, f"{help} along W (default: --{name}).", default_from=name))
 
