@@ -136,9 +136,11 @@ def test_built_in_suites():
     quick = builtin_suite("quick", backend="cpu", dtypes=("fp32", "fp64"))
     assert [p.label for p in quick.problems] == ["gemm 128x128x128 fp32 nn", "gemm 256x256x256 fp32 nn"]
     cpu = builtin_suite("default", backend="cpu", dtypes=("fp32", "fp64"))
-    assert {p.dtype for p in cpu.problems} == {"fp32", "fp64"} and all(p.m == p.n == p.k for p in cpu.problems)
+    gemm_rows = [p for p in cpu.problems if p.op == "gemm"]
+    assert {p.dtype for p in gemm_rows} == {"fp32", "fp64"} and all(p.m == p.n == p.k for p in gemm_rows)
+    assert {p.op for p in cpu.problems} == {"gemm", "conv2d"}  # every op's rows; conv2d has CPU rows only so far
     gpu = builtin_suite("default", backend="cuda", dtypes=("fp32", "tf32", "fp16", "bf16", "fp64"))
-    assert 8 <= len(gpu.problems) <= 12
+    assert 8 <= len(gpu.problems) <= 12 and {p.op for p in gpu.problems} == {"gemm"}
     assert {"fp32", "tf32", "fp16", "bf16"} <= {p.dtype for p in gpu.problems}
     assert any((p.m, p.n, p.k) == (4096, 7168, 2048) for p in gpu.problems)
     volta = builtin_suite("default", backend="cuda", dtypes=("fp32", "fp16", "fp64"))  # no bf16, no tf32: bf16 shapes fall back to fp16

@@ -13,13 +13,14 @@ knows no op by name: everything op-specific comes from `ops.registry.get_op`.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status, failure
 from tracea_cli.errors import ToolchainMissing, TraceaError, UsageError
-from tracea_cli.ops.base import Family, families_for, family_named
+from tracea_cli.ops.base import Baseline, Family, families_for, family_named
 from tracea_cli.ops.registry import get_op
 from tracea_cli.space import SearchSpace, UnionSpace, Value
 from tracea_cli.target import ARCH_LIMITS, Target
@@ -150,15 +151,31 @@ class OpBackend:
         """Check and time baseline `name` ("auto": the op's default on this backend) on the inputs a kernel's
         evaluation makes from the same seed: (what ran, evaluation)."""
         own = [b for b in self.op.baselines if self.name in b.backends]
-        chosen = next((b for b in own if (b.default if name == "auto" else b.name == name)), None)
+        chosen, missing = (auto_baseline(own) if name == "auto"
+                           else (next((b for b in own if b.name == name), None), None))
         if chosen is None:
             return name, Evaluation(Status.LAUNCH_ERROR, f"{self.op_name} has no {name} baseline on {self.name}")
         try:
-            return self._runtime().evaluate_baseline(self.op, chosen, problem, target, seed=seed, policy=policy)
+            label, ev = self._runtime().evaluate_baseline(self.op, chosen, problem, target, seed=seed, policy=policy)
+            if missing is not None:  # the row says why the preferred library is not the one that ran
+                label = f"{label} ({missing.requires} not installed)"
+            return label, ev
         except ToolchainMissing as e:
             return chosen.name, failure(Status.LAUNCH_ERROR, e.message)
         except Exception as e:
             return chosen.name, failure(Status.LAUNCH_ERROR, e)
+
+
+def auto_baseline(own: list[Baseline]) -> tuple[Baseline | None, Baseline | None]:
+    """What `--baseline auto` runs among a backend's baselines: the first `default` one whose `requires` module is
+    installed (else the first default, which then fails saying what is missing), and the preferred default it
+    stands in for when that one's module is absent (else None)."""
+    defaults = [b for b in own if b.default]
+    if not defaults:
+        return None, None
+    installed = [b for b in defaults if b.requires is None or importlib.util.find_spec(b.requires) is not None]
+    chosen = installed[0] if installed else defaults[0]
+    return chosen, (defaults[0] if chosen is not defaults[0] else None)
 
 
 # ---- configurations from elsewhere (cache imports) ---------------------------------------------------------------

@@ -244,7 +244,9 @@ class Baseline:
     name: str
     backends: tuple[str, ...]
     prepare: Callable[[Any, Mapping[str, Any]], BaselineRun]
-    default: bool = False  # the baseline `--baseline auto` means on its backends
+    # the baseline `--baseline auto` means on its backends; where several are, the first whose `requires` is installed
+    # (a result then names the one it stands in for: "numpy-im2col (no torch: torch is not installed)")
+    default: bool = False
     requires: str | None = None  # the Python module it imports ("torch"), checked before a run asks for it
 
 

@@ -16,6 +16,7 @@ from tracea_cli.errors import UsageError
 #: name -> "module:attribute" of its Op
 BUILTIN: dict[str, str] = {
     "gemm": "tracea_cli.ops.gemm.op:OP",
+    "conv2d": "tracea_cli.ops.conv2d.op:OP",
 }
 ENTRY_POINT_GROUP = "tracea.ops"
 #: the op a bench suite-file entry without "op" means (files written when it was the only one)

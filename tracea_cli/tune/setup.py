@@ -60,15 +60,19 @@ def resolve_backend(name: str, problem: Any = None) -> str:
         raise UsageError(f"unknown backend {name!r}.", f"Use one of {', '.join(BACKENDS)}.")
     if name == "rocm":
         raise UsageError("the rocm backend has no kernels yet (no AMD hardware has verified them).", "Use --backend cuda or cpu.")
-    chosen = ("cuda" if _cuda_usable() else "cpu") if name == "auto" else name
+    dtypes = get_op(problem.op).dtypes if problem is not None else {}
+    # auto: CUDA where a device is usable, unless the op has no CUDA kernels for the problem's dtype and the CPU has
+    cpu_only = problem is not None and problem.dtype not in dtypes.get("cuda", ()) and problem.dtype in dtypes.get("cpu", ())
+    chosen = ("cuda" if not cpu_only and _cuda_usable() else "cpu") if name == "auto" else name
     if problem is not None:
-        dtypes = get_op(problem.op).dtypes
         if problem.dtype not in dtypes.get(chosen, ()):
             others = [b for b, d in dtypes.items() if problem.dtype in d and b != chosen]
             why = " (no CUDA device is usable here)" if name == "auto" and "cuda" in others else ""
             raise UsageError(f"the {chosen} backend runs {problem.op} in {', '.join(dtypes.get(chosen, ())) or 'no dtype'}, "
                              f"not {problem.dtype}{why}.",
-                             f"Use the {' or '.join(others)} backend for {problem.dtype}." if others else None)
+                             f"Use the {' or '.join(others)} backend for {problem.dtype}." if others else
+                             f"Use dtype {' or '.join(dtypes.get(chosen, ()))} on the {chosen} backend." if dtypes.get(chosen)
+                             else None)
     name = chosen
     if name == "cuda" and not _cuda_usable():
         raise UsageError("--backend cuda was asked for, but no CUDA device is usable here.", "Run `tracea doctor` to see why.")

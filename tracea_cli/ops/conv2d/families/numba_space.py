@@ -1,0 +1,145 @@
+"""The CPU conv2d search space (the numba implicit-GEMM family, families/numba.py): parameters and the rules between
+them.
+
+A configuration names the register tile (`mr` output pixels × `nr` output channels held in vector registers), the
+block of the implicit GEMM one thread computes at a time (`mb` output pixels × `nb` output channels), the block of
+input channels summed before the partial result goes back to the output (`cb`; the filter taps of those channels
+stay in cache), and the threads.
+
+Rules come from the register file (accumulators, one row of the packed filter and one broadcast must fit, or the
+micro-kernel spills), and from the shape (a
+tile or block larger than its dimension needs only repeats a smaller one; every thread gets at least one block).
+Pure: no I/O, no randomness; the target contributes only its thread count.
+
+Only `mr` and `nr` (with the dtype) select a compiled kernel; blocks, threads, the geometry and the epilogue are
+run-time arguments, so a search compiles at most a dozen kernels per dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from tracea_cli.ops.conv2d.problem import Conv2dProblem
+from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
+from tracea_cli.target import Target
+
+DTYPES = ("fp32", "fp64")
+VECTOR_BYTES = 32  # one AVX2 register (ymm): the kernels' vector; AVX-512 machines run it on the lower halves
+VECTOR_REGISTERS = 16  # ymm0-15; the register rule keeps the micro-kernel's working set inside them
+MR = (2, 3, 4, 6, 8)
+NR_VECTORS = (1, 2, 4)
+# Blocks hold whole register tiles by construction: every MB is a multiple of every MR, every NB of every NR.
+MB = (48, 96, 192, 384)
+NB = (32, 64, 128, 256)
+CB = (16, 32, 64, 128, 256)
+
+
+def lanes(dtype: str) -> int:
+    """Elements of `dtype` in one vector register."""
+    return VECTOR_BYTES // (4 if dtype == "fp32" else 8)
+
+
+def thread_counts(available: int) -> tuple[int, ...]:
+    """1, half the cores and all of them (deduplicated, ascending)."""
+    available = max(1, available)
+    return tuple(sorted({1, max(1, available // 2), available}))
+
+
+def registers_needed(mr: int, nr: int, dtype: str) -> int:
+    """Vector registers the micro-kernel keeps live: the MR×NR accumulators, one row of the packed filter and one
+    broadcast input value."""
+    vectors = nr // lanes(dtype)
+    return mr * vectors + vectors + 1
+
+
+def _covering(values: tuple[int, ...], extent: int, step: int = 1) -> int:
+    """The smallest value that holds `extent` rounded up to whole `step`s (else the largest)."""
+    need = -(-extent // step) * step
+    fitting = [v for v in values if v >= need]
+    return min(fitting) if fitting else max(values)
+
+
+def _params(problem: Conv2dProblem, threads: int) -> tuple[Param, ...]:
+    width = lanes(problem.dtype)
+    return (
+        Param("mr", MR, doc="output pixels of the register tile"),
+        Param("nr", tuple(v * width for v in NR_VECTORS), doc=f"output channels of the register tile ({width} per vector)"),
+        Param("mb", MB, doc="output pixels (N·P·Q) per block"),
+        Param("nb", NB, doc="output channels (K) per block"),
+        Param("cb", CB, doc="input channels (C) summed per pass over a block"),
+        Param("threads", thread_counts(threads), doc="threads of numba's pool"),
+    )
+
+
+def _rules(problem: Conv2dProblem) -> tuple[Rule, ...]:
+    m, k, c_in = problem.gemm_m, problem.k, problem.c
+    nr_values = tuple(v * lanes(problem.dtype) for v in NR_VECTORS)
+
+    def register_file(c) -> str | None:
+        needed = registers_needed(int(c["mr"]), int(c["nr"]), problem.dtype)
+        if needed > VECTOR_REGISTERS:
+            return (f"a {c['mr']}x{c['nr']} register tile needs {needed} vector registers (accumulators, a row of the "
+                    f"filter, a broadcast of the input); more than {VECTOR_REGISTERS} spill")
+        return None
+
+    def tile_fits_problem(c) -> str | None:
+        for name, size, dim, values in (("mr", m, "N·P·Q", MR), ("nr", k, "K", nr_values)):
+            cover = _covering(values, size)
+            if c[name] > cover:
+                return f"{name}={c[name]} is larger than {dim}={size} needs; {name}={cover} already covers it"
+        return None
+
+    def blocks_fit_problem(c) -> str | None:
+        for name, size, dim, values, step in (("mb", m, "N·P·Q", MB, int(c["mr"])), ("nb", k, "K", NB, int(c["nr"])),
+                                              ("cb", c_in, "C", CB, 1)):
+            cover = _covering(tuple(v for v in values if v % step == 0) or values, size, step)
+            if c[name] > cover:
+                return f"{name}={c[name]} is larger than {dim}={size} needs; {name}={cover} already covers it"
+        return None
+
+    def every_thread_has_work(c) -> str | None:
+        threads = int(c["threads"])
+        blocks = -(-m // c["mb"]) * -(-k // c["nb"])
+        if threads > 1 and blocks < threads:
+            return (f"mb={c['mb']} and nb={c['nb']} make {blocks} block(s) of the {m}x{k} output: fewer than "
+                    f"threads={threads}, so a thread would idle")
+        return None
+
+    return register_file, tile_fits_problem, blocks_fit_problem, every_thread_has_work
+
+
+def conv2d_space(problem: Conv2dProblem, target: Target) -> SearchSpace:
+    """The CPU conv2d configurations for `problem` (fp32 or fp64) on a target with `target.threads` threads."""
+    if problem.dtype not in DTYPES:
+        raise ValueError(f"the CPU kernels do {' and '.join(DTYPES)}, not {problem.dtype}")
+    return SearchSpace(params=_params(problem, target.threads or 1), rules=_rules(problem))
+
+
+# Register tile (mr, vectors of nr) and blocks (mb, nb) of the hand-picked configurations, best guesses first.
+_PICKS = ((6, 2, 96, 64), (4, 2, 96, 64), (3, 4, 96, 64), (8, 1, 96, 64), (2, 4, 48, 64), (4, 1, 48, 32))
+
+
+def hand_picked(problem: Conv2dProblem, target: Target) -> list[Config]:
+    """A few sensible configurations, all valid in the problem's space, best guesses first. For each register tile
+    of `_PICKS`: the valid configuration with the most threads, the blocks closest to the pick's and the largest C
+    block (the whole C where it fits); then the same on one thread."""
+    space = conv2d_space(problem, target)
+    width = lanes(problem.dtype)
+    valid = space.valid_configs()
+    picks: list[Config] = []
+    for mr, vectors, mb, nb in _PICKS:
+        same_tile = [c for c in valid if c["mr"] == mr and c["nr"] == vectors * width]
+        if not same_tile:
+            continue
+        best = min(same_tile, key=lambda c: (-int(c["threads"]), abs(int(c["mb"]) - mb), abs(int(c["nb"]) - nb),
+                                              -int(c["cb"])))
+        if best not in picks:
+            picks.append(best)
+    # then each pick on one thread: on a busy machine a parallel call waits for its slowest thread, one thread never
+    single = [{**c, "threads": 1} for c in picks if int(c["threads"]) > 1]
+    return picks + [c for c in single if space.why_invalid(c) is None and c not in picks]
+
+
+def describe(config: Mapping[str, Value]) -> str:
+    """A short human label: "6x16 mb96 nb64 cb64 t2"."""
+    return f"{config['mr']}x{config['nr']} mb{config['mb']} nb{config['nb']} cb{config['cb']} t{config['threads']}"
