@@ -6,7 +6,12 @@ an order that suits any M, and last a small predicated one that every shape admi
 
 from __future__ import annotations
 
-from tracea_cli.ops.gemm.families.engine_space import FAMILY, gemm_space, hand_picked, vector_widths
+from tracea_cli.ops.gemm.families.engine_space import (
+    FAMILY,
+    gemm_space,
+    hand_picked,
+    vector_widths,
+)
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import Config
 from tracea_cli.target import arch_target

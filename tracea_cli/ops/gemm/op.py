@@ -14,7 +14,6 @@ from tracea_cli.ops.gemm.families.wgmma import WGMMA
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.ops.gemm.suites import suite
 
-
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp64")
 
 

@@ -31,11 +31,16 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from tracea_cli.ops.conv2d.families.numba_space import DTYPES, conv2d_space, hand_picked, lanes
+from tracea_cli.ops.conv2d.families.numba_space import (
+    DTYPES,
+    conv2d_space,
+    hand_picked,
+    lanes,
+)
 from tracea_cli.ops.conv2d.problem import EPILOGUES, Conv2dProblem
 from tracea_cli.ops.launch import CallStep, LaunchPlan
-from tracea_cli.space import SearchSpace, Value
-from tracea_cli.target import Target
+from tracea_cli.ops.numba_family import NumbaFamily
+from tracea_cli.space import Value
 
 GENERATOR_VERSION = 2  # bump when the module text changes in a way the templates below do not show
 ENTRY = "conv2d"
@@ -92,7 +97,7 @@ def micro_kernel_source(mr: int, nr: int, lanes: int) -> str:
     for i in range(mr):
         out.append(f"            hh = h{i} + r * dil_h")
         out.append(f"            ww = w{i} + s * dil_w")
-        out.append(f"            if hh >= 0 and hh < H and ww >= 0 and ww < W:")
+        out.append("            if hh >= 0 and hh < H and ww >= 0 and ww < W:")
         out.append(f"                x{i} = x")
         out.append(f"                o{i} = ((n{i} + hh) * W + ww) * C")
         out.append("            else:")
@@ -266,36 +271,5 @@ def numba_args(problem: Conv2dProblem, operands: Mapping[str, Any]) -> dict[str,
             "residual": operands["residual"] if problem.has_residual else np.empty((0, 0, 0, 0), dt)}
 
 
-def _template_text() -> str:
-    """This module's text: it generates every CPU conv2d kernel."""
-    return Path(__file__).read_text()
-
-
-@dataclass(frozen=True)
-class NumbaFamily:
-    name: str = "numba"
-    backend: str = "cpu"
-
-    def space(self, problem: Conv2dProblem, target: Target) -> SearchSpace | str:
-        if problem.dtype not in DTYPES:
-            return f"the cpu backend does {' and '.join(DTYPES)}, not {problem.dtype}"
-        return conv2d_space(problem, target)
-
-    def template(self, problem: Conv2dProblem) -> str | None:
-        return _template_text() if problem.dtype in DTYPES else None
-
-    def source(self, problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
-        return module_source(KernelSpec.of(problem, config))
-
-    def launch(self, problem: Conv2dProblem, config: Mapping[str, Value]) -> LaunchPlan:
-        return numba_launch(problem, config)
-
-    def args(self, problem: Conv2dProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
-        return numba_args(problem, operands)
-
-    def suggested(self, problem: Conv2dProblem, target: Target) -> list[dict[str, Value]]:
-        """The two best hand-picked configurations."""
-        return hand_picked(problem, target)[:2] if problem.dtype in DTYPES else []
-
-
-NUMBA = NumbaFamily()
+NUMBA = NumbaFamily(DTYPES, conv2d_space, lambda problem, config: module_source(KernelSpec.of(problem, config)),
+                    numba_launch, numba_args, hand_picked, Path(__file__))

@@ -38,11 +38,16 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from tracea_cli.ops.gemm.families.numba_space import DTYPES, gemm_space, hand_picked, lanes
+from tracea_cli.ops.gemm.families.numba_space import (
+    DTYPES,
+    gemm_space,
+    hand_picked,
+    lanes,
+)
 from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem
 from tracea_cli.ops.launch import CallStep, LaunchPlan
-from tracea_cli.space import SearchSpace, Value
-from tracea_cli.target import Target
+from tracea_cli.ops.numba_family import NumbaFamily
+from tracea_cli.space import Value
 
 GENERATOR_VERSION = 1  # bump when the module text changes in a way the templates below do not show
 ENTRY = "gemm"
@@ -338,36 +343,5 @@ def numba_args(problem: GemmProblem, operands: Mapping[str, Any]) -> dict[str, A
             "residual": operands["residual"] if problem.has_residual else np.empty((0, 0), dt)}
 
 
-def _template_text() -> str:
-    """This module's text: it generates every CPU GEMM kernel."""
-    return Path(__file__).read_text()
-
-
-@dataclass(frozen=True)
-class NumbaFamily:
-    name: str = "numba"
-    backend: str = "cpu"
-
-    def space(self, problem: GemmProblem, target: Target) -> SearchSpace | str:
-        if problem.dtype not in DTYPES:
-            return f"the cpu backend does {' and '.join(DTYPES)}, not {problem.dtype}"
-        return gemm_space(problem, target)
-
-    def template(self, problem: GemmProblem) -> str | None:
-        return _template_text() if problem.dtype in DTYPES else None
-
-    def source(self, problem: GemmProblem, config: Mapping[str, Value]) -> str:
-        return module_source(KernelSpec.of(problem, config))
-
-    def launch(self, problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan:
-        return numba_launch(problem, config)
-
-    def args(self, problem: GemmProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
-        return numba_args(problem, operands)
-
-    def suggested(self, problem: GemmProblem, target: Target) -> list[dict[str, Value]]:
-        """The two best hand-picked configurations (they share compiled kernels)."""
-        return hand_picked(problem, target)[:2] if problem.dtype in DTYPES else []
-
-
-NUMBA = NumbaFamily()
+NUMBA = NumbaFamily(DTYPES, gemm_space, lambda problem, config: module_source(KernelSpec.of(problem, config)),
+                    numba_launch, numba_args, hand_picked, Path(__file__))

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from tracea_cli.ops import numba_family
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.numba_family import covering as _covering
+from tracea_cli.ops.numba_family import thread_counts
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import Target
 
@@ -33,15 +36,15 @@ KC = (256, 512)
 NC = (512, 4096)
 
 
+
 def lanes(dtype: str) -> int:
-    """Elements of `dtype` in one vector register."""
-    return VECTOR_BYTES // (4 if dtype == "fp32" else 8)
+    """Elements of `dtype` in one of this family's vector registers."""
+    return numba_family.lanes(dtype, VECTOR_BYTES)
 
 
-def thread_counts(available: int) -> tuple[int, ...]:
-    """1, half the cores and all of them (deduplicated, ascending)."""
-    available = max(1, available)
-    return tuple(sorted({1, max(1, available // 2), available}))
+def registers_needed(mr: int, nr: int, dtype: str) -> int:
+    """Vector registers the micro-kernel keeps live (numba_family.registers_needed) for `dtype`."""
+    return numba_family.registers_needed(mr, nr, lanes(dtype))
 
 
 def _params(problem: GemmProblem, threads: int) -> tuple[Param, ...]:
@@ -57,18 +60,6 @@ def _params(problem: GemmProblem, threads: int) -> tuple[Param, ...]:
         Param("threads", thread_counts(threads), doc="threads of numba's pool"),
     )
 
-
-def registers_needed(mr: int, nr: int, dtype: str) -> int:
-    """Vector registers the micro-kernel keeps live: the MR×NR accumulators, one row of B and one broadcast of A."""
-    vectors = nr // lanes(dtype)
-    return mr * vectors + vectors + 1
-
-
-def _covering(values: tuple[int, ...], extent: int, step: int) -> int:
-    """The smallest block size among `values` that holds `extent` rounded up to whole `step`s (else the largest)."""
-    need = -(-extent // step) * step
-    fitting = [v for v in values if v >= need]
-    return min(fitting) if fitting else max(values)
 
 
 def _rules(problem: GemmProblem) -> tuple[Rule, ...]:

@@ -1,0 +1,74 @@
+"""What every op's CPU (numba) family shares: the register-blocking arithmetic of its search space, and the Family
+object, built from the op's own space, source, launch plan, arguments and picks. Pure description, as ops/base.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from tracea_cli.ops.launch import LaunchPlan
+from tracea_cli.space import SearchSpace, Value
+from tracea_cli.target import Target
+
+
+def lanes(dtype: str, vector_bytes: int) -> int:
+    """Elements of `dtype` (fp32 or fp64) in one vector register of `vector_bytes`."""
+    return vector_bytes // (4 if dtype == "fp32" else 8)
+
+
+def thread_counts(available: int) -> tuple[int, ...]:
+    """1, half the cores and all of them (deduplicated, ascending)."""
+    available = max(1, available)
+    return tuple(sorted({1, max(1, available // 2), available}))
+
+
+def registers_needed(mr: int, nr: int, lanes: int) -> int:
+    """Vector registers a micro-kernel keeps live: the MR×NR accumulators, one row of the packed operand and one
+    broadcast value."""
+    vectors = nr // lanes
+    return mr * vectors + vectors + 1
+
+
+def covering(values: tuple[int, ...], extent: int, step: int = 1) -> int:
+    """The smallest of `values` that holds `extent` rounded up to whole `step`s (else the largest)."""
+    need = -(-extent // step) * step
+    fitting = [v for v in values if v >= need]
+    return min(fitting) if fitting else max(values)
+
+
+@dataclass(frozen=True)
+class NumbaFamily:
+    """An op's numba family (ops/base.Family) from its own functions; `template` is the file whose text generates
+    every kernel of it (hashed into cache keys)."""
+
+    dtypes: tuple[str, ...]
+    make_space: Callable[[Any, Target], SearchSpace]
+    make_source: Callable[[Any, Mapping[str, Value]], str]
+    make_launch: Callable[[Any, Mapping[str, Value]], LaunchPlan]
+    make_args: Callable[[Any, Mapping[str, Any]], dict[str, Any]]
+    picks: Callable[[Any, Target], list[dict[str, Value]]]
+    template_file: Path
+    name: str = "numba"
+    backend: str = "cpu"
+
+    def space(self, problem: Any, target: Target) -> SearchSpace | str:
+        if problem.dtype not in self.dtypes:
+            return f"the cpu backend does {' and '.join(self.dtypes)}, not {problem.dtype}"
+        return self.make_space(problem, target)
+
+    def template(self, problem: Any) -> str | None:
+        return self.template_file.read_text() if problem.dtype in self.dtypes else None
+
+    def source(self, problem: Any, config: Mapping[str, Value]) -> str:
+        return self.make_source(problem, config)
+
+    def launch(self, problem: Any, config: Mapping[str, Value]) -> LaunchPlan:
+        return self.make_launch(problem, config)
+
+    def args(self, problem: Any, operands: Mapping[str, Any]) -> dict[str, Any]:
+        return self.make_args(problem, operands)
+
+    def suggested(self, problem: Any, target: Target) -> list[dict[str, Value]]:
+        """The two best hand-picked configurations."""
+        return self.picks(problem, target)[:2] if problem.dtype in self.dtypes else []
