@@ -149,3 +149,57 @@ def test_cuda_visible_devices_applies_to_inferred_indices():
     assert infer_cuda_indices(gpus, {"CUDA_VISIBLE_DEVICES": "1"}) == {1: 0}
     assert infer_cuda_indices(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-aaaa0000,0"}) == {1: 0, 0: 1}
     assert infer_cuda_indices(gpus, {"CUDA_VISIBLE_DEVICES": "7,0"}) == {}
+
+
+def test_machine_id_without_an_os_id_is_made_once_and_kept(tmp_path):
+    data = tmp_path / "data"
+    first = machine_id(data, machine_id_files=())
+    assert (data / "machine-id").read_text().strip() and first == machine_id(data, machine_id_files=())
+    assert machine_id(tmp_path / "other", machine_id_files=()) != first  # another data folder: another machine
+
+
+def test_machine_id_where_nothing_can_be_kept_is_still_stable(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    assert machine_id(blocked / "data", machine_id_files=()) == machine_id(blocked / "data", machine_id_files=())
+
+
+# a fresh process on a machine with no OS machine id and no MAC (uuid.getnode then invents a number per process)
+_CONTAINER = """
+import random, sys, uuid
+import tracea_cli.doctor.profile as p
+p.OS_MACHINE_ID_FILES = ()
+uuid.getnode = lambda: random.getrandbits(48) | (1 << 40)
+if sys.argv[1:] == ["load"]:  # what tune, bench and the Python API do first
+    from tracea_cli.config import Settings
+    from tracea_cli.doctor.run import load_or_make_profile
+    print(load_or_make_profile(Settings.from_env()).created)
+else:
+    from tracea_cli.cli import main
+    sys.argv = ["tracea", *sys.argv[1:]]
+    main()
+"""
+
+
+def _in_container(tmp_path, *args):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRACEA_DATA_DIR": str(tmp_path / "data"), "TRACEA_CACHE_DIR": str(tmp_path / "cache"),
+           "NO_COLOR": "1"}
+    return subprocess.run([sys.executable, "-c", _CONTAINER, *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_profile_made_in_a_container_is_used_by_the_next_process(tmp_path):
+    """Two processes started together agree on the id, and the next command uses the profile doctor saved."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda _: _in_container(tmp_path, "doctor", "--quick", "--json"), range(2)))
+    ids = {json.loads(r.stdout)["machine_id"] for r in runs}
+    assert all(r.returncode == 0 for r in runs) and len(ids) == 1, [r.stderr for r in runs]
+    saved = json.loads((tmp_path / "data" / "profile.json").read_text())
+    assert saved["machine_id"] == ids.pop() and (tmp_path / "data" / "machine-id").is_file()
+    assert _in_container(tmp_path, "load").stdout.strip() == saved["created"]  # used, not made again

@@ -10,7 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import platform
+import tempfile
+import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -356,21 +359,59 @@ def cpu_device_class(cpu: CpuInfo) -> str:
     return f"{' '.join(cpu.model.split())} | {cpu.usable_threads} threads | {isa}"
 
 
-def machine_id(*, machine_id_files: Iterable[Path] = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))) -> str:
-    """A stable, anonymous identifier of this machine: a hash of the OS machine id (or host name and MAC)."""
-    source = ""
-    for path in machine_id_files:
+OS_MACHINE_ID_FILES = (Path("/etc/machine-id"), Path("/var/lib/dbus/machine-id"))
+KEPT_ID_FILE = "machine-id"  # in the data folder: the id made once where the OS has none
+
+
+def machine_id(data_dir: Path | None = None, *, machine_id_files: Iterable[Path] | None = None) -> str:
+    """A stable, anonymous identifier of this machine: a hash of the OS machine id. Where there is none (a container
+    without /etc/machine-id), a random id made once and kept in `data_dir` (created atomically, so that two processes
+    starting together agree); a process that can keep nothing falls back to the host name (and the MAC, when the
+    machine has one: `uuid.getnode` invents a different one in each process when it finds none)."""
+    source = _first_line(OS_MACHINE_ID_FILES if machine_id_files is None else machine_id_files)
+    if not source and data_dir is not None:
+        source = _kept_id(Path(data_dir) / KEPT_ID_FILE)
+    if not source:
+        node = uuid.getnode()
+        invented = bool(node & (1 << 40))  # the multicast bit: set on the random numbers getnode makes up
+        source = platform.node() + ("" if invented else f"|{node:012x}")
+    return hashlib.sha256(f"tracea|{source}".encode()).hexdigest()[:16]
+
+
+def _first_line(paths: Iterable[Path]) -> str:
+    for path in paths:
         try:
-            source = path.read_text().strip()
+            text = Path(path).read_text(errors="replace").strip()
         except OSError:
             continue
-        if source:
-            break
-    if not source:
-        import uuid
+        if text:
+            return text.splitlines()[0].strip()
+    return ""
 
-        source = f"{platform.node()}|{uuid.getnode():012x}"
-    return hashlib.sha256(f"tracea|{source}".encode()).hexdigest()[:16]
+
+def _kept_id(path: Path) -> str:
+    """The id kept at `path`, made there first when absent: written to a temporary file and linked into place, which
+    fails when another process got there first (then its id is the one). "" when the folder cannot be written."""
+    kept = _first_line((path,))
+    if kept:
+        return kept
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError:
+        return ""
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(uuid.uuid4().hex + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:
+            return ""
+    finally:
+        os.unlink(tmp)
+    return _first_line((path,))
 
 
 # ---------------------------------------------------------------------------------------------- reading the profile

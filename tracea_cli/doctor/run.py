@@ -72,7 +72,7 @@ def run_doctor(request: DoctorRequest, settings: Settings, *, env: Mapping[str, 
         except KeyboardInterrupt:
             interrupted = True  # keep what was measured: save it below, then let the interrupt through
     profile = make_profile(facts, findings, measured, not_measured, previous=load_profile(settings.profile_path),
-                           kind="quick" if request.quick else "full")
+                           kind="quick" if request.quick else "full", data_dir=settings.data_dir)
     saved, error = None, ""
     try:
         saved = save_profile(profile, settings.profile_path)
@@ -122,11 +122,12 @@ def _throttle_watcher(facts: Facts, bus_id: str | None):  # -> nvidia.ClockEvent
 
 
 def make_profile(facts: Facts, findings: tuple[Check, ...], measured: list[Measurement],
-                 not_measured: list[NotMeasured], *, previous: CapabilityProfile | None, kind: str) -> CapabilityProfile:
+                 not_measured: list[NotMeasured], *, previous: CapabilityProfile | None, kind: str,
+                 data_dir: Path | None = None) -> CapabilityProfile:
     """The profile of this run; measurements of an earlier run on this machine that this run did not repeat are kept."""
     from tracea_cli.doctor.measure import with_references
 
-    mid = machine_id()
+    mid = machine_id(data_dir)
     fresh = with_references(measured, gpus=facts.gpus, cpu=facts.cpu, datasheets=load_datasheets())
     all_measured, all_not, when = merge_measured(previous, fresh, not_measured, machine=mid)
     return CapabilityProfile(
@@ -140,7 +141,7 @@ def load_or_make_profile(settings: Settings, *, env: Mapping[str, str] | None = 
     """This machine's capability profile from the data folder; made with `--quick` (and saved) when there is none,
     when it is of another schema version, or when it was written on another machine."""
     profile = load_profile(settings.profile_path)
-    if profile is not None and profile.machine_id == machine_id():
+    if profile is not None and profile.machine_id == machine_id(settings.data_dir):
         return profile
     result = run_doctor(DoctorRequest(quick=True), settings, env=env)
     assert result.profile is not None
