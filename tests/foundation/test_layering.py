@@ -16,8 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "tracea_cli"
-CORE = ("tune", "cache", "bench", "report", "export", "cli", "backends", "doctor")
-ABOVE_OPS = ("backends", "tune", "cache", "bench", "report", "export", "cli", "doctor")
+CORE = ("tune", "cache", "bench", "report", "export", "cli", "backends", "doctor", "api")
+ABOVE_OPS = ("backends", "tune", "cache", "bench", "report", "export", "cli", "doctor", "api")
 
 
 def _modules() -> dict[str, Path]:
@@ -125,3 +125,10 @@ def test_the_checks_can_fail():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert "tracea_cli.ops.registry" in GRAPH["tracea_cli.cli.op_commands"]
     assert _resolve("tracea_cli.ops.gemm.problem.GemmProblem") == "tracea_cli.ops.gemm.problem"
+
+
+def test_only_the_public_package_uses_the_python_api():
+    """api/ is a top layer beside cli/: nothing in tracea_cli imports it (the `tracea` package re-exports it)."""
+    bad = sorted(f"{m} -> {t}" for m, targets in GRAPH.items() if not _in(m, "api")
+                 for t in targets if _in(t, "api"))
+    assert not bad, "; ".join(bad)

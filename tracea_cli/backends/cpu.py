@@ -174,6 +174,15 @@ def evaluate(op: Any, family: Any, problem: Any, artifact: Artifact, target: Tar
     return run_checked(op, problem, HOST, launcher, seed=seed, policy=policy, compile_s=compile_s)
 
 
+def launcher(family: Any, problem: Any, artifact: Artifact, operands: Mapping[str, Any], *,
+             stream: int | None = None) -> Callable[[], None]:
+    """The artifact's entry point over the caller's host arrays (compiled, or loaded from the kernel cache, once)."""
+    step = next(s for s in artifact.plan.steps if isinstance(s, CallStep))
+    entry = compiled_entry(artifact.source, step, kernel_cache_dir())
+    values = family.args(problem, operands)
+    return lambda: call(entry, step, values)
+
+
 def evaluate_baseline(op: Any, baseline: Any, problem: Any, target: Target, *, seed: int,
                       policy: TimingPolicy | None) -> tuple[str, Evaluation]:
     """A library baseline (ops/base.Baseline) on the host, on the inputs `evaluate` makes from the same seed,

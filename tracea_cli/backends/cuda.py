@@ -26,7 +26,13 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from tracea_cli.backends import nvrtc
-from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status, failure
+from tracea_cli.backends.base import (
+    Artifact,
+    CompileFailed,
+    Evaluation,
+    Status,
+    failure,
+)
 from tracea_cli.backends.checked import Device, run_checked
 from tracea_cli.errors import ToolchainMissing
 from tracea_cli.ops.launch import KernelStep, LaunchPlan, MemsetStep, TensorMap
@@ -426,6 +432,12 @@ def evaluate(op: Any, family: Any, problem: Any, artifact: Artifact, target: Tar
                                seed=seed, policy=policy, compile_s=artifact.compile_s)
     except Exception as e:
         return failure(Status.LAUNCH_ERROR, e, artifact.compile_s)
+
+
+def launcher(family: Any, problem: Any, artifact: Artifact, operands: Mapping[str, Any], *,
+             stream: int | None = None) -> Callable[[], None]:
+    """The artifact's plan over the caller's device arrays on the current device, queued on `stream`."""
+    return bind(load(artifact), family.args(problem, operands), stream)
 
 
 def evaluate_baseline(op: Any, baseline: Any, problem: Any, target: Target, *, seed: int,

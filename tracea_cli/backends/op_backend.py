@@ -18,7 +18,13 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
-from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status, failure
+from tracea_cli.backends.base import (
+    Artifact,
+    CompileFailed,
+    Evaluation,
+    Status,
+    failure,
+)
 from tracea_cli.errors import ToolchainMissing, TraceaError, UsageError
 from tracea_cli.ops.base import Baseline, Family, families_for, family_named
 from tracea_cli.ops.registry import get_op
@@ -136,6 +142,14 @@ class OpBackend:
         timing. Kernel faults become statuses."""
         family = family_named(self.op, self.name, artifact.family)
         return self._runtime().evaluate(self.op, family, problem, artifact, target, seed=seed, policy=policy)
+
+    def launcher(self, artifact: Artifact, problem: Any, operands: Mapping[str, Any], *,
+                 stream: int | None = None) -> Callable[[], None]:
+        """A call of one compiled configuration on the caller's operands (tensor name -> array in storage format,
+        outputs included; host arrays on the cpu backend, device arrays on cuda), queued on `stream` (a CUDA stream
+        pointer; None: the current one). Nothing is checked here: the configuration was checked when it was tuned."""
+        family = family_named(self.op, self.name, artifact.family)
+        return self._runtime().launcher(family, problem, artifact, operands, stream=stream)
 
     def check(self, artifact: Artifact, problem: Any, target: Target, *, seed: int) -> Evaluation:
         """Correctness only: fresh inputs, poisoned outputs, the reference; no timing."""

@@ -12,7 +12,7 @@ import typer
 
 from tracea_cli.cli.output import print_json, stderr_console, stdout_console
 from tracea_cli.errors import UsageError
-from tracea_cli.text import counted
+from tracea_cli.text import config_text, counted
 
 CacheOption = typer.Option(None, "--cache", metavar="DIR", help="Cache folder (default: TRACEA_CACHE_DIR or the user cache folder).")
 JsonOption = typer.Option(False, "--json", help="Print the result as JSON on stdout.")
@@ -63,10 +63,6 @@ def _open(cache_dir: Optional[Path], *, create: bool = True):
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
-
-
-def _config_text(config: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in config.items())
 
 
 # ---- ls ---------------------------------------------------------------------------------------------------------
@@ -167,7 +163,7 @@ def show(
         fields.add_row("search", "none recorded")
     if winner:
         fields.add_row("winner", f"{_ms(winner.median_ms)} ms (cv {winner.cv or 0:.1%}, {len(winner.samples_ms)} samples)")
-        fields.add_row("winner config", _config_text(dict(winner.config)))
+        fields.add_row("winner config", config_text(dict(winner.config)))
     else:
         fields.add_row("winner", "none")
     failed = ", ".join(f"{n} {s}" for s, n in stats["failed"].items()) or "none"
@@ -184,7 +180,7 @@ def show(
         table.add_column("reason", overflow="fold")
         for t in failures:
             reason = t.reason if len(t.reason) <= 200 else t.reason[:197] + "..."
-            table.add_row(_config_text(dict(t.config)), t.status, reason)
+            table.add_row(config_text(dict(t.config)), t.status, reason)
         out.print(table)
 
 

@@ -7,8 +7,9 @@ operation. One op is a folder under `tracea_cli/ops/` that provides an `Op`; `re
     Problem    a concrete problem: its cache identity (`key`), named sizes, label, work (FLOPs, fewest bytes)
     Family     one kernel family on one backend: space, source, launch plan (ops/launch.py), arguments, picks
     Baseline   a vendor library (or framework) call on the same problem, checked and timed like a kernel
+    GraphBinding  how the Python API's Graph builds the op's nodes from tensors
     Op         the operation: options, problem type, dtypes per backend, families, baselines, inputs, reference,
-               bench suite rows, export ABI
+               bench suite rows, export ABI, graph binding
 
 Pure description: nothing here imports a backend or touches a device. Validation errors are `UsageError`s phrased
 for any caller (the option's name, not a CLI flag), so the Python API raises the same sentences.
@@ -16,7 +17,7 @@ for any caller (the option's name, not a CLI flag), so the Python API raises the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from tracea_cli.errors import UsageError
@@ -280,6 +281,24 @@ class ExportAbi:
     example: Callable[[Mapping[str, Any], str], str]  # example.cpp for (manifest document, the export's C header)
 
 
+@dataclass(frozen=True)
+class GraphBinding:
+    """How the Python API's `Graph` builds a node of this op from tensors (`g.conv2d(x, w, stride=2)`) and folds
+    per-output-channel scales (an inference batch norm) into it.
+
+    `inputs` are the op's tensor names the builder takes, in order; `output` its output tensor. `options_from(shapes,
+    keywords)` turns the inputs' shapes (by tensor name, in the op's own layouts) and the builder's keywords into the
+    op's option values (sizes and geometry; not dtype or epilogue), raising UsageError for shapes that do not fit
+    together. `channel_axis(problem)` is (the weight tensor, its axis) along which output channel j's weights lie.
+    `aliases` are further builder names with fixed keywords (gemm: {"linear": {"layout": "nt"}})."""
+
+    inputs: tuple[str, ...]
+    output: str
+    options_from: Callable[[Mapping[str, tuple[int, ...]], Mapping[str, Any]], dict[str, Any]]
+    channel_axis: Callable[[Any], tuple[str, int]]
+    aliases: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
 class Op(Protocol):
     name: str
     summary: str  # one line for --help
@@ -289,6 +308,7 @@ class Op(Protocol):
     families: tuple[Family, ...]
     baselines: tuple[Baseline, ...]
     export: ExportAbi | None
+    graph: GraphBinding | None  # how the Python API's Graph builds its nodes; None: not in graphs
 
     def problem(self, **values: Any) -> Any:
         """The problem for option values (defaults applied, validated)."""

@@ -10,6 +10,7 @@ from html import escape
 
 from tracea_cli.bench.results import TUNED, BenchResults, overview
 from tracea_cli.report import charts, units
+from tracea_cli.text import config_text
 
 CSS = """
 :root { --ink:#1f2937; --muted:#6b7280; --line:#e5e7eb; --soft:#f8fafc; --accent:#2563eb; --good:#15803d; --bad:#b91c1c; --warn:#b45309; }
@@ -132,7 +133,7 @@ def _results_table(results: BenchResults) -> str:
             )
             if r.config:
                 body.append(f'<tr class="config-row"><td></td><td colspan="{len(head) - 1}" class="config">configuration: '
-                            f"<code>{escape(units.config_text(r.config))}</code></td></tr>")
+                            f"<code>{escape(config_text(r.config))}</code></td></tr>")
             elif not r.ok:
                 body.append(f'<tr class="config-row failed"><td></td><td colspan="{len(head) - 1}">{escape(r.reason)}</td></tr>')
     note = ("Times are medians of raw samples (IQR: first to third quartile; cv: standard deviation over mean). "
@@ -207,7 +208,7 @@ def _failures(results: BenchResults) -> str:
         return '<section id="failures"><h2>Failures</h2><p class="note">None: every measurement ran and passed its correctness check.</p></section>'
     rows = "".join(
         f"<tr><td>{escape(f['problem'])}</td><td>{escape(f['provider'])}</td><td>{escape(f['stage'])}</td><td><span class=\"badge bad\">{escape(str(f['status']))}</span></td>"
-        f"<td>{_code(units.config_text(f.get('config')))}</td><td>{escape(str(f['reason']))}</td></tr>"
+        f"<td>{_code(config_text(f.get('config')))}</td><td>{escape(str(f['reason']))}</td></tr>"
         for f in failures
     )
     return ('<section id="failures"><h2>Failures</h2><p class="note">Configurations that failed while tuning were never timed or ranked; '

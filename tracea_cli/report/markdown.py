@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tracea_cli.bench.results import BenchResults, overview
 from tracea_cli.report import units
+from tracea_cli.text import config_text
 
 
 def _cell(text: str) -> str:
@@ -55,7 +56,7 @@ def render_markdown(results: BenchResults) -> str:
     tuned = [(r.problem, r.config) for r in results.results if r.kind == "tuned" and r.config]
     if tuned:
         out += ["", "Tuned configurations:", ""]
-        out += [f"- {p}: `{units.config_text(c)}`" for p, c in tuned]
+        out += [f"- {p}: `{config_text(c)}`" for p, c in tuned]
     c = results.comparison
     if c is not None:
         out += ["", f"## Compared with {c.against}", "", f"Old results measured {c.against_created}. Significant: the whole 95% interval of the change lies beyond ±{100 * c.threshold:.0f}%.", ""]
@@ -68,5 +69,5 @@ def render_markdown(results: BenchResults) -> str:
     if failures:
         out += ["", "## Failures", ""]
         out += _table(["problem", "provider", "stage", "status", "configuration", "reason"],
-                      [[f["problem"], f["provider"], f["stage"], f["status"], units.config_text(f.get("config")), f["reason"]] for f in failures])
+                      [[f["problem"], f["provider"], f["stage"], f["status"], config_text(f.get("config")), f["reason"]] for f in failures])
     return "\n".join(out) + "\n"

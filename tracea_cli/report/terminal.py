@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tracea_cli.bench.results import TUNED, BenchResults, overview
 from tracea_cli.report import units
+from tracea_cli.text import config_text
 
 # (header, width, justify)
 COLUMNS = (("provider", 8, "left"), ("median ms", 9, "right"), ("cv", 6, "right"), ("n", 4, "right"), ("{rate}", 8, "right"),
@@ -75,7 +76,7 @@ def render_terminal(results: BenchResults, console) -> None:
     if failures:
         console.print(f"[red]{len(failures)} failure(s)[/]:")
         for f in failures[:20]:
-            what = f" {units.config_text(f['config'])}" if f.get("config") else ""
+            what = f" {config_text(f['config'])}" if f.get("config") else ""
             console.print(f"  {f['problem']} · {f['provider']} ({f['stage']}) [red]{f['status']}[/]{what}: {f['reason'][:200]}")
         if len(failures) > 20:
             console.print(f"  ... and {len(failures) - 20} more (see the JSON or HTML report)")

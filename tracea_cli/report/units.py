@@ -61,12 +61,6 @@ def ratio_change(i: Interval) -> str:
     return f"{signed(i.estimate)}% [{signed(i.low)}, {signed(i.high)}]"
 
 
-def config_text(config) -> str:
-    if not config:
-        return ""
-    return " ".join(f"{k}={v}" for k, v in config.items())
-
-
 def notes(row: ResultRow) -> str:
     parts = []
     if not row.ok:

@@ -8,9 +8,12 @@ SIGINT: Ctrl-C reaches the parent, which stops them.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -117,12 +120,35 @@ def _send(conn: Connection, message: object) -> bool:
         return False
 
 
+_main_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """While a worker is spawned, the caller's main module is not named to it: a worker needs only Tracea's modules,
+    and spawn would otherwise run the caller's script again in the worker (a Python API user's script need not have
+    an `if __name__ == "__main__":` guard, and the seed's snippet has none)."""
+    main = sys.modules.get("__main__")
+    with _main_lock:
+        saved = {name: getattr(main, name) for name in ("__file__", "__spec__") if hasattr(main, name)}
+        try:
+            if "__file__" in saved:
+                del main.__file__
+            if "__spec__" in saved:
+                main.__spec__ = None
+            yield
+        finally:
+            for name, value in saved.items():
+                setattr(main, name, value)
+
+
 class _Worker:
     def __init__(self, ctx, factory: BackendFactory, device_index: int | None) -> None:
         self.device_index = device_index
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, factory), daemon=True)
-        self.proc.start()
+        with _main_module_hidden():
+            self.proc.start()
         child.close()
         self.job: EvalJob | None = None
         self.deadline = 0.0

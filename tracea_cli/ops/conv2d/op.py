@@ -8,6 +8,7 @@ from tracea_cli.ops.base import Option, Tensor, resolve_options
 from tracea_cli.ops.conv2d import problem as cp
 from tracea_cli.ops.conv2d.baselines import BASELINES
 from tracea_cli.ops.conv2d.families.numba import NUMBA
+from tracea_cli.ops.conv2d.graph import BINDING
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.conv2d.suites import suite
 
@@ -46,6 +47,7 @@ class Conv2dOp:
     families = (NUMBA,)
     baselines = BASELINES
     export = None
+    graph = BINDING
 
     def problem(self, **values: Any) -> Conv2dProblem:
         resolved = resolve_options(self.name, self.options, values)

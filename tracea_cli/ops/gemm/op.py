@@ -11,6 +11,7 @@ from tracea_cli.ops.gemm.export.abi import ABI
 from tracea_cli.ops.gemm.families.engine import MMA, SIMT
 from tracea_cli.ops.gemm.families.numba import NUMBA
 from tracea_cli.ops.gemm.families.wgmma import WGMMA
+from tracea_cli.ops.gemm.graph import BINDING
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.ops.gemm.suites import suite
 
@@ -35,6 +36,7 @@ class GemmOp:
     families = (WGMMA, MMA, SIMT, NUMBA)
     baselines = BASELINES
     export = ABI
+    graph = BINDING
 
     def problem(self, **values: Any) -> GemmProblem:
         return GemmProblem(**resolve_options(self.name, self.options, values))

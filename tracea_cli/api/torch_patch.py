@@ -1,0 +1,320 @@
+"""`patch_conv2d`: torch.nn.Conv2d's forward through Tracea's conv2d kernels where they apply, torch's own elsewhere.
+
+The router decides per call, from what torch passes: a CUDA tensor of a routed dtype, 4-D, groups = 1, zeros padding
+given as numbers, channels_last or contiguous NCHW memory, a backend with conv2d kernels for the dtype, and at least
+`min_flops` of work. Anything else calls the original forward unchanged. A routed call:
+
+- looks its layer shape up once (the Context's mode decides a miss: "default" picks and checks one configuration in
+  seconds, "tune" tunes, "cached" falls back), then reuses the compiled kernel and its bound launch;
+- reads the input in place when its memory is channels_last (NCHW contiguous input is copied to channels_last first,
+  and the report counts it), the filter as K x R x S x C (made once per weight version), the bias fused;
+- writes a channels_last output on torch's current stream;
+- under autograd, is a torch.autograd.Function whose backward is torch's own convolution backward.
+
+Patching is reversible (`unpatch_conv2d()`, or `with patch_conv2d(): ...`), idempotent and thread-safe.
+`patch_report()` says what was routed and what fell back, and why, per layer shape.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracea_cli.errors import ToolchainMissing, UsageError
+
+ROUTED_DTYPES = ("fp16", "bf16", "fp32")
+_TORCH_NAMES = {"torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float32": "fp32"}
+DEFAULT_MIN_FLOPS = 0
+
+
+@dataclass(frozen=True)
+class RouteRecord:
+    """How calls of one layer shape went: routed through a kernel, or fell back and why."""
+
+    shape: str
+    routed: bool
+    reason: str  # why it fell back; for a routed shape, the kernel's source ("default", "cached", "tuned")
+    calls: int
+    copies: int = 0  # routed calls whose NCHW input was copied to channels_last first
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise ToolchainMissing("patch_conv2d needs torch, which is not installed.", "Install PyTorch (pip install torch).") from None
+    return torch
+
+
+@dataclass
+class _Layer:
+    """One routed layer shape: its problem and kernel, and the filter in K x R x S x C per weight version."""
+
+    problem: Any
+    kernel: Any  # run.Kernel
+    source: str
+    weights: dict[tuple[int, int], Any] = field(default_factory=dict)
+
+
+class _Router:
+    """The state of one patch: options, the lazily made Context, the layers seen, and the counts."""
+
+    def __init__(self, context: Any, dtypes: tuple[str, ...], min_flops: int) -> None:
+        self.context = context
+        self.dtypes = dtypes
+        self.min_flops = min_flops
+        self.layers: dict[tuple, _Layer | str] = {}  # a routed layer, or why the shape falls back
+        self.calls: Counter = Counter()
+        self.copies: Counter = Counter()
+        self.lock = threading.RLock()
+
+    # ---- deciding ----------------------------------------------------------------------------------------------
+
+    def _why_not(self, module: Any, x: Any) -> str | None:
+        torch = _torch()
+        if not isinstance(x, torch.Tensor) or x.dim() != 4:
+            return "the input is not a 4-D tensor"
+        if x.device.type != "cuda":
+            return f"the input is on {x.device.type}, not a CUDA device"
+        dtype = _TORCH_NAMES.get(str(x.dtype))
+        if dtype not in self.dtypes:
+            return f"dtype {str(x.dtype).removeprefix('torch.')} is not routed (routed: {', '.join(self.dtypes)})"
+        if module.weight.dtype != x.dtype:
+            return "the weight's dtype differs from the input's"
+        if module.groups != 1:
+            return f"groups={module.groups} (only 1 is routed)"
+        if module.padding_mode != "zeros":
+            return f"padding_mode={module.padding_mode!r} (only zeros is routed)"
+        if isinstance(module.padding, str):
+            return f"padding={module.padding!r} (only numbers are routed)"
+        if not (x.is_contiguous(memory_format=torch.channels_last) or x.is_contiguous()):
+            return "the input is neither channels_last nor contiguous NCHW"
+        return None
+
+    def _layer(self, module: Any, x: Any) -> _Layer | str:
+        n, c, h, w = x.shape
+        k, _, r, s = module.weight.shape
+        dtype = _TORCH_NAMES[str(x.dtype)]
+        epilogue = "bias" if module.bias is not None else "none"
+        key = (n, c, h, w, k, r, s, tuple(module.stride), tuple(module.padding), tuple(module.dilation), dtype, epilogue)
+        with self.lock:
+            found = self.layers.get(key)
+            if found is None:
+                found = self.layers[key] = self._choose(key)
+            return found
+
+    def _choose(self, key: tuple) -> _Layer | str:
+        from tracea_cli.api.choose import check_runs, choose
+        from tracea_cli.api.run import Kernel
+        from tracea_cli.backends.op_backend import OpBackend
+        from tracea_cli.ops.registry import get_op
+
+        n, c, h, w, k, r, s, stride, pad, dil, dtype, epilogue = key
+        try:
+            problem = get_op("conv2d").problem(n=n, h=h, w=w, c=c, k=k, r=r, s=s, stride_h=stride[0], stride_w=stride[1],
+                                               pad_h=pad[0], pad_w=pad[1], dilation_h=dil[0], dilation_w=dil[1],
+                                               dtype=dtype, epilogue=epilogue)
+        except UsageError as e:
+            return e.message
+        if problem.flops < self.min_flops:
+            return f"{problem.flops} FLOPs is under min_flops={self.min_flops}"
+        ctx = self.context()
+        if ctx.backend != "cuda":
+            return "the context's backend is not cuda"
+        try:
+            check_runs(problem, "cuda", "conv2d")
+            choice = choose({0: (problem, problem.label)}, ctx._request())[0]
+        except UsageError as e:
+            return e.message
+        return _Layer(problem, Kernel(OpBackend("conv2d", "cuda"), problem, choice.config, ctx.target), choice.source)
+
+    def record(self, key: str, outcome: str) -> None:
+        with self.lock:
+            self.calls[(key, outcome)] += 1
+
+    # ---- running -----------------------------------------------------------------------------------------------
+
+    def forward(self, original: Any, module: Any, x: Any) -> Any:
+        why = self._why_not(module, x)
+        layer = None if why else self._layer(module, x)
+        if why is None and isinstance(layer, str):
+            why = layer
+        shape = f"{tuple(x.shape)} -> {module.out_channels} {tuple(module.kernel_size)}" if hasattr(x, "shape") else "?"
+        if why is not None:
+            self.record(shape, why)
+            return original(module, x)
+        self.record(shape, f"routed:{layer.source}")
+        torch = _torch()
+        if torch.is_grad_enabled() and (x.requires_grad or module.weight.requires_grad or
+                                        (module.bias is not None and module.bias.requires_grad)):
+            return _conv_function()(x, module.weight, module.bias, self, module, layer, shape)
+        return self.run(module, layer, x, shape)
+
+    def run(self, module: Any, layer: _Layer, x: Any, shape: str) -> Any:
+        torch = _torch()
+        if not x.is_contiguous(memory_format=torch.channels_last):
+            x = x.contiguous(memory_format=torch.channels_last)
+            with self.lock:
+                self.copies[shape] += 1
+        weight = module.weight
+        wkey = (weight.data_ptr(), weight._version)
+        krsc = layer.weights.get(wkey)
+        if krsc is None:
+            krsc = weight.detach().permute(0, 2, 3, 1).contiguous()
+            layer.weights.clear()
+            layer.weights[wkey] = krsc
+        p = layer.problem
+        out = torch.empty((p.n, p.k, *p.out_shape[1:3]), dtype=x.dtype, device=x.device,
+                          memory_format=torch.channels_last)
+        operands = {"X": x.data_ptr(), "W": krsc.data_ptr(), "Y": out.data_ptr()}
+        if module.bias is not None:
+            operands["bias"] = module.bias.data_ptr()
+        layer.kernel.launch(operands, torch.cuda.current_stream(x.device).cuda_stream)
+        return out
+
+    def report(self) -> list[RouteRecord]:
+        with self.lock:
+            by_shape: dict[tuple[str, bool, str], int] = {}
+            for (shape, outcome), calls in self.calls.items():
+                routed = outcome.startswith("routed:")
+                reason = outcome.removeprefix("routed:")
+                by_shape[(shape, routed, reason)] = by_shape.get((shape, routed, reason), 0) + calls
+            return [RouteRecord(s, routed, reason, calls, self.copies.get(s, 0) if routed else 0)
+                    for (s, routed, reason), calls in sorted(by_shape.items())]
+
+
+_FUNCTION: Any = None
+
+
+def _conv_function() -> Any:
+    """The autograd Function of a routed call (made once torch is imported): Tracea forward, torch backward."""
+    global _FUNCTION
+    if _FUNCTION is None:
+        torch = _torch()
+
+        class TraceaConv2d(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, weight, bias, router, module, layer, shape):  # noqa: ANN001
+                ctx.save_for_backward(x, weight)
+                ctx.geometry = (module.stride, module.padding, module.dilation, bias is not None)
+                return router.run(module, layer, x, shape)
+
+            @staticmethod
+            def backward(ctx, grad):  # noqa: ANN001
+                x, weight = ctx.saved_tensors
+                stride, padding, dilation, has_bias = ctx.geometry
+                gx = torch.nn.grad.conv2d_input(x.shape, weight, grad, stride, padding, dilation) \
+                    if ctx.needs_input_grad[0] else None
+                gw = torch.nn.grad.conv2d_weight(x, weight.shape, grad, stride, padding, dilation) \
+                    if ctx.needs_input_grad[1] else None
+                gb = grad.sum((0, 2, 3)) if has_bias and ctx.needs_input_grad[2] else None
+                return gx, gw, gb, None, None, None, None
+
+        _FUNCTION = TraceaConv2d
+    return _FUNCTION
+
+
+class Patch:
+    """A live patch (global or of one model): `unpatch()`, or leave its `with` block, to undo it."""
+
+    def __init__(self, router: _Router, model: Any) -> None:
+        self.router, self.model = router, model
+
+    def __enter__(self) -> Patch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.unpatch()
+
+    def unpatch(self) -> None:
+        _unpatch(self)
+
+    def report(self) -> list[RouteRecord]:
+        return self.router.report()
+
+
+_lock = threading.Lock()
+_global: Patch | None = None
+_models: dict[int, Patch] = {}
+_original: Any = None
+
+
+def patch_conv2d(model: Any = None, *, context: Any = None, dtypes: tuple[str, ...] = ROUTED_DTYPES,
+                 min_flops: int = DEFAULT_MIN_FLOPS) -> Patch:
+    """Route torch.nn.Conv2d's forward (of every Conv2d, or of `model`'s) through Tracea's kernels where they apply.
+    `context`: the tracea.Context to choose kernels with (default: one with mode "default", made on the first routed
+    call). Idempotent: patching what is patched returns the live patch."""
+    global _global, _original
+    torch = _torch()
+    bad = [d for d in dtypes if d not in ROUTED_DTYPES]
+    if bad:
+        raise UsageError(f"patch_conv2d cannot route dtype {bad[0]!r}.", f"Use some of {', '.join(ROUTED_DTYPES)}.")
+    if not isinstance(min_flops, int) or min_flops < 0:
+        raise UsageError(f"min_flops must be a whole number, 0 or more, not {min_flops!r}.")
+    made: list[Any] = []
+
+    def ctx() -> Any:
+        if context is not None:
+            return context
+        if not made:
+            from tracea_cli.api.context import Context
+
+            made.append(Context(device="cuda", mode="default"))
+        return made[0]
+
+    with _lock:
+        if _original is None:
+            _original = torch.nn.Conv2d.forward
+        original = _original
+        if model is None:
+            if _global is None:
+                router = _Router(ctx, tuple(dtypes), min_flops)
+                torch.nn.Conv2d.forward = lambda module, x: router.forward(original, module, x)
+                _global = Patch(router, None)
+            return _global
+        if not isinstance(model, torch.nn.Module):
+            raise UsageError(f"patch_conv2d takes a torch.nn.Module, not {type(model).__name__}.")
+        if id(model) in _models:
+            return _models[id(model)]
+        router = _Router(ctx, tuple(dtypes), min_flops)
+        import types
+
+        for m in model.modules():
+            if isinstance(m, torch.nn.Conv2d):
+                m.forward = types.MethodType(lambda module, x: router.forward(original, module, x), m)
+        _models[id(model)] = patch = Patch(router, model)
+        return patch
+
+
+def _unpatch(patch: Patch) -> None:
+    global _global
+    torch = _torch()
+    with _lock:
+        if patch.model is None:
+            if _global is patch:
+                torch.nn.Conv2d.forward = _original
+                _global = None
+            return
+        if _models.get(id(patch.model)) is patch:
+            for m in patch.model.modules():
+                if isinstance(m, torch.nn.Conv2d) and "forward" in vars(m):
+                    del m.forward
+            del _models[id(patch.model)]
+
+
+def unpatch_conv2d(model: Any = None) -> None:
+    """Undo `patch_conv2d()` (or `patch_conv2d(model)`); nothing happens where nothing is patched."""
+    _torch()
+    with _lock:
+        patch = _global if model is None else _models.get(id(model))
+    if patch is not None:
+        _unpatch(patch)
+
+
+def patch_report(model: Any = None) -> list[RouteRecord]:
+    """What the live patch (global, or `model`'s) routed and what fell back, and why, per layer shape."""
+    with _lock:
+        patch = _global if model is None else _models.get(id(model))
+    return patch.report() if patch is not None else []
