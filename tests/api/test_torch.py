@@ -1,0 +1,115 @@
+"""torch: Graph.from_fx and patch_conv2d (skipped where torch is not installed; the device machine has it)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import tracea
+from tracea_cli.errors import ToolchainMissing
+
+torch = pytest.importorskip("torch", reason="torch is not installed here (the CI machine has none)")
+nn = torch.nn
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU()
+        self.head = nn.Linear(8 * 6 * 6, 10)
+
+    def forward(self, x):
+        y = self.relu(self.bn(self.conv(x)) + x)
+        return self.head(torch.flatten(y, 1))
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    m = Block().eval()
+    with torch.no_grad():
+        m.bn.running_mean.uniform_(-1, 1)
+        m.bn.running_var.uniform_(0.5, 1.5)
+    return m
+
+
+def test_from_fx_fuses_the_block_and_matches_torch_on_the_cpu(model, tmp_path):
+    x = torch.rand(1, 8, 6, 6) * 2 - 1
+    g = tracea.Graph.from_fx(model, (x,))
+    plan = tracea.Context(device="cpu", cache=tmp_path, mode="default").optimize_graph(g)
+    kernels = [(r.op, r.epilogue) for r in plan.rows if r.source != "graph"]
+    assert kernels == [("conv2d", "bias_residual_relu"), ("gemm", "bias")], str(plan)
+    out = plan(x=x.permute(0, 2, 3, 1).contiguous())
+    with torch.no_grad():
+        ref = model(x)
+    assert isinstance(out, torch.Tensor) and torch.linalg.norm(out - ref) / torch.linalg.norm(ref) < 1e-5
+
+
+def test_patch_conv2d_falls_back_for_cpu_tensors_and_says_why(model):
+    x = torch.rand(1, 8, 6, 6)
+    with torch.no_grad():
+        ref = model(x)
+    with tracea.patch_conv2d(model) as patch:
+        with torch.no_grad():
+            out = model(x)
+        report = patch.report()
+    assert torch.equal(out, ref)
+    assert report and not report[0].routed and "not a CUDA device" in report[0].reason and report[0].calls == 1
+    assert "forward" not in vars(model.conv)  # unpatched on leaving the block
+
+
+def test_global_patching_is_idempotent_reversible_and_thread_safe():
+    original = nn.Conv2d.forward
+    patches = []
+    threads = [threading.Thread(target=lambda: patches.append(tracea.patch_conv2d())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(p) for p in patches}) == 1 and nn.Conv2d.forward is not original
+    tracea.unpatch_conv2d()
+    tracea.unpatch_conv2d()  # nothing patched: nothing happens
+    assert nn.Conv2d.forward is original
+
+
+def test_bad_patch_options_are_one_sentence():
+    with pytest.raises(tracea.UsageError, match="cannot route dtype"):
+        tracea.patch_conv2d(dtypes=("int8",))
+    with pytest.raises(tracea.UsageError, match="torch.nn.Module"):
+        tracea.patch_conv2d(model=object())
+
+
+@pytest.mark.gpu
+def test_patch_conv2d_routes_cuda_convolutions_and_autograd_uses_torchs_backward():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device for torch")
+    conv = nn.Conv2d(64, 64, 3, padding=1).cuda().half().to(memory_format=torch.channels_last)
+    x = torch.rand(2, 64, 14, 14, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    x.requires_grad_(True)
+    ref = conv(x)
+    with tracea.patch_conv2d(conv) as patch:
+        out = conv(x)
+        out.float().sum().backward()
+    report = patch.report()
+    if not report[0].routed:
+        pytest.skip(f"not routed here: {report[0].reason}")
+    err = (torch.linalg.norm((out - ref).float()) / torch.linalg.norm(ref.float())).item()
+    assert err < 5e-3 and x.grad is not None and out.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_without_torch_patch_conv2d_says_torch_is_needed(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    with pytest.raises(ToolchainMissing, match="needs torch"):
+        tracea.patch_conv2d()
