@@ -13,6 +13,12 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(scope="module")
 def head(tmp_path_factory):
     """A classification head, linear + bias, fp16: one gemm kernel with the bias epilogue."""
+    pytest.importorskip("cupy", reason="CuPy is not installed (GPU tests need the cuda extra and an NVIDIA GPU)")
+    from tracea_cli.backends.cuda import gpu_ready
+
+    missing = gpu_ready(0)
+    if missing:
+        pytest.skip(f"no usable CUDA device: {missing}")
     rng = np.random.default_rng(1)
     w, b = rng.uniform(-1, 1, (96, 200)).astype(np.float16), rng.uniform(-1, 1, 96).astype(np.float16)
     g = tracea.Graph("fp16")
