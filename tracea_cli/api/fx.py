@@ -79,17 +79,33 @@ def graph_from_fx(graph_type: type, gm: Any, example_inputs: Any, *, dtype: str 
     return g
 
 
+def _op_for(module: Any) -> Any:
+    """The registry's op that computes this torch module (its GraphBinding names the module class), or None."""
+    from tracea_cli.ops.registry import get_op, op_names
+
+    for name in op_names():
+        binding = get_op(name).graph
+        if binding is not None and binding.torch_module == type(module).__name__:
+            return get_op(name)
+    return None
+
+
 def _module_node(g: Any, torch: Any, m: Any, name: str, args: list, const: Any) -> Any:
     x = args[0] if args else None
     if x is None or not hasattr(x, "graph") or len(args) != 1:
         return None
-    if isinstance(m, torch.nn.Conv2d) and m.groups == 1 and m.padding_mode == "zeros" and not isinstance(m.padding, str):
-        w = const(f"{name}.weight", m.weight.detach().permute(0, 2, 3, 1).contiguous())
-        y = g.conv2d(x, w, stride=tuple(m.stride), padding=tuple(m.padding), dilation=tuple(m.dilation), name=name)
-        return y.bias(const(f"{name}.bias", m.bias), name=f"{name}.add_bias") if m.bias is not None else y
-    if isinstance(m, torch.nn.Linear) and len(x.shape) == 2:
-        y = g.linear(x, const(f"{name}.weight", m.weight), name=name)
-        return y.bias(const(f"{name}.bias", m.bias), name=f"{name}.add_bias") if m.bias is not None else y
+    op = _op_for(m)
+    if op is not None:
+        read = op.graph.from_torch(m)
+        if isinstance(read, str):
+            return None
+        keywords, weights, bias = read
+        tensors = [x, *(const(f"{name}.{role}", weights[role]) for role in op.graph.inputs[1:])]
+        try:
+            y = g.op(op.name, *tensors, name=name, **keywords)
+        except UsageError:  # a shape the op does not take (a 3-D input to Linear): torch runs it
+            return None
+        return y.bias(const(f"{name}.bias", bias), name=f"{name}.add_bias") if bias is not None else y
     if isinstance(m, torch.nn.BatchNorm2d) and not m.training and m.track_running_stats:
         return g.batch_norm(x, const(f"{name}.mean", m.running_mean), const(f"{name}.var", m.running_var),
                             const(f"{name}.weight", m.weight) if m.affine else None,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tracea_cli.errors import ToolchainMissing, UsageError
@@ -27,6 +27,13 @@ from tracea_cli.errors import ToolchainMissing, UsageError
 ROUTED_DTYPES = ("fp16", "bf16", "fp32")
 _TORCH_NAMES = {"torch.float16": "fp16", "torch.bfloat16": "bf16", "torch.float32": "fp32"}
 DEFAULT_MIN_FLOPS = 0
+
+
+def _conv2d_op() -> Any:
+    """The op this patch routes to, from the registry."""
+    from tracea_cli.ops.registry import get_op
+
+    return get_op("conv2d")
 
 
 @dataclass(frozen=True)
@@ -50,12 +57,11 @@ def _torch() -> Any:
 
 @dataclass
 class _Layer:
-    """One routed layer shape: its problem and kernel, and the filter in K x R x S x C per weight version."""
+    """One routed layer shape: its problem and kernel, and where the kernel came from."""
 
     problem: Any
     kernel: Any  # run.Kernel
     source: str
-    weights: dict[tuple[int, int], Any] = field(default_factory=dict)
 
 
 class _Router:
@@ -66,6 +72,7 @@ class _Router:
         self.dtypes = dtypes
         self.min_flops = min_flops
         self.layers: dict[tuple, _Layer | str] = {}  # a routed layer, or why the shape falls back
+        self.modules: dict[int, tuple[tuple[int, int], Any]] = {}  # id(module) -> (weight version, what it reads as)
         self.calls: Counter = Counter()
         self.copies: Counter = Counter()
         self.lock = threading.RLock()
@@ -83,22 +90,30 @@ class _Router:
             return f"dtype {str(x.dtype).removeprefix('torch.')} is not routed (routed: {', '.join(self.dtypes)})"
         if module.weight.dtype != x.dtype:
             return "the weight's dtype differs from the input's"
-        if module.groups != 1:
-            return f"groups={module.groups} (only 1 is routed)"
-        if module.padding_mode != "zeros":
-            return f"padding_mode={module.padding_mode!r} (only zeros is routed)"
-        if isinstance(module.padding, str):
-            return f"padding={module.padding!r} (only numbers are routed)"
         if not (x.is_contiguous(memory_format=torch.channels_last) or x.is_contiguous()):
             return "the input is neither channels_last nor contiguous NCHW"
         return None
 
+    def _module(self, module: Any) -> tuple[dict[str, Any], Any] | str:
+        """(builder keywords, the filter in the op's layout) of `module`, read once per weight version."""
+        weight = module.weight
+        version = (weight.data_ptr(), weight._version)
+        with self.lock:
+            seen = self.modules.get(id(module))
+            if seen is None or seen[0] != version:
+                read = _conv2d_op().graph.from_torch(module)
+                seen = self.modules[id(module)] = (version, read if isinstance(read, str) else (read[0], read[1]["W"]))
+            return seen[1]
+
     def _layer(self, module: Any, x: Any) -> _Layer | str:
+        read = self._module(module)
+        if isinstance(read, str):
+            return read
+        keywords, krsc = read
         n, c, h, w = x.shape
-        k, _, r, s = module.weight.shape
         dtype = _TORCH_NAMES[str(x.dtype)]
         epilogue = "bias" if module.bias is not None else "none"
-        key = (n, c, h, w, k, r, s, tuple(module.stride), tuple(module.padding), tuple(module.dilation), dtype, epilogue)
+        key = ((n, h, w, c), tuple(krsc.shape), tuple(sorted(keywords.items())), dtype, epilogue)
         with self.lock:
             found = self.layers.get(key)
             if found is None:
@@ -109,13 +124,12 @@ class _Router:
         from tracea_cli.api.choose import check_runs, choose
         from tracea_cli.api.run import Kernel
         from tracea_cli.backends.op_backend import OpBackend
-        from tracea_cli.ops.registry import get_op
 
-        n, c, h, w, k, r, s, stride, pad, dil, dtype, epilogue = key
+        x_shape, w_shape, keywords, dtype, epilogue = key
+        op = _conv2d_op()
         try:
-            problem = get_op("conv2d").problem(n=n, h=h, w=w, c=c, k=k, r=r, s=s, stride_h=stride[0], stride_w=stride[1],
-                                               pad_h=pad[0], pad_w=pad[1], dilation_h=dil[0], dilation_w=dil[1],
-                                               dtype=dtype, epilogue=epilogue)
+            options = op.graph.options_from({"X": x_shape, "W": w_shape}, dict(keywords))
+            problem = op.problem(**options, dtype=dtype, epilogue=epilogue)
         except UsageError as e:
             return e.message
         if problem.flops < self.min_flops:
@@ -124,11 +138,11 @@ class _Router:
         if ctx.backend != "cuda":
             return "the context's backend is not cuda"
         try:
-            check_runs(problem, "cuda", "conv2d")
+            check_runs(problem, "cuda", problem.op)
             choice = choose({0: (problem, problem.label)}, ctx._request())[0]
         except UsageError as e:
             return e.message
-        return _Layer(problem, Kernel(OpBackend("conv2d", "cuda"), problem, choice.config, ctx.target), choice.source)
+        return _Layer(problem, Kernel(OpBackend(problem.op, "cuda"), problem, choice.config, ctx.target), choice.source)
 
     def record(self, key: str, outcome: str) -> None:
         with self.lock:
@@ -158,13 +172,7 @@ class _Router:
             x = x.contiguous(memory_format=torch.channels_last)
             with self.lock:
                 self.copies[shape] += 1
-        weight = module.weight
-        wkey = (weight.data_ptr(), weight._version)
-        krsc = layer.weights.get(wkey)
-        if krsc is None:
-            krsc = weight.detach().permute(0, 2, 3, 1).contiguous()
-            layer.weights.clear()
-            layer.weights[wkey] = krsc
+        _, krsc = self._module(module)
         p = layer.problem
         out = torch.empty((p.n, p.k, *p.out_shape[1:3]), dtype=x.dtype, device=x.device,
                           memory_format=torch.channels_last)

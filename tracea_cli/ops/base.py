@@ -290,13 +290,20 @@ class GraphBinding:
     keywords)` turns the inputs' shapes (by tensor name, in the op's own layouts) and the builder's keywords into the
     op's option values (sizes and geometry; not dtype or epilogue), raising UsageError for shapes that do not fit
     together. `channel_axis(problem)` is (the weight tensor, its axis) along which output channel j's weights lie.
-    `aliases` are further builder names with fixed keywords (gemm: {"linear": {"layout": "nt"}})."""
+    `aliases` are further builder names with fixed keywords (gemm: {"linear": {"layout": "nt"}}).
+
+    `torch_module` names the torch.nn module class this op computes ("Conv2d"), and `from_torch(module)` reads one:
+    (the builder's keywords, the module's weight in the op's layout by tensor name, its bias or None), or a sentence
+    saying why the op cannot compute that module (Graph.from_fx and patch_conv2d use it; torch is imported by
+    the caller)."""
 
     inputs: tuple[str, ...]
     output: str
     options_from: Callable[[Mapping[str, tuple[int, ...]], Mapping[str, Any]], dict[str, Any]]
     channel_axis: Callable[[Any], tuple[str, int]]
     aliases: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    torch_module: str | None = None
+    from_torch: Callable[[Any], tuple[dict[str, Any], dict[str, Any], Any] | str] | None = None
 
 
 class Op(Protocol):

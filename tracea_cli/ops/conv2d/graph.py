@@ -39,4 +39,17 @@ def channel_axis(problem: Conv2dProblem) -> tuple[str, int]:
     return "W", 0
 
 
-BINDING = GraphBinding(inputs=("X", "W"), output="Y", options_from=options_from, channel_axis=channel_axis)
+def from_torch(module: Any) -> tuple[dict[str, Any], dict[str, Any], Any] | str:
+    """A torch.nn.Conv2d as (keywords, {"W": its K x R x S x C filter}, its bias), or why it is not one we run."""
+    if module.groups != 1:
+        return f"groups={module.groups} (only 1 is routed)"
+    if module.padding_mode != "zeros":
+        return f"padding_mode={module.padding_mode!r} (only zeros is routed)"
+    if isinstance(module.padding, str):
+        return f"padding={module.padding!r} (only numbers are routed)"
+    keywords = {"stride": tuple(module.stride), "padding": tuple(module.padding), "dilation": tuple(module.dilation)}
+    return keywords, {"W": module.weight.detach().permute(0, 2, 3, 1).contiguous()}, module.bias
+
+
+BINDING = GraphBinding(inputs=("X", "W"), output="Y", options_from=options_from, channel_axis=channel_axis,
+                       torch_module="Conv2d", from_torch=from_torch)

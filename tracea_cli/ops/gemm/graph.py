@@ -28,5 +28,10 @@ def channel_axis(problem: GemmProblem) -> tuple[str, int]:
     return "B", 1 if problem.layout == "nn" else 0
 
 
+def from_torch(module: Any) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """A torch.nn.Linear: its weight (out x in) is B in layout nt."""
+    return {"layout": "nt"}, {"B": module.weight.detach()}, module.bias
+
+
 BINDING = GraphBinding(inputs=("A", "B"), output="C", options_from=options_from, channel_axis=channel_axis,
-                       aliases={"linear": {"layout": "nt"}})
+                       aliases={"linear": {"layout": "nt"}}, torch_module="Linear", from_torch=from_torch)
