@@ -35,25 +35,34 @@ def _xp(backend: str) -> Any:
 
 @dataclass
 class Kernel:
-    """One op step's compiled kernel (compiled on first use) and its launchers by operand addresses."""
+    """One op step's compiled kernel (compiled on first use) and its launch per stream, moved to new operands in
+    place (a CUDA launch's pointers are rewritten; elsewhere the launch is made again when the operands move)."""
 
     backend: Any  # backends.op_backend.OpBackend
     problem: Any
     config: Mapping[str, Any]
     target: Any
     artifact: Any = None
-    launchers: dict[tuple, Callable[[], None]] = field(default_factory=dict)
+    bound: dict[int | None, tuple[Callable[[], None], dict[str, int]]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def launch(self, operands: Mapping[str, Any], stream: int | None) -> None:
-        if self.artifact is None:
-            self.artifact = self.backend.compile(self.problem, self.config, self.target)
-        key = (stream, *(_address(a) for a in operands.values()))
-        run = self.launchers.get(key)
-        if run is None:
-            if len(self.launchers) > 64:
-                self.launchers.clear()
-            run = self.launchers[key] = self.backend.launcher(self.artifact, self.problem, operands, stream=stream)
-        run()
+        addresses = {name: _address(a) for name, a in operands.items()}
+        with self.lock:
+            if self.artifact is None:
+                self.artifact = self.backend.compile(self.problem, self.config, self.target)
+            found = self.bound.get(stream)
+            if found is not None and found[1] != addresses:
+                run, was = found
+                if hasattr(run, "repoint"):
+                    run.repoint({k: v for k, v in addresses.items() if was.get(k) != v})
+                    found = self.bound[stream] = (run, addresses)
+                else:
+                    found = None
+            if found is None:
+                run = self.backend.launcher(self.artifact, self.problem, operands, stream=stream)
+                found = self.bound[stream] = (run, addresses)
+            found[0]()
 
 
 def _address(a: Any) -> int:

@@ -335,7 +335,33 @@ def _pointer(value: Any) -> int:
     return int(value.data.ptr)
 
 
-def bind(loaded: LoadedModule, values: Mapping[str, Any], stream_ptr: int | None = None) -> Callable[[], None]:
+class BoundLaunch:
+    """A launcher of one loaded plan over one set of values: calling it queues every step in order. `repoint` moves
+    it to other tensors (same sizes) in place: the packed pointer arguments are rewritten, and the tensor maps over a
+    moved tensor encoded again, instead of binding afresh."""
+
+    def __init__(self, queued: list[Callable[[], None]], keep: list[Any], pointers: dict[str, list[Any]],
+                 maps: dict[str, list[Any]], plan: LaunchPlan, sizes: Mapping[str, int]) -> None:
+        self._queued, self._keep, self._pointers, self._maps = queued, keep, pointers, maps
+        self._plan, self._sizes = plan, sizes
+
+    def __call__(self) -> None:
+        for run in self._queued:
+            run()
+
+    def repoint(self, pointers: Mapping[str, int]) -> None:
+        """Use these device pointers (by tensor name) from now on."""
+        for name, ptr in pointers.items():
+            for slot in self._pointers.get(name, ()):
+                slot.value = ptr
+            for map_name, spec in self._plan.tensor_maps.items():
+                if spec.tensor == name and map_name in self._maps:
+                    encoded = encode_tensor_map(ptr, spec, self._sizes)
+                    for buffer in self._maps[map_name]:
+                        ctypes.memmove(buffer, encoded, len(encoded))
+
+
+def bind(loaded: LoadedModule, values: Mapping[str, Any], stream_ptr: int | None = None) -> BoundLaunch:
     """A launcher of the loaded plan over `values` (the family's `args`: arrays by tensor name, sizes by parameter
     name). The workspace (split-K sums, then the staging scratch) is allocated here and lives with the launcher;
     tensor maps are encoded and every step's arguments packed once; each call queues the steps in order."""
@@ -354,6 +380,8 @@ def bind(loaded: LoadedModule, values: Mapping[str, Any], stream_ptr: int | None
     maps = {name: encode_tensor_map(_pointer(named[spec.tensor]), spec, sizes) for name, spec in plan.tensor_maps.items()}
     keep: list[Any] = [workspace]
     queued: list[Callable[[], None]] = []
+    pointer_slots: dict[str, list[Any]] = {}
+    map_buffers: dict[str, list[Any]] = {}
     stream = d.CUstream(stream_ptr)
     for step in plan.steps:
         if isinstance(step, MemsetStep):
@@ -365,10 +393,12 @@ def bind(loaded: LoadedModule, values: Mapping[str, Any], stream_ptr: int | None
         for name in plan.step_params(step):
             if name in maps:
                 args.append(ctypes.create_string_buffer(maps[name], 128))
+                map_buffers.setdefault(name, []).append(args[-1])
             elif name in sizes:
                 args.append(ctypes.c_int(sizes[name]))
             elif name in named:
                 args.append(ctypes.c_void_p(_pointer(named[name])))
+                pointer_slots.setdefault(name, []).append(args[-1])
             else:
                 raise LaunchFailed(f"{step.name} takes {name!r}, which neither the family's arguments nor the plan's "
                                    "scratch give")
@@ -384,13 +414,7 @@ def bind(loaded: LoadedModule, values: Mapping[str, Any], stream_ptr: int | None
         else:
             queued.append(lambda f=function, g=grid, b=step.block, s=step.dynamic_smem_bytes, p=packed, name=step.name:
                           _ok(d.cuLaunchKernel(f, *g, *b, s, stream, ctypes.addressof(p), 0), f"cuLaunchKernel({name})"))
-
-    def launch() -> None:
-        _ = keep  # the packed arguments and the workspace live as long as the launcher
-        for run in queued:
-            run()
-
-    return launch
+    return BoundLaunch(queued, keep, pointer_slots, map_buffers, plan, sizes)
 
 
 # ---- checking and timing on the target's GPU ---------------------------------------------------------------------------
