@@ -21,7 +21,7 @@ class FakeEngine:
     """Times are made up from `time_ms(problem) * factor`; tracea is `speedup` times faster than the baseline."""
 
     def __init__(self, *, speedup: float = 1.25, dtypes=("fp32", "fp64"), cached: bool = True, failing=(), wrong=(), no_winner=(), throttled=0,
-                 ceiling=Ceiling(flops_per_s=2e11, bytes_per_s=2e10, flops_source="cpu gemm_fp32", bytes_source="cpu triad"), busy_load=0.5):
+                 ceiling=Ceiling(flops_per_s=2e11, bytes_per_s=2e10, flops_source="cpu gemm_fp32", bytes_source="cpu triad"), busy_load=0.5, others_threads=None):
         self.speedup = speedup
         self._dtypes = tuple(dtypes)
         self.cached = cached
@@ -31,6 +31,7 @@ class FakeEngine:
         self.throttled = throttled
         self._ceiling = ceiling
         self.busy_load = busy_load  # the host's load average at the end of the run
+        self.others_threads = others_threads  # CPU threads other processes used during the run (None: unknown)
         self.calls: list[tuple] = []
 
     @staticmethod
@@ -46,6 +47,17 @@ class FakeEngine:
         self.load_calls = getattr(self, "load_calls", 0) + 1
         now = 0.5 if self.load_calls == 1 else self.busy_load  # quiet at the start; `busy_load` at the end
         return HostLoad(start=now, end=now, cpu_threads=2)
+
+    def load_meter(self):
+        from tracea_cli.host_load import HostBusy
+
+        others = self.others_threads
+
+        class Meter:
+            def stop(self):
+                return None if others is None else HostBusy(10.0, 2, others, 0.0)
+
+        return Meter()
 
     def dtypes(self):
         return self._dtypes

@@ -15,6 +15,7 @@ from report_checks import assert_charts_match_json, assert_self_contained, parse
 
 from tracea_cli.bench import results as res  # noqa: E402
 from tracea_cli.bench.compare import compare_results  # noqa: E402
+from tracea_cli.report import units  # noqa: E402
 from tracea_cli.bench.runner import BenchRequest, run_bench  # noqa: E402
 from tracea_cli.bench.suites import Suite  # noqa: E402
 from tracea_cli.errors import UsageError  # noqa: E402
@@ -123,6 +124,10 @@ def test_a_busy_machine_is_reported():
     assert (quiet.environment.load.start, quiet.environment.load.end) == (0.5, 1.5) and not quiet.environment.busy
     assert busy.environment.load.end == 7.0 and busy.environment.busy
     assert res.from_dict(res.to_dict(busy)).environment.load == busy.environment.load
+    competed = run_bench(BenchRequest(suite=Suite("t", PROBLEMS[:1])), FakeEngine(others_threads=1.5),
+                         created="2026-11-29T00:00:00+00:00")
+    assert competed.environment.busy and "other processes kept 1.5 of them busy" in units.load_text(competed.environment)
+    assert res.from_dict(res.to_dict(competed)).environment.load == competed.environment.load
     for fmt in ("html", "md"):
         assert "The machine was busy" in render(fmt, busy) and "The machine was busy" not in render(fmt, quiet)
     console = Console(width=100, record=True, color_system=None)

@@ -203,3 +203,13 @@ def test_a_profile_made_in_a_container_is_used_by_the_next_process(tmp_path):
     saved = json.loads((tmp_path / "data" / "profile.json").read_text())
     assert saved["machine_id"] == ids.pop() and (tmp_path / "data" / "machine-id").is_file()
     assert _in_container(tmp_path, "load").stdout.strip() == saved["created"]  # used, not made again
+
+
+def test_a_rate_measured_while_busy_does_not_replace_a_higher_quiet_one():
+    old = h200_profile()
+    quiet = old.measured[0]
+    busy = replace(quiet, median=quiet.median / 2, busy="other processes kept 1.7 of 2 CPU threads busy")
+    measured, _, _ = merge_measured(old, [busy], [], machine=old.machine_id)
+    assert measured[0] == quiet
+    faster_busy = replace(busy, median=quiet.median * 1.1)
+    assert merge_measured(old, [faster_busy], [], machine=old.machine_id)[0][0] == faster_busy

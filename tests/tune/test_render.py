@@ -26,3 +26,24 @@ def test_table_fits_80_columns_and_shows_every_figure():
     for figure in ("0.1813", "758.20", "99%", "0.99x", "cublas", "timeout", "86396", '"tile_n":256', "GPU 0: 12, GPU 1: 10"):
         assert figure in text, figure
     assert result.as_dict()["winner_pct_of_peak"] == 100.0 * 758.2e12 / 769e12
+
+
+def test_a_busy_run_and_a_rate_above_the_ceiling_are_flagged_not_printed_as_facts():
+    from tracea_cli.host_load import HostBusy
+
+    a = Measured(CONFIG, 15.70, 0.02, (15.70,), 1.10, "GFLOP/s")
+    b = Measured({**CONFIG, "tile_m": 64}, 15.75, 0.02, (15.75,), 1.09, "GFLOP/s")
+    numpy = Measured({}, 9.0, 0.01, (9.0,), 1.9, "GFLOP/s")
+    result = TuneResult(key="k", cache_hit=False, evaluations=8, trials_total=8, winner=a, baseline_name="numpy",
+                        baseline=numpy, ranking=(a, b), target={"device_class": "cpu"}, stopped_because="budget",
+                        problem={"op": "gemm"}, peak_flops=1.2e9, load=HostBusy(30.0, 2, 1.6, 0.0, 3.9, 4.2))
+    assert result.pct_of_peak(numpy) is None and result.pct_of_peak(a) == 100.0 * 1.10 / 1.2
+    warnings = result.as_dict()["warnings"]
+    assert any("busy" in w and "1.6 of 2" in w for w in warnings)
+    assert any("within noise" in w for w in warnings) and any("faster than the ceiling" in w for w in warnings)
+    console = Console(width=100, record=True, no_color=True)
+    render_tune(result, console)
+    assert "warning" in console.export_text() and "190%" not in console.export_text()
+    quiet = TuneResult(key="k", cache_hit=False, evaluations=8, trials_total=8, winner=a, baseline_name=None,
+                       baseline=None, ranking=(a,), load=HostBusy(30.0, 2, 0.0, 0.0))
+    assert quiet.warnings == ()

@@ -140,6 +140,11 @@ class LiveEngine:
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         return HostLoad(start=now, end=now, cpu_threads=threads)
 
+    def load_meter(self) -> Any:
+        from tracea_cli.host_load import LoadMeter
+
+        return LoadMeter()
+
     def ceiling(self, problem: Any) -> Ceiling:
         c = ceiling_from_profile(self.profile, backend=self.backend_name, dtype=problem.dtype, device_index=self.target.device_index)
         return Ceiling(c.flops_per_s, c.bytes_per_s, c.flops_source, c.bytes_source)

@@ -60,9 +60,15 @@ class HostLoad:
     start: float
     end: float
     cpu_threads: int
+    others_threads: float | None = None  # CPU threads other processes kept busy during the run, on average
+    steal_fraction: float | None = None  # share of CPU time a hypervisor gave to others
 
     @property
     def busy(self) -> bool:
+        from tracea_cli.host_load import competed
+
+        if self.others_threads is not None and competed(self.others_threads, self.steal_fraction or 0.0, self.cpu_threads):
+            return True
         return max(self.start, self.end) > self.cpu_threads
 
 
@@ -303,7 +309,8 @@ def to_dict(results: BenchResults) -> dict[str, Any]:
             "profile_created": env.profile_created,
             "host": dict(env.host),
             "load": None if env.load is None else {"start": env.load.start, "end": env.load.end, "cpu_threads": env.load.cpu_threads,
-                                                   "busy": env.load.busy},
+                                                   "others_threads": env.load.others_threads,
+                                                   "steal_fraction": env.load.steal_fraction, "busy": env.load.busy},
         },
         "problems": [
             {
@@ -418,7 +425,9 @@ def from_dict(doc: Mapping[str, Any]) -> BenchResults:
         profile_created=e.get("profile_created"),
         host=dict(e.get("host") or {}),
         load=None if not e.get("load") else HostLoad(start=float(e["load"]["start"]), end=float(e["load"]["end"]),
-                                                     cpu_threads=int(e["load"]["cpu_threads"])),
+                                                     cpu_threads=int(e["load"]["cpu_threads"]),
+                                                     others_threads=e["load"].get("others_threads"),
+                                                     steal_fraction=e["load"].get("steal_fraction")),
     )
     problems = []
     for p in doc["problems"]:

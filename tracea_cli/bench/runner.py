@@ -63,6 +63,11 @@ class Engine(Protocol):
         """The host's load now (`start` and `end` both the current 1-minute average); None where unknown."""
         ...
 
+    def load_meter(self) -> Any:
+        """A meter started now whose `stop()` says what other processes did on the CPUs since (host_load.HostBusy),
+        or None where unknown."""
+        ...
+
     def unsupported(self, problem: Any) -> str | None:
         """Why the chosen backend cannot run `problem` here (its op's dtypes, the device's), or None."""
         ...
@@ -108,6 +113,7 @@ def run_bench(request: BenchRequest, engine: Engine, *, progress: ProgressFn | N
     created = created or now_iso()
     environment = engine.environment(suite=request.suite.name, command=request.command, created=created)
     load_at_start = engine.load()
+    meter = engine.load_meter()
     if request.tune_budget is None:
         request = _replace(request, tune_budget=DEFAULT_TUNE_BUDGET.get(environment.backend, 12))
     problems: list[ProblemInfo] = []
@@ -127,8 +133,12 @@ def run_bench(request: BenchRequest, engine: Engine, *, progress: ProgressFn | N
         rows.extend(problem_rows)
     progress(total, total, "done")
     load_at_end = engine.load()
+    during = meter.stop()
     if load_at_start is not None and load_at_end is not None:
-        environment = _replace(environment, load=HostLoad(start=load_at_start.start, end=load_at_end.end, cpu_threads=load_at_end.cpu_threads))
+        environment = _replace(environment, load=HostLoad(
+            start=load_at_start.start, end=load_at_end.end, cpu_threads=load_at_end.cpu_threads,
+            others_threads=None if during is None else during.others_threads,
+            steal_fraction=None if during is None else during.steal_fraction))
     return BenchResults(environment=environment, problems=tuple(problems), results=tuple(rows))
 
 

@@ -151,13 +151,28 @@ def cpu_gemm(dtype: str, thread_counts: tuple[int, ...], *, policy: TimingPolicy
     return out
 
 
+def _metered(fn: Callable[[], list[Item]]) -> list[Item]:
+    """Run `fn`; when other processes competed for the CPUs meanwhile, its measurements say so (`busy`)."""
+    from dataclasses import replace
+
+    from tracea_cli.host_load import LoadMeter
+
+    meter = LoadMeter()
+    items = fn()
+    during = meter.stop()
+    if during is None or not during.busy:
+        return items
+    return [replace(i, busy=during.text) if isinstance(i, Measurement) else i for i in items]
+
+
 def cpu_measurements(cpu: CpuInfo, *, step: Step = _quiet, policy: TimingPolicy = CPU_POLICY) -> Iterator[Item]:
     counts = (1,) if cpu.usable_threads <= 1 else (1, cpu.usable_threads)
     step("CPU memory bandwidth (triad)")
-    yield from _guarded(lambda: cpu_triad(cpu, counts), device="cpu", metric="memory_bandwidth")
+    yield from _metered(lambda: _guarded(lambda: cpu_triad(cpu, counts), device="cpu", metric="memory_bandwidth"))
     for dtype in ("fp32", "fp64"):
         step(f"CPU GEMM {dtype}")
-        yield from _guarded(lambda: cpu_gemm(dtype, counts, policy=policy), device="cpu", metric="gemm_flops", dtype=dtype)
+        yield from _metered(lambda: _guarded(lambda: cpu_gemm(dtype, counts, policy=policy), device="cpu",
+                                             metric="gemm_flops", dtype=dtype))
 
 
 # -------------------------------------------------------------------------------------------------------------- GPU

@@ -91,6 +91,7 @@ class Measurement(_Record):
     datasheet: float | None = None
     datasheet_source: str | None = None
     created: str = ""
+    busy: str = ""  # what other processes did on the CPUs while this was measured, when they competed ("" quiet)
 
     @property
     def key(self) -> tuple[str, str, str | None, int | None]:
@@ -465,10 +466,15 @@ def merge_measured(
     *, machine: str,
 ) -> tuple[tuple[Measurement, ...], tuple[NotMeasured, ...], str | None]:
     """Measurements of this run replace earlier ones with the same key (device, metric, dtype, threads); earlier
-    ones this run did not repeat are kept, so `--quick` never drops a measured profile's figures. Profiles from
-    another machine contribute nothing."""
+    ones this run did not repeat are kept, so `--quick` never drops a measured profile's figures. A rate measured
+    on a busy machine does not replace a higher one measured quietly (the busy figure is the machine's, not the
+    hardware's). Profiles from another machine contribute nothing."""
     new_measured, new_not_measured = tuple(new_measured), tuple(new_not_measured)
     keep_old = old is not None and old.machine_id == machine
+    if keep_old:
+        quiet = {m.key: m for m in old.measured if not m.busy}
+        new_measured = tuple(quiet[m.key] if m.busy and m.key in quiet and m.unit != "us" and quiet[m.key].median > m.median
+                             else m for m in new_measured)
     fresh = {m.key for m in new_measured} | {m.key for m in new_not_measured}
     measured = list(new_measured)
     not_measured = list(new_not_measured)

@@ -142,11 +142,15 @@ def render_measured(console: Console, p: CapabilityProfile) -> None:
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for m in p.measured:
         pct = m.percent_of_datasheet
-        flag = " (throttled)" if m.throttled_fraction > 0.2 else ""
+        flag = (" (throttled)" if m.throttled_fraction > 0.2 else "") + (" (busy)" if m.busy else "")
         table.add_row(m.device, _what(m), format_value(m.median, m.unit), f"{100 * m.cv:.1f}%", str(m.n),
                       format_value(m.datasheet, m.unit) if m.datasheet else "–",
                       (f"{pct:.0f}%" if pct is not None else "–") + flag)
     console.print(table)
+    busy = [m for m in p.measured if m.busy]
+    if busy:
+        console.print(Text(f" ! {len(busy)} measured while the machine was busy ({busy[0].busy}): those figures are the "
+                           "machine's, not the hardware's; run `tracea doctor` again when it is quiet", style="yellow"))
     for n in p.not_measured:
         what = n.metric + (f" {n.dtype}" if n.dtype else "")
         console.print(Text(f" – {n.device} {what}: not measured: {n.reason}", style="dim"))

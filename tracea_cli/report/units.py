@@ -86,7 +86,11 @@ def above_ceiling(row: ResultRow) -> bool:
 def load_text(env: Environment) -> str:
     if env.load is None:
         return "-"
-    return f"1-minute load average {env.load.start:.1f} at the start, {env.load.end:.1f} at the end, on {env.load.cpu_threads} CPU threads"
+    load = env.load
+    others = "" if load.others_threads is None else (
+        f"; other processes kept {load.others_threads:.1f} of them busy, CPU steal {100 * (load.steal_fraction or 0):.0f}%")
+    return (f"1-minute load average {load.start:.1f} at the start, {load.end:.1f} at the end, on {load.cpu_threads} CPU "
+            f"threads{others}")
 
 
 def busy_warning(env: Environment) -> str | None:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 
 from tracea_cli.backends.base import Evaluation, Status
 from tracea_cli.errors import UsageError
+from tracea_cli.host_load import HostBusy, LoadMeter
 from tracea_cli.ops.base import problem_fields
 from tracea_cli.space import Value, config_key
 from tracea_cli.stats import summarize
@@ -80,10 +81,43 @@ class TuneResult:
     baseline_error: str = ""  # why the vendor baseline could not be measured in this run, if it failed
     peak_flops: float | None = None  # measured ceiling for this dtype on this device (tracea doctor); None if unmeasured
     per_device: Mapping[str, int] = field(default_factory=dict)  # this run's evaluations by CUDA device ("cpu" on the CPU)
+    load: HostBusy | None = None  # what other processes did on the CPUs while this run measured (None: unknown)
 
     def pct_of_peak(self, m: Measured) -> float | None:
+        """The share of the measured ceiling; None where there is none, or where the rate exceeds it (the ceiling
+        was then measured too low, on a busy machine: a figure over 100% would only mislead)."""
         scale = 1e12 if m.rate_unit == "TFLOP/s" else 1e9
-        return 100.0 * m.rate * scale / self.peak_flops if self.peak_flops else None
+        pct = 100.0 * m.rate * scale / self.peak_flops if self.peak_flops else None
+        return pct if pct is not None and pct <= 100.0 else None
+
+    @property
+    def above_peak(self) -> bool:
+        """Something here ran faster than the profile's measured ceiling."""
+        scale = 1e12 if self.winner and self.winner.rate_unit == "TFLOP/s" else 1e9
+        rates = [m.rate for m in (self.winner, self.baseline) if m is not None]
+        return bool(self.peak_flops) and any(r * scale > self.peak_flops for r in rates)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What a reader must know before trusting the figures."""
+        out = []
+        if self.load is not None and self.load.busy:
+            out.append(f"the machine was busy while this ran ({self.load.text}): times are less reliable")
+            if self.ranking_within_noise:
+                out.append("the best configurations measured within noise of each other on a busy machine: their "
+                           "order reflects the machine, not the kernels; tune again when it is quiet")
+        if self.above_peak:
+            out.append("a kernel ran faster than the ceiling `tracea doctor` measured, so that ceiling was measured too "
+                       "low (a busy machine?); no % of peak is shown: run `tracea doctor` again on a quiet machine")
+        return tuple(out)
+
+    @property
+    def ranking_within_noise(self) -> bool:
+        """The re-timed best differ by less than their own noise."""
+        if len(self.ranking) < 2:
+            return False
+        best, runner = self.ranking[0], self.ranking[1]
+        return (runner.median_ms - best.median_ms) <= max(best.cv, runner.cv) * best.median_ms
 
     @property
     def speedup(self) -> float | None:
@@ -119,6 +153,8 @@ class TuneResult:
             "peak_flops": self.peak_flops,
             "winner_pct_of_peak": self.pct_of_peak(self.winner) if self.winner else None,
             "per_device": dict(self.per_device),
+            "load": None if self.load is None else self.load.as_dict(),
+            "warnings": list(self.warnings),
         }
 
 
@@ -162,6 +198,8 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
                              "Try another shape or dtype; `tracea tune --help` lists them.")
 
         from tracea_cli.tune.strategies import make_strategy
+
+        meter = LoadMeter()
 
         strategy = make_strategy(request.strategy, candidates, seed=request.seed)
         index = candidates.index_of()
@@ -238,7 +276,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
         result = _from_cache(cache, key, plan, stopped=stopped)
         baseline_error = "" if baseline_ev is None or baseline_ev.ok else f"{baseline_ev.status.value}: {baseline_ev.reason}"
         return replace(result, cache_hit=False, evaluations=evaluations, space_size=len(candidates),
-                       baseline_error=baseline_error, per_device=per_device,
+                       baseline_error=baseline_error, per_device=per_device, load=meter.stop(),
                        ranking=tuple(_measured(c, ev, problem, gpu) for c, ev in ranking))
 
 
