@@ -53,6 +53,8 @@ class Request:
     settings: Any
     target: Any
     ceiling: Callable[[str], Any]  # dtype -> doctor.ceilings.MeasuredCeiling
+    executor: str = "local"
+    ray_address: str | None = None
 
 
 def estimate_ms(problem: Any, ceiling: Any) -> float | None:
@@ -79,7 +81,8 @@ def _tune(problem: Any, request: Request, *, budget: int, time_limit_s: float | 
     from tracea_cli.tune.driver import TuneRequest, tune
 
     tune(TuneRequest(problem, backend=request.backend, devices=request.devices, strategy=request.strategy,
-                     budget=budget, time_limit_s=time_limit_s, seed=request.seed), settings=request.settings)
+                     budget=budget, time_limit_s=time_limit_s, seed=request.seed, executor=request.executor,
+                     ray_address=request.ray_address), settings=request.settings)
 
 
 def check_runs(problem: Any, backend: str, where: str) -> None:

@@ -46,11 +46,12 @@ class Context:
     - mode "cached": a miss raises a tracea error naming the node.
 
     `device`: None (a CUDA GPU where one is usable, else the CPU), "cpu", "cuda", "cuda:N" or N. `cache`: the cache
-    folder (default: TRACEA_CACHE_DIR or the user cache)."""
+    folder (default: TRACEA_CACHE_DIR or the user cache). `executor`: where tuning evaluations run, "local" or "ray"
+    (with `ray_address`), as `tracea tune --executor`."""
 
     def __init__(self, device: Any = None, cache: str | Path | None = None, mode: str = "tune", *,
                  budget: int = DEFAULT_BUDGET, time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
-                 strategy: str = "bayes", seed: int = 0) -> None:
+                 strategy: str = "bayes", seed: int = 0, executor: str = "local", ray_address: str | None = None) -> None:
         from tracea_cli.config import Settings
         from tracea_cli.doctor.profile import cpu_target, cuda_target
         from tracea_cli.doctor.run import load_or_make_profile
@@ -64,7 +65,11 @@ class Context:
             raise UsageError(f"budget must be a whole number of at least 1, got {budget!r}.")
         if time_limit_s is not None and not (isinstance(time_limit_s, (int, float)) and time_limit_s > 0):
             raise UsageError(f"time_limit_s must be a positive number of seconds (or None), got {time_limit_s!r}.")
+        from tracea_cli.tune.executor import check_executor
+
+        check_executor(executor, ray_address)
         self.mode, self.budget, self.time_limit_s, self.strategy, self.seed = mode, budget, time_limit_s, strategy, seed
+        self.executor, self.ray_address = executor, ray_address
         settings = Settings.from_env()
         if cache is not None:
             settings = replace(settings, cache_dir=Path(cache).expanduser())
@@ -91,7 +96,7 @@ class Context:
                                         device_index=self.target.device_index)
 
         return Request(self.backend, self._devices, self.mode, self.budget, self.time_limit_s, self.strategy,
-                       self.seed, self.settings, self.target, ceiling)
+                       self.seed, self.settings, self.target, ceiling, self.executor, self.ray_address)
 
     def optimize_graph(self, graph: Graph) -> Plan:
         """Fuse the graph, then choose a kernel for each op step (cache hit, or what `mode` says on a miss)."""

@@ -50,10 +50,14 @@ def device_dtypes(target: Target) -> tuple[str, ...]:
 class LiveEngine:
     """Built once per `tracea bench` run: resolves the backend and device, loads (or makes) the profile."""
 
-    def __init__(self, settings, *, backend: str = "auto", devices: str | None = None) -> None:
+    def __init__(self, settings, *, backend: str = "auto", devices: str | None = None, executor: str = "local",
+                 ray_address: str | None = None) -> None:
         from tracea_cli.doctor.run import load_or_make_profile
         from tracea_cli.tune import setup
+        from tracea_cli.tune.executor import check_executor
 
+        check_executor(executor, ray_address)
+        self.executor, self.ray_address = executor, ray_address
         self.settings = settings
         self.devices = devices
         self.backend_name = setup.resolve_backend(backend)
@@ -73,7 +77,7 @@ class LiveEngine:
 
             self.target = cpu_target(self.profile)
         self._plans: dict[Any, Any] = {}
-        self._pools: dict[Any, Any] = {}  # (op, backend, devices) -> a WorkerPool kept for the whole run
+        self._pools: dict[Any, Any] = {}  # (op, backend, devices) -> an executor kept for the whole run
 
     def close(self) -> None:
         """Stop the tuning workers this engine started."""
@@ -203,7 +207,7 @@ class LiveEngine:
         if key not in self._pools:
             from tracea_cli.tune import setup
 
-            self._pools[key] = setup.pool(plan, self.settings)
+            self._pools[key] = setup.pool(plan, self.settings, self.executor, self.ray_address)
         return self._pools[key]
 
     def _plan(self, problem: Any):

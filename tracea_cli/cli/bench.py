@@ -92,6 +92,8 @@ RUN_FLAGS = (
     Flag("backend", str, "auto", "--backend", "auto | cuda | cpu."),
     Flag("device", Optional[str], None, "--device", "CUDA device: N (the first of N,M or all is used)."),
     Flag("seed", int, 0, "--seed", "Seed of the random inputs and of the search."),
+    Flag("executor", str, "local", "--executor", "local | ray: where the tuning evaluations run (docs/distributed.md)."),
+    Flag("ray_address", Optional[str], None, "--ray-address", "With --executor ray: auto or HOST:PORT of the head."),
 )
 SUITE_FLAGS = (
     Flag("suite", Optional[str], None, "--suite", "quick | default | an op's own suite (gemm, ...) | full | FILE (a suite file, see docs/bench.md). Default: default."),
@@ -136,7 +138,11 @@ def run_bench_command(op: Any, values: Mapping[str, Any]) -> None:
 
         problem, suite_file, ops = _parse_problems(op, v, suite)
         check_baseline(v["baseline"], ops=ops, backend=None)  # all bad input is found before the engine (and a profile) is made
-        with LiveEngine(settings, backend=v["backend"], devices=v["device"]) as engine:
+        from tracea_cli.tune.executor import check_executor
+
+        check_executor(v["executor"], v["ray_address"])
+        with LiveEngine(settings, backend=v["backend"], devices=v["device"], executor=v["executor"],
+                        ray_address=v["ray_address"]) as engine:
             engine.check_baseline(v["baseline"], ops)
             chosen = _choose_suite(engine, problem, suite_file, suite)
             request = BenchRequest(suite=chosen, baseline=v["baseline"], tune=not v["no_tune"], tune_budget=v["tune_budget"],

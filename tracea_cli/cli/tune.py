@@ -24,6 +24,8 @@ TUNE_FLAGS = (
     Flag("force", bool, False, "--force", "Start afresh: ignore and replace stored trials for this key."),
     Flag("json_out", bool, False, "--json", "Print the result as JSON on stdout, nothing else."),
     Flag("cache", Optional[Path], None, "--cache", "Cache folder (default: TRACEA_CACHE_DIR or the user cache)."),
+    Flag("executor", str, "local", "--executor", "local (this machine's workers) | ray (one actor per GPU of a Ray cluster)."),
+    Flag("ray_address", Optional[str], None, "--ray-address", "With --executor ray: auto or HOST:PORT of the head (default: auto)."),
 )
 
 
@@ -48,7 +50,7 @@ def _tune_op(op: Any, values: dict[str, Any]) -> None:
         settings = replace(settings, cache_dir=values["cache"])
     request = TuneRequest(problem, backend=values["backend"], devices=values["device"], strategy=values["strategy"],
                           budget=values["budget"], time_limit_s=values["time_limit"], seed=values["seed"],
-                          force=values["force"])
+                          force=values["force"], executor=values["executor"], ray_address=values["ray_address"])
     err = stderr_console()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -38,8 +38,13 @@ class TuneRequest:
     time_limit_s: float | None = None
     seed: int = 0
     force: bool = False
+    executor: str = "local"  # local | ray (tune/executor.py)
+    ray_address: str | None = None
 
     def __post_init__(self) -> None:
+        from tracea_cli.tune.executor import check_executor
+
+        check_executor(self.executor, self.ray_address)
         if self.budget < 1:
             raise UsageError(f"--budget must be at least 1, got {self.budget}.")
         if self.time_limit_s is not None and not self.time_limit_s > 0:  # NaN too
@@ -220,14 +225,14 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
         patience = max(12, request.budget // 3)
         began = time.monotonic()
         stopped = "budget"
-        # GPU: batches wide enough to keep NVRTC busy on every core while one worker per device measures; the CPU
-        # runs one candidate at a time, so that nothing (compiling, model updates) overlaps a timed run.
-        batch = max(8, 4 * len(plan.devices)) if gpu else 1
-
         with contextlib.ExitStack() as stack:
             if pool is None:
                 progress(request.budget - remaining, request.budget, "starting the workers")
-                pool = stack.enter_context(setup.pool(plan, settings))
+                pool = stack.enter_context(setup.pool(plan, settings, request.executor, request.ray_address))
+            # GPU: batches wide enough to keep NVRTC busy on every core while the executor's workers measure (one per
+            # device or actor); the CPU runs one candidate at a time, so nothing (compiling, model updates) overlaps
+            # a timed run.
+            batch = max(8, 4 * pool.capacity) if gpu else pool.capacity
             while remaining > 0:
                 if request.time_limit_s is not None and time.monotonic() - began >= request.time_limit_s:
                     stopped = "time limit"

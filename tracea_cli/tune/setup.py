@@ -15,7 +15,7 @@ from tracea_cli.ops.registry import get_op
 from tracea_cli.space import Candidates, Value
 from tracea_cli.target import Target
 from tracea_cli.timing import Samples, TimingPolicy
-from tracea_cli.tune.workers import EvalJob, WorkerPool
+from tracea_cli.tune.workers import EvalJob
 
 BACKENDS = ("auto", "cuda", "cpu", "rocm")
 BASELINE_SEED = 7  # fixed and non-negative: numpy generators refuse negative seeds
@@ -154,8 +154,11 @@ def first_configs(cache, key, plan: Plan, candidates: Candidates) -> list[Mappin
     return out
 
 
-def pool(plan: Plan, settings) -> WorkerPool:
-    return WorkerPool(plan.backend_factory, plan.devices, timeout_s=settings.worker_timeout_s)
+def pool(plan: Plan, settings, executor: str = "local", address: str | None = None) -> Any:
+    """The executor that runs this plan's jobs (tune/executor.py): the local worker pool, or Ray."""
+    from tracea_cli.tune.executor import make_executor
+
+    return make_executor(executor, plan, settings, address=address)
 
 
 def jobs(plan: Plan, configs, policy: TimingPolicy, seed: int) -> Iterator[EvalJob]:

@@ -166,7 +166,10 @@ class _Worker:
 
 
 class WorkerPool:
-    """One worker per device (or one for the CPU). `run(jobs)` yields outcomes as they finish."""
+    """One worker per device (or one for the CPU). `run(jobs)` yields outcomes as they finish. The local executor
+    (tune/executor.py)."""
+
+    name = "local"
 
     def __init__(self, factory: BackendFactory, devices: Iterable[int | None], *, timeout_s: float) -> None:
         self._ctx = mp.get_context("spawn")  # never fork a process that may hold a CUDA context
@@ -174,6 +177,10 @@ class WorkerPool:
         self._devices = list(devices) or [None]
         self._timeout_s = timeout_s
         self._workers: dict[int | None, _Worker] = {}
+
+    @property
+    def capacity(self) -> int:
+        return len(self._devices)
 
     def __enter__(self) -> "WorkerPool":
         return self
