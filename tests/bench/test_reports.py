@@ -44,8 +44,11 @@ def test_html_is_valid_offline_and_its_charts_carry_the_json_values(results):
     ids = [a["id"] for _, a in parsed.tags if "id" in a]
     assert len(ids) == len(set(ids)), "element ids must be unique across the charts"
     sections = [a["id"] for t, a in parsed.tags if t == "section"]
-    assert sections == ["summary", "environment", "results", "speedup", "roofline", "convergence", "comparison", "failures"]
+    # results first, the long environment table last
+    assert sections == ["summary", "results", "speedup", "roofline", "convergence", "comparison", "failures", "environment"]
     text = " ".join(parsed.text)
+    assert "--report json  to keep the raw samples" in text
+    assert "the raw samples are in the JSON report run.json" in " ".join(parse_report(render("html", results, json_file="run.json")).text)
     for needle in ("Test CPU", "tracea bench --suite test.json", "wrong_result", "skipped", "throttled 2/30 samples", "block=64 order=ikj"):
         assert needle in text, needle
 

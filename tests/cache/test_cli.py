@@ -63,6 +63,18 @@ def test_ls_lists_keys_as_a_table_and_as_json(run, filled):
     assert rows[b.id]["problem"] == {"epilogue": "none", "k": 512, "layout": "nn", "m": 512, "n": 512}
 
 
+def test_ls_fits_80_columns_with_its_headers_whole(tmp_path, filled):
+    env = {"TRACEA_CACHE_DIR": str(tmp_path / "cache"), "TRACEA_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "80",
+           "NO_COLOR": "1"}
+    out = CliRunner().invoke(app, ["cache", "ls"], env=env).stdout
+    lines = out.splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines)
+    header = next(line for line in lines if " id " in line)
+    assert all(name in header for name in ("op", "shape", "dtype", "backend", "trials", "winner ms"))
+    a, b = filled
+    assert "NVIDIA H200" in out and a.id in out and b.id in out  # the long columns below the table
+
+
 def test_ls_on_an_empty_cache_says_so(run, tmp_path):
     result = run("ls")
     assert result.exit_code == 0 and "is empty" in result.stderr and result.stdout == ""

@@ -156,8 +156,9 @@ def run_bench_command(op: Any, values: Mapping[str, Any]) -> None:
         from tracea_cli.report.terminal import render_terminal
 
         render_terminal(results, out)
+    json_file = paths["json"].name if "json" in paths else None
     for fmt, path in paths.items():
-        write_atomic(path, render(fmt, results), f"{fmt} report")
+        write_atomic(path, render(fmt, results, json_file=json_file), f"{fmt} report")
         out.print(f"{fmt} report: {path}", soft_wrap=True)
     if json_out:
         print_json(res.to_dict(results))

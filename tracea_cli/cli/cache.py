@@ -65,6 +65,8 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
+WIDE_LS = 120  # narrower terminals get the problem and device class below the table, not in it
+
 # ---- ls ---------------------------------------------------------------------------------------------------------
 
 
@@ -84,18 +86,28 @@ def ls(cache_dir: Optional[Path] = CacheOption, as_json: bool = JsonOption) -> N
         return
     from rich.table import Table
 
+    console = stdout_console()
+    wide = console.width >= WIDE_LS
     table = Table(title=f"{counted(len(rows), 'key')} in {path}", title_justify="left")
     table.add_column("id", no_wrap=True)
-    for name in ("op", "shape", "dtype", "problem", "backend", "device class"):
-        table.add_column(name, overflow="fold")
-    table.add_column("trials", justify="right")
+    for name in ("op", "shape", "dtype") + (("problem",) if wide else ()) + ("backend",) + (("device class",) if wide else ()):
+        table.add_column(name, overflow="fold", min_width=len(name))
+    table.add_column("trials", justify="right", min_width=6)
     table.add_column("winner ms", justify="right", no_wrap=True)
+    details = []
     for r in rows:
         k = r.key
         trials = f"{r.trials}" + (f" ({r.failed} failed)" if r.failed else "")
         variant = " ".join(f"{name}={value}" for name, value in k.variant.items())
-        table.add_row(k.id, k.op, k.shape_text, k.dtype, variant, k.backend, k.device_class, trials, _ms(r.winner_ms))
-    stdout_console().print(table)
+        cells = [k.id, k.op, k.shape_text, k.dtype] + ([variant] if wide else []) + [k.backend] \
+            + ([k.device_class] if wide else []) + [trials, _ms(r.winner_ms)]
+        table.add_row(*cells)
+        details.append(f"  {k.id}  {variant or '-'} · {k.device_class}")
+    console.print(table)
+    if not wide:  # the long columns, one line per key below a table that fits the terminal
+        console.print("problem · device class:")
+        for line in details:
+            console.print(line, soft_wrap=False, overflow="fold")
 
 
 # ---- show -------------------------------------------------------------------------------------------------------

@@ -26,8 +26,9 @@ def check_formats(formats: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def render(fmt: str, results) -> str:
-    """The text of a file report in format `fmt` (json, csv, md or html)."""
+def render(fmt: str, results, *, json_file: str | None = None) -> str:
+    """The text of a file report in format `fmt` (json, csv, md or html). `json_file`: the JSON report written beside
+    it, which the HTML report names as the home of the raw samples (None: none was written)."""
     if fmt == "json":
         from tracea_cli.report.json_report import render_json
 
@@ -43,5 +44,5 @@ def render(fmt: str, results) -> str:
     if fmt == "html":
         from tracea_cli.report.html import render_html
 
-        return render_html(results)
+        return render_html(results, json_file=json_file)
     raise UsageError(f"{fmt!r} is not a file report format.", f"Use one of {', '.join(FILE_FORMATS)}.")

@@ -204,8 +204,9 @@ def roofline_chart(results: BenchResults) -> Chart | None:
         marker = PROVIDER_MARKERS.get(m["provider"], "^")
         filled = m["provider"] == "tracea"
         color = DTYPE_COLORS.get(m["dtype"], INK)
+        # tracea's filled markers above the baselines' hollow ones, so a baseline at the same point never hides it
         ax.plot([m["intensity"]], [m["flops_per_s"] / div], marker=marker, ms=7.5, ls="none", gid=gid,
-                mfc=color if filled else "white", mec=color, mew=1.6)
+                mfc=color if filled else "none", mec=color, mew=1.6, zorder=4 if filled else 3)
         titles[gid] = f"{m['problem']} · {m['provider']}: {units.scaled(m['flops_per_s'], div)} {rate} at {m['intensity']:.3g} FLOP/byte"
         if filled:  # label tracea's points; a label that would sit on an earlier one goes below its point instead
             here = (math.log10(m["intensity"]), math.log10(m["flops_per_s"]))
@@ -223,7 +224,7 @@ def roofline_chart(results: BenchResults) -> Chart | None:
     ax.set_axisbelow(True)
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], marker=PROVIDER_MARKERS.get(p, "^"), ls="none", mfc=INK if p == "tracea" else "white", mec=INK, mew=1.4, ms=7, label=p)
+    handles = [Line2D([], [], marker=PROVIDER_MARKERS.get(p, "^"), ls="none", mfc=INK if p == "tracea" else "none", mec=INK, mew=1.4, ms=7, label=p)
                for p in dict.fromkeys(m["provider"] for m in marks)]
     handles += [Line2D([], [], color=DTYPE_COLORS.get(d, INK), lw=3, label=d) for d in dict.fromkeys(m["dtype"] for m in marks)]
     ax.legend(handles=handles, loc="lower right", ncols=2, fontsize=8.5)

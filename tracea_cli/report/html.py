@@ -216,7 +216,7 @@ def _failures(results: BenchResults) -> str:
             f"<th>status</th><th>configuration</th><th>reason</th></tr></thead><tbody>{rows}</tbody></table></section>")
 
 
-def render_html(results: BenchResults) -> str:
+def render_html(results: BenchResults, *, json_file: str | None = None) -> str:
     env = results.environment
     speed = charts.speedup_chart(results)
     roof = charts.roofline_chart(results)
@@ -229,7 +229,6 @@ def render_html(results: BenchResults) -> str:
         f'<header><h1>{escape(title)}</h1><p class="meta">{escape(env.created)} · {escape(env.backend)}{" · " + escape(env.arch) if env.arch else ""}'
         f" · tracea {escape(env.tracea_version)} · <code>{escape(env.command or 'tracea bench')}</code></p></header>",
         _summary(results),
-        _environment(results),
         _results_table(results),
         _chart_section("speedup", "Speed-up", speed,
                        f"The tuned kernel's speed-up over {over} per problem: bars at the ratio of median times, whiskers at its 95% interval; "
@@ -239,7 +238,10 @@ def render_html(results: BenchResults) -> str:
         _convergence(results),
         _comparison(results),
         _failures(results),
-        f"<footer>Written by tracea {escape(env.tracea_version)}. Every figure was measured in the run above; the JSON report holds the raw samples.</footer>",
+        _environment(results),
+        f"<footer>Written by tracea {escape(env.tracea_version)}. Every figure was measured in the run above; "
+        + (f"the raw samples are in the JSON report {escape(json_file)}." if json_file else
+           "add <code>--report json</code> to keep the raw samples.") + "</footer>",
         "</main></body></html>",
     ]
     return "\n".join(p for p in parts if p) + "\n"
