@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that checks and measures what the issues ask of the H200, writing everything under $OUT.
 # Usage on the device machine, from the repository root, after installing the carried wheels (../shared/device/README.md):
-#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | all
+#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | all
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -94,4 +94,8 @@ if [[ $part == api ]]; then
   printf 'import tracea\nctx = tracea.Context()\ngraph = tracea.Graph()\ngraph.add_gemm(m=2048, n=2048, k=2048)\nconfig = ctx.optimize_graph(graph)\nprint(config)\n' > /tmp/seed.py
   for i in 1 2; do stamp >> "$OUT/seed_snippet.txt"; /usr/bin/time -f "wall %e s" python3 /tmp/seed.py >> "$OUT/seed_snippet.txt" 2>&1; tail -3 "$OUT/seed_snippet.txt"; done
   timeout 120 python3 benchmarks/api_overhead.py "$OUT/api_overhead_h200.md" 2>&1 | tail -8
+fi
+if [[ $part == resnet ]]; then
+  say "ResNet-50 with patch_conv2d against cudnn.benchmark"
+  timeout 560 python3 benchmarks/resnet50_patch.py "$OUT/resnet50_patch_h200.md" --budget ${BUDGET:-8} 2>&1 | tail -30
 fi
