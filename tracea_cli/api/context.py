@@ -17,7 +17,7 @@ from tracea_cli.ops.registry import get_op
 from tracea_cli.text import config_text
 
 DEFAULT_BUDGET = 40  # evaluations per tuned step, as `tracea tune`
-DEFAULT_TIME_LIMIT_S = 60.0  # tuning time per optimize_graph call, shared among the steps that miss the cache
+DEFAULT_TIME_LIMIT_S = 45.0  # search time per optimize_graph call, shared among the steps that miss the cache
 STRATEGIES = ("bayes", "random", "grid")
 
 
