@@ -7,11 +7,12 @@ from typing import Any, Mapping
 from tracea_cli.ops.base import Option, Tensor, resolve_options
 from tracea_cli.ops.conv2d import problem as cp
 from tracea_cli.ops.conv2d.baselines import BASELINES
+from tracea_cli.ops.conv2d.families.implicit_gemm import MMA, SIMT
 from tracea_cli.ops.conv2d.families.numba import NUMBA
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.conv2d.suites import suite
 
-#: what a problem may name; the backends run fewer (`dtypes` below): tf32, fp16 and bf16 wait for the CUDA families
+#: what a problem may name; each backend runs some of them (`dtypes` below)
 DTYPES = ("fp32", "fp64", "tf32", "fp16", "bf16")
 _PAIRS = ("stride", "pad", "dilation")  # both axes at once; the per-axis options take their default from these
 
@@ -37,13 +38,13 @@ class Conv2dOp:
         *_pair("pad", "Zero padding", 0),
         *_pair("dilation", "Dilation", 1),
         Option("groups", int, "Groups; only 1 (dense convolution).", default=1),
-        Option("dtype", str, " | ".join(DTYPES) + " (the cpu backend runs fp32 and fp64).", default="fp32",
+        Option("dtype", str, " | ".join(DTYPES) + " (cuda: fp32, tf32, fp16, bf16; cpu: fp32, fp64).", default="fp32",
                choices=DTYPES),
         Option("epilogue", str, " | ".join(cp.EPILOGUE_NAMES) + ".", default="none", choices=cp.EPILOGUE_NAMES),
     )
     epilogues = cp.EPILOGUES
-    dtypes = {"cpu": ("fp32", "fp64")}
-    families = (NUMBA,)
+    dtypes = {"cuda": ("fp32", "tf32", "fp16", "bf16"), "cpu": ("fp32", "fp64")}
+    families = (MMA, SIMT, NUMBA)
     baselines = BASELINES
     export = None
 
