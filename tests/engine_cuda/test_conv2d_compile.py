@@ -41,7 +41,7 @@ def _compile(job):
     return job, BACKEND.compile(problem, config, target)
 
 
-def _check(target, problem, config, artifact) -> None:
+def _check(target, problem, config, artifact) -> str | None:
     res = artifact.resources
     t = tiling(problem, config)
     assert nvrtc.cubin_arch(artifact.binary) == target.arch.rstrip("a") and res["ptx_target"] == target.arch
@@ -49,9 +49,11 @@ def _check(target, problem, config, artifact) -> None:
     assert res["static_shared_bytes"] + res["dynamic_shared_bytes"] <= target.limits.max_shared_per_block_optin
     assert res["dynamic_shared_bytes"] == t.smem_bytes
     assert {MAIN_KERNEL, TRANSPOSE_KERNEL} <= set(res["kernels"])
-    assert res["spill_store_bytes"] == res["spill_load_bytes"] == res["stack_bytes"] == 0, \
-        f"{problem.label} {config}: {res['registers']} registers, spills {res['spill_store_bytes']} bytes"
     assert artifact.source == conv2d_source(problem, config) and artifact.plan == conv2d_launch(problem, config)
+    if res["spill_store_bytes"] or res["spill_load_bytes"] or res["stack_bytes"]:
+        return (f"{problem.label} {config} for {target.arch}: {res['registers']} registers, "
+                f"{res['spill_store_bytes']} bytes spilled")
+    return None
 
 
 def test_the_default_pick_of_each_kind_of_layer_compiles_without_spills(make_target):
@@ -60,8 +62,8 @@ def test_the_default_pick_of_each_kind_of_layer_compiles_without_spills(make_tar
         target = make_target(arch, 132 if arch.startswith("sm_90") else 108)
         jobs.append((target, problem, hand_picked(problem, target)[0]))
     with ThreadPoolExecutor(max_workers=2) as pool:  # NVRTC through ctypes releases the GIL
-        for (target, problem, config), artifact in pool.map(_compile, jobs):
-            _check(target, problem, config, artifact)
+        spills = [_check(t, p, c, a) for (t, p, c), a in pool.map(_compile, jobs)]
+    assert not [s for s in spills if s], spills
 
 
 @pytest.mark.skipif(not SLOW, reason="opt in: TRACEA_SLOW_TESTS=1 (compiles the first three picks of every GPU row)")
@@ -72,5 +74,5 @@ def test_the_picks_of_every_gpu_suite_row_compile_without_spills(make_target):
         for problem in suite("conv2d", "cuda", ("fp32", "tf32", "fp16", "bf16")):
             jobs += [(target, problem, c) for c in hand_picked(problem, target)[:3]]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for (target, problem, config), artifact in pool.map(_compile, jobs):
-            _check(target, problem, config, artifact)
+        spills = [_check(t, p, c, a) for (t, p, c), a in pool.map(_compile, jobs)]
+    assert not [s for s in spills if s], [s for s in spills if s]

@@ -93,6 +93,9 @@ def tiling(problem: Conv2dProblem, config: Mapping[str, Value]) -> Tiling:
         smem = int(config["stages"]) * (bm + bn) * (bk + pad) * elem
         acc = wm * wn // 32
         fragments = (wm // 16) * 4 + (wn // 8) * 2
+        mma_k = 8 if problem.dtype == "tf32" else 16
+        if acc < 128 or bk // mma_k <= 2:  # MmaGemm::PREFETCH: a second set of fragments loads under the products
+            fragments *= 2
         estimated = acc + fragments + rows + REGISTER_OVERHEAD
     else:
         smem = 2 * bk * ((bm + 4) + (bn + 4)) * elem
@@ -288,9 +291,9 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
 
     Each pick is fitted to the shape: few_channels where C is smaller than a step, else the optimized iterator where
     the filter allows it; the widest vector the channels allow; the largest L2 grouping with enough tile rows; a
-    shallower pipeline or step where the reduction is short. Where the output tiles are too few to fill the device
-    (small N·P·Q and K: the last stage of ResNet at N = 1), the lead pick split over the reduction comes first, with
-    as many slices as keep one wave."""
+    shallower pipeline or step where the reduction is short. The lead pick and the smallest are also offered split over
+    the reduction, with as many slices as keep one wave of blocks; where the lead's output tiles fill fewer than half
+    the SMs (small N·P·Q and K: ResNet's layers at N = 1), its split comes first."""
     space = conv2d_space(problem, target)
     family = FAMILY[problem.dtype]
     bk_values = space.param("block_k").values
@@ -317,19 +320,29 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
             picks.append(cfg)
     sm_count = (target.limits.sm_count if target.limits else None) or 0
     if picks and sm_count:
-        # the smallest pick's tiles: the one that makes the most blocks
-        small = min(picks, key=lambda c: int(c["block_m"]) * int(c["block_n"]))
-        tiles = -(-problem.gemm_m // int(small["block_m"])) * -(-problem.k // int(small["block_n"]))
-        fitting = [s for s in SPLIT_K[1:] if tiles * s <= sm_count]
-        for split in reversed(fitting):
-            cfg = first_valid(small, split_k=split)
-            if cfg is not None:
-                if tiles * WAVE_FRACTION < sm_count:
-                    picks.insert(0, cfg)
-                else:
-                    picks.append(cfg)
-                break
+        # the lead pick and the smallest one (the most blocks), each split over as many slices as keep one wave
+        lead, small = picks[0], min(picks, key=lambda c: int(c["block_m"]) * int(c["block_n"]))
+        split_picks = []
+        for base in dict.fromkeys(map(_frozen, (lead, small))):
+            base = dict(base)
+            tiles = -(-problem.gemm_m // int(base["block_m"])) * -(-problem.k // int(base["block_n"]))
+            for split in reversed([s for s in SPLIT_K[1:] if tiles * s <= sm_count]):
+                cfg = first_valid(base, split_k=split)
+                if cfg is not None:
+                    split_picks.append((tiles, cfg))
+                    break
+        for tiles, cfg in split_picks:
+            if cfg in picks:
+                continue
+            if tiles * WAVE_FRACTION < sm_count and split_picks[0][1] is cfg:
+                picks.insert(0, cfg)
+            else:
+                picks.append(cfg)
     return picks[:limit] if limit else picks
+
+
+def _frozen(config: Mapping[str, Value]) -> tuple:
+    return tuple(sorted(config.items()))
 
 
 def describe(config: Mapping[str, Value]) -> str:
