@@ -35,8 +35,9 @@
       int out_c, int flt_r, int flt_s
 #define TRACEA_CONV2D_ARGS \
   tracea::ConvArgs { x, filter, y, bias, residual, workspace, batch, in_h, in_w, in_c, out_c, flt_r, flt_s }
+// dst[n][h][w][c] = src[n][c][h][w]: an input from NCHW, or a filter from KCRS (n: K, c: C, h: R, w: S)
 #define TRACEA_NCHW_TO_NHWC_PARAMS \
-  const void *__restrict__ x_nchw, void *__restrict__ x, int batch, int in_c, int in_h, int in_w
+  const void *__restrict__ src, void *__restrict__ dst, int n, int c, int h, int w
 
 namespace tracea {
 
@@ -466,7 +467,7 @@ template <class T, Epilogue E, class Geo> __device__ void conv2d_splitk_reduce(c
   splitk_reduce<T, E>(ConvShape::output<Geo>(args));
 }
 
-// ---- NCHW -> NHWC: the exported call's copy of an input given in torch's default layout -----------------------------
+// ---- NCHW -> NHWC: the exported call's copy of an input (or filter) given in torch's default layout --------------
 
 // X[n][hw][c] = X_nchw[n][c][hw], through 32 x 32 tiles in shared memory (dynamic, 32 x 33 elements: the padding
 // column keeps the transposed reads on distinct banks), 256 threads a block, the grid striding over the tiles.

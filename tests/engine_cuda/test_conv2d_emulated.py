@@ -63,13 +63,17 @@ def plan_emulator(emulator):
 
 
 def _operands(problem, seed, *, nchw: bool = False):
+    """Inputs and the family's arguments; with `nchw`, X and the filter as torch's default layouts (NCHW, KCRS), as
+    the exported call passes them: the transposes fill the kernel's X and filter (poisoned here) first."""
     inputs = make_inputs(problem, np.random.default_rng(seed))
     ops = {name: to_storage(values, problem.dtype) for name, values in inputs.items()}
     ops["Y"] = to_storage(np.full(problem.out_shape, np.nan), problem.dtype)
     values = conv2d_args(problem, ops)
-    if nchw:  # as the exported call passes an NCHW input: the transpose fills X (poisoned here) from X_nchw
+    if nchw:
         values = {**values, "X_nchw": np.ascontiguousarray(ops["X"].transpose(0, 3, 1, 2)),
-                  "X": to_storage(np.full(ops["X"].shape, np.nan), problem.dtype), TRANSPOSE_FLAG: 1}
+                  "X": to_storage(np.full(ops["X"].shape, np.nan), problem.dtype), TRANSPOSE_FLAG: 1,
+                  "filter_kcrs": np.ascontiguousarray(ops["W"].transpose(0, 3, 1, 2)),
+                  "filter": to_storage(np.full(ops["W"].shape, np.nan), problem.dtype), "filter_is_kcrs": 1}
     return inputs, values
 
 
@@ -93,8 +97,9 @@ def test_emulated_kernel_matches_the_reference(case, plan_emulator, sm90):
     assert verdict.ok, verdict.reason
 
 
-def test_an_nchw_input_is_transposed_first(plan_emulator, sm90):
-    """The step that runs only when `x_nchw` is set: X (poisoned) is filled from an NCHW copy of the input."""
+def test_an_nchw_input_and_a_kcrs_filter_are_transposed_first(plan_emulator, sm90):
+    """The steps that run only when `x_is_nchw` and `filter_is_kcrs` are set fill X and the filter (poisoned) from copies
+    in torch's default layouts."""
     problem, config = CASES[4]
     verdict = _verdict(plan_emulator, problem, config, "nchw", seed=11, nchw=True)
     assert verdict.ok, verdict.reason

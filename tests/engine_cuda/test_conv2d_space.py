@@ -128,10 +128,11 @@ def test_the_launch_plan_transposes_only_when_asked_then_runs_split_k_around_the
     config = {"family": "mma", "block_m": 32, "block_n": 64, "block_k": 32, "warp_m": 16, "warp_n": 32, "stages": 3,
               "vec": 8, "iterator": "optimized", "split_k": 4, "group_m": 1}
     plan = conv2d_launch(problem, config)
-    transpose, memset, main, reduce = plan.steps
+    transpose, filter_transpose, memset, main, reduce = plan.steps
     assert isinstance(memset, MemsetStep) and memset.elem_bytes == 4
     assert (transpose.name, main.name, reduce.name) == (TRANSPOSE_KERNEL, MAIN_KERNEL, REDUCE_KERNEL)
     assert transpose.when == TRANSPOSE_FLAG and main.when is None and plan.main_kernel == main
+    assert filter_transpose.name == TRANSPOSE_KERNEL and filter_transpose.when == "filter_is_kcrs"
     args = conv2d_args(problem, {"X": None, "W": None, "Y": None, "bias": None})
     sizes = {k: v for k, v in args.items() if isinstance(v, int)}
     assert (sizes["M"], sizes["N"], sizes["K"]) == (49, 512, 4608)
@@ -140,7 +141,7 @@ def test_the_launch_plan_transposes_only_when_asked_then_runs_split_k_around_the
     assert plan.workspace_bytes(sizes) == 49 * 512 * 4
     assert transpose.as_dict()["when"] == TRANSPOSE_FLAG and "when" not in main.as_dict()
     single = conv2d_launch(problem, {**config, "split_k": 1})
-    assert [type(s) for s in single.steps] == [KernelStep, KernelStep] and single.workspace_bytes(sizes) == 0
+    assert [type(s) for s in single.steps] == [KernelStep] * 3 and single.workspace_bytes(sizes) == 0
 
 
 def test_the_source_fixes_geometry_tiles_and_iterator_at_compile_time():

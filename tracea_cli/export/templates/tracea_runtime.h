@@ -373,7 +373,7 @@ static inline const char* tracea_status_string(tracea_status status) {
     case TRACEA_ERROR_MISALIGNED: return "pointers or leading dimensions are not aligned as the kernels need";
     case TRACEA_ERROR_UNSUPPORTED_SHAPE: return "no tuned shape of this export is valid for this shape";
     case TRACEA_ERROR_WORKSPACE: return "the workspace is missing or too small";
-    case TRACEA_ERROR_NOT_EXPORTED: return "no included export has this dtype, layout and epilogue";
+    case TRACEA_ERROR_NOT_EXPORTED: return "no included export has this op, dtype and options (layout, epilogue, geometry)";
   }
   return "unknown status";
 }

@@ -4,9 +4,10 @@ fp32), from kernels/cuda/conv2d_implicit.cuh on the GEMM engine's tiles.
 Each configuration instantiates one template (`source`) with the problem's geometry (stride, padding, dilation) fixed
 at compile time; sizes (N, H, W, C, K, R, S) are run-time parameters (TRACEA_CONV2D_PARAMS). The launch plan: split-K's
 workspace zeroed, the main kernel over the output tiles of the implicit GEMM (M = N·P·Q by K; grid z the reduction's
-slices), split-K's reduction with the epilogue. A last kernel, `conv2d_nchw_to_nhwc`, runs only when the int
-`x_nchw` is set: the exported C++ call sets it for an input given in NCHW, transposed into the workspace first
-(docs/conv2d.md); tuning and benchmarks pass NHWC and skip it. Space and hand-picked configurations:
+slices), split-K's reduction with the epilogue. Before them a kernel, `conv2d_nchw_to_nhwc`, may run twice, each only
+when its int is set: `x_is_nchw` for an input given in NCHW, `filter_is_kcrs` for a filter in torch's default K x C x R x S;
+the exported C++ call sets them and transposes into its workspace first (docs/conv2d.md). Tuning and benchmarks pass
+NHWC and KRSC and skip both. Space and hand-picked configurations:
 implicit_gemm_space.py. Pure: no GPU.
 """
 
@@ -37,10 +38,14 @@ TRANSPOSE_KERNEL = "conv2d_nchw_to_nhwc"
 # GEMM view and of the tensor would clash): batch N, in_h H, in_w W, in_c C, out_c K, flt_r R, flt_s S
 PARAMS = ("X", "filter", "Y", "bias", "residual", "workspace", "batch", "in_h", "in_w", "in_c", "out_c", "flt_r",
           "flt_s")
-TRANSPOSE_PARAMS = ("X_nchw", "X", "batch", "in_c", "in_h", "in_w")  # TRACEA_NCHW_TO_NHWC_PARAMS
-TRANSPOSE_FLAG = "x_nchw"  # the int that makes the transpose step run
+# TRACEA_NCHW_TO_NHWC_PARAMS of the two transposes: (source, destination, its N, C, H, W)
+TRANSPOSE_PARAMS = ("X_nchw", "X", "batch", "in_c", "in_h", "in_w")
+FILTER_TRANSPOSE_PARAMS = ("filter_kcrs", "filter", "out_c", "in_c", "flt_r", "flt_s")
+TRANSPOSE_FLAG = "x_is_nchw"  # the int that makes the input's transpose run
+FILTER_TRANSPOSE_FLAG = "filter_is_kcrs"  # and the filter's
 TRANSPOSE_THREADS = 256
-TRANSPOSE_PIXELS = 64  # output pixels (M) per block of the transpose, whose blocks stride over its 32 x 32 tiles
+TRANSPOSE_PIXELS = 64  # output pixels (M) per block of the input's transpose (its blocks stride over 32 x 32 tiles)
+FILTER_TRANSPOSE_FILTERS = 4  # output channels (N) per block of the filter's
 TRANSPOSE_TILE = 32 * 33  # elements of its shared tile
 ELEMENT = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}
 ITERATOR = {"analytic": "Analytic", "optimized": "Optimized", "few_channels": "FewChannels"}
@@ -79,20 +84,23 @@ def conv2d_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
                      "(TRACEA_CONV2D_PARAMS) { tracea::conv2d_splitk_reduce<Tile::T, Tile::EPILOGUE, Geometry>"
                      "(TRACEA_CONV2D_ARGS); }")
     lines.append(f'extern "C" __global__ void __launch_bounds__({TRANSPOSE_THREADS}) {TRANSPOSE_KERNEL}'
-                 f"(TRACEA_NCHW_TO_NHWC_PARAMS) {{ tracea::nchw_to_nhwc(static_cast<const {element} *>(x_nchw), "
-                 f"static_cast<{element} *>(x), batch, in_c, in_h, in_w); }}")
+                 f"(TRACEA_NCHW_TO_NHWC_PARAMS) {{ tracea::nchw_to_nhwc(static_cast<const {element} *>(src), "
+                 f"static_cast<{element} *>(dst), n, c, h, w); }}")
     return "\n".join(lines) + "\n"
 
 
 def conv2d_launch(problem: Conv2dProblem, config: Mapping[str, Value]) -> LaunchPlan:
-    """The NCHW transpose (only where `x_nchw` is set), split-K's workspace zeroed, the main kernel over the output
+    """The NCHW and KCRS transposes (only where `x_is_nchw`, `filter_is_kcrs` are set), split-K's workspace zeroed, the main kernel over the output
     tiles (grid z: the reduction's slices), split-K's reduction."""
     t = tiling(problem, config)
     split = int(config["split_k"])
     elem = t.copy_bytes // int(config["vec"])
-    steps: list[Any] = [KernelStep(TRANSPOSE_KERNEL, grid=(f"m/{TRANSPOSE_PIXELS}", 1, 1),
-                                   block=(TRANSPOSE_THREADS, 1, 1), dynamic_smem_bytes=TRANSPOSE_TILE * elem,
-                                   params=TRANSPOSE_PARAMS, when=TRANSPOSE_FLAG)]
+    steps: list[Any] = [
+        KernelStep(TRANSPOSE_KERNEL, grid=(f"m/{TRANSPOSE_PIXELS}", 1, 1), block=(TRANSPOSE_THREADS, 1, 1),
+                   dynamic_smem_bytes=TRANSPOSE_TILE * elem, params=TRANSPOSE_PARAMS, when=TRANSPOSE_FLAG),
+        KernelStep(TRANSPOSE_KERNEL, grid=(f"n/{FILTER_TRANSPOSE_FILTERS}", 1, 1), block=(TRANSPOSE_THREADS, 1, 1),
+                   dynamic_smem_bytes=TRANSPOSE_TILE * elem, params=FILTER_TRANSPOSE_PARAMS,
+                   when=FILTER_TRANSPOSE_FLAG)]
     if split > 1:
         steps.append(MemsetStep(elem_bytes=4))
     steps.append(KernelStep(MAIN_KERNEL, grid=("tiles", 1, "split_k"), block=(t.threads, 1, 1),
@@ -106,12 +114,12 @@ def conv2d_launch(problem: Conv2dProblem, config: Mapping[str, Value]) -> Launch
 
 def conv2d_args(problem: Conv2dProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
     """The values of TRACEA_CONV2D_PARAMS (the workspace comes from the runtime), the GEMM view's sizes the grid rules
-    read (M = N·P·Q, N = K, K = R·S·C), and the transpose's flag, off: X is NHWC."""
+    read (M = N·P·Q, N = K, K = R·S·C), and the transposes' flags, off: X is NHWC, the filter KRSC."""
     p = problem
     return {"X": operands["X"], "filter": operands["W"], "Y": operands["Y"], "bias": operands.get("bias"),
-            "residual": operands.get("residual"), "X_nchw": None, "M": p.gemm_m, "N": p.k, "K": p.taps,
+            "residual": operands.get("residual"), "X_nchw": None, "filter_kcrs": None, "M": p.gemm_m, "N": p.k, "K": p.taps,
             "batch": p.n, "in_h": p.h, "in_w": p.w, "in_c": p.c, "out_c": p.k, "flt_r": p.r, "flt_s": p.s,
-            TRANSPOSE_FLAG: 0}
+            TRANSPOSE_FLAG: 0, FILTER_TRANSPOSE_FLAG: 0}
 
 
 @dataclass(frozen=True)
