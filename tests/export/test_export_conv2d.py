@@ -150,3 +150,32 @@ def test_the_seeds_cpp_style_compiles_and_calls_without_an_export_get_their_code
     not_exported = "no included export has this op, dtype and options (layout, epilogue, geometry)"
     assert out == [f"fp32 {not_exported}", f"geometry {not_exported}", "out invalid argument", "ok 1"]
     assert not launches(log)
+
+
+def _device_arch() -> str | None:
+    try:
+        import cupy
+
+        return f"sm_{cupy.cuda.Device(0).compute_capability}" if cupy.cuda.runtime.getDeviceCount() else None
+    except Exception:  # CuPy missing, or no driver
+        return None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, epilogue", [("fp16", "bias_relu"), ("fp32", "bias_residual_relu")])
+def test_the_exported_conv2d_matches_the_reference_on_this_gpu(dtype, epilogue, tmp_path, toolchain):
+    """The example on the GPU: channels_last views and NCHW/KCRS ones (transposed inside the call) both correct."""
+    arch = _device_arch()
+    if arch is None:
+        pytest.skip("no CUDA device (CuPy or a driver is missing)")
+    result = cli(["conv2d", "--n", "2", "--h", "17", "--w", "23", "--c", "24", "--k", "40", "--r", "3", "--s", "3",
+                  "--pad", "1", "--stride", "2", "--dtype", dtype, "--epilogue", epilogue, "--backend", "cuda",
+                  "--arch", arch, "--config", "default", "--out", str(tmp_path / "out")], tmp_path)
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "out"
+    program = build(toolchain["cxx"], [str(folder / "example.cpp")], tmp_path / "example",
+                    [str(folder), toolchain["include"]], "-std=c++17", "-O2", "-ldl", "-lpthread")
+    for args in ([], ["3", "20", "19"], ["4", "11", "31"]):  # sizes the one variant serves (its valid_for)
+        done = subprocess.run([str(program), *args], capture_output=True, text=True, timeout=300)
+        report = json.loads(done.stdout)
+        assert done.returncode == 0 and report["ok"] is True, (args, done.stdout, done.stderr)

@@ -8,7 +8,7 @@ Per dtype and family an ordered list; export takes the first entry valid for the
 2. the hand-picked configurations (implicit_gemm_space.hand_picked) of the ResNet-50 layers at N = 32, in the order
    they first appear: few_channels ones first (valid only where C is smaller than a step: the C = 3 stem), then the
    channel iterators' from the widest tile down (a tile wider than K's need is invalid, so a 64-channel layer gets
-   the first 64-wide one);
+   the first 64-wide one); then each of them with group_m = 1, for problems with too few rows of tiles to group;
 3. a small analytic configuration in every vector width, the last with single elements, so that every shape gets
    one."""
 
@@ -59,9 +59,11 @@ def candidates(dtype: str, family: str) -> list[dict[str, Any]]:
                 add(config, {"n": [1]})
                 break
     plain = [c for spec in RESNET50 for c in hand_picked(layer(spec, 32, dtype), target) if c["split_k"] == 1]
-    for config in sorted(plain, key=lambda c: (c["iterator"] != "few_channels",
-                                               -int(c["block_m"]) * int(c["block_n"]))):
+    ordered = sorted(plain, key=lambda c: (c["iterator"] != "few_channels", -int(c["block_m"]) * int(c["block_n"])))
+    for config in ordered:
         add(config)
+    for config in ordered:  # the same in row order, for problems with too few rows of tiles to group
+        add({**config, "group_m": 1})
     mma = FAMILY[dtype] == "mma"
     small = {"family": FAMILY[dtype], "block_m": 32, "block_n": 32, "block_k": 16 if mma else 8,
              "warp_m": 16, "warp_n": 16 if mma else 32, "stages": 2, "iterator": "analytic", "split_k": 1,
