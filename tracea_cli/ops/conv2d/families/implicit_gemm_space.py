@@ -279,7 +279,8 @@ _PICKS: dict[str, tuple[tuple[int, int, int, int, int, int], ...]] = {
         (32, 32, 8, 16, 32, 2),
     ),
 }
-WAVE_FRACTION = 2  # split-K is offered first when the output tiles fill fewer than 1/WAVE_FRACTION of the SMs
+MID_TILE = 64 * 64  # the mid-sized tile offered split over the reduction
+SPLIT_FIRST_FRACTION = 4  # its split comes first where its tiles fill fewer than 1/SPLIT_FIRST_FRACTION of the SMs
 
 
 def _pick_key(dtype: str) -> str:
@@ -291,9 +292,12 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
 
     Each pick is fitted to the shape: few_channels where C is smaller than a step, else the optimized iterator where
     the filter allows it; the widest vector the channels allow; the largest L2 grouping with enough tile rows; a
-    shallower pipeline or step where the reduction is short. The lead pick and the smallest are also offered split over
-    the reduction, with as many slices as keep one wave of blocks; where the lead's output tiles fill fewer than half
-    the SMs (small N·P·Q and K: ResNet's layers at N = 1), its split comes first."""
+    shallower pipeline or step where the reduction is short. Where the device's SM count is known, the picks whose
+    output tiles fill at least half the SMs come first, largest tile first (measured on the H200,
+    docs/results/conv2d_h200.md: the largest tile that still fills the device was the best or within 5% of it on every
+    ResNet-50 layer at N = 32); and a mid-sized pick (64 x 64 where there is one) and the smallest are also offered
+    split over the reduction, as many slices as keep one wave of blocks: first, where that mid-sized pick's tiles
+    fill fewer than a quarter of the SMs (ResNet's last stage at N = 1)."""
     space = conv2d_space(problem, target)
     family = FAMILY[problem.dtype]
     bk_values = space.param("block_k").values
@@ -312,6 +316,12 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
                                 return cfg
         return None
 
+    def tiles(c: Mapping[str, Value]) -> int:
+        return -(-problem.gemm_m // int(c["block_m"])) * -(-problem.k // int(c["block_n"]))
+
+    def area(c: Mapping[str, Value]) -> int:
+        return int(c["block_m"]) * int(c["block_n"])
+
     picks: list[Config] = []
     for bm, bn, bk, wm, wn, stages in _PICKS[_pick_key(problem.dtype)]:
         cfg = first_valid({"family": family, "block_m": bm, "block_n": bn, "block_k": bk, "warp_m": wm, "warp_n": wn,
@@ -320,21 +330,21 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
             picks.append(cfg)
     sm_count = (target.limits.sm_count if target.limits else None) or 0
     if picks and sm_count:
-        # the lead pick and the smallest one (the most blocks), each split over as many slices as keep one wave
-        lead, small = picks[0], min(picks, key=lambda c: int(c["block_m"]) * int(c["block_n"]))
+        picks.sort(key=lambda c: (tiles(c) * 2 < sm_count, -area(c)))  # stable: the list's order among equals
+        mid = min((c for c in picks if area(c) >= MID_TILE), key=area, default=picks[0])
+        small = min(picks, key=area)
         split_picks = []
-        for base in dict.fromkeys(map(_frozen, (lead, small))):
+        for base in dict.fromkeys(map(_frozen, (mid, small))):
             base = dict(base)
-            tiles = -(-problem.gemm_m // int(base["block_m"])) * -(-problem.k // int(base["block_n"]))
-            for split in reversed([s for s in SPLIT_K[1:] if tiles * s <= sm_count]):
+            for split in reversed([s for s in SPLIT_K[1:] if tiles(base) * s <= sm_count]):
                 cfg = first_valid(base, split_k=split)
                 if cfg is not None:
-                    split_picks.append((tiles, cfg))
+                    split_picks.append(cfg)
                     break
-        for tiles, cfg in split_picks:
+        for i, cfg in enumerate(split_picks):
             if cfg in picks:
                 continue
-            if tiles * WAVE_FRACTION < sm_count and split_picks[0][1] is cfg:
+            if i == 0 and tiles(mid) * SPLIT_FIRST_FRACTION < sm_count:
                 picks.insert(0, cfg)
             else:
                 picks.append(cfg)
