@@ -179,3 +179,23 @@ def test_the_exported_conv2d_matches_the_reference_on_this_gpu(dtype, epilogue, 
         done = subprocess.run([str(program), *args], capture_output=True, text=True, timeout=300)
         report = json.loads(done.stdout)
         assert done.returncode == 0 and report["ok"] is True, (args, done.stdout, done.stderr)
+
+
+def test_the_cpp_call_in_the_user_guide_compiles(tmp_path, toolchain):
+    """docs/conv2d.md's C++ snippet, against an export of the epilogue it names."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "conv2d.md").read_text()
+    snippet = re.search(r"```cpp\n(.*?)```", doc, re.S).group(1)
+    includes = "\n".join(line for line in snippet.splitlines() if line.startswith("#include"))
+    body = "\n".join(line for line in snippet.splitlines() if not line.startswith("#include"))
+    result = cli([*ARGS[:ARGS.index("--dtype")], "--dtype", "fp16", "--epilogue", "bias_relu", "--backend", "cuda",
+                  "--arch", "sm_90", "--config", "default", "--out", str(tmp_path / "out")], tmp_path)
+    assert result.exit_code == 0, result.output
+    program = (f"{includes}\n\nint run(void* x_ptr, void* w_ptr, void* b_ptr, void* y_ptr, void* workspace, "
+               f"CUstream stream) {{\n{body}\n  return status ? 0 : 1;\n}}\n\nint main() {{ return 0; }}\n")
+    (tmp_path / "out" / "guide.cpp").write_text(program)
+    build(toolchain["cxx"], [str(tmp_path / "out" / "guide.cpp")], tmp_path / "guide",
+          [str(tmp_path / "out"), toolchain["include"]], "-std=c++17", "-Wall", "-Wextra", "-Werror",
+          "-Wno-unused-parameter", "-ldl", "-lpthread")
