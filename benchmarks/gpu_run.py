@@ -13,12 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tracea_cli.backends.base import CompileFailed, Evaluation
-from tracea_cli.ops.gemm.families.engine import MAIN_KERNEL
-from tracea_cli.ops.gemm.families.wgmma import KERNEL_NAME as WGMMA_KERNEL
-from tracea_cli.ops.launch import KernelStep
 from tracea_cli.stats import summarize
-
-MAIN_KERNELS = (MAIN_KERNEL, WGMMA_KERNEL)  # the GEMM kernel of an engine (simt, mma) or wgmma plan
 
 
 def run_meta(target: Any, argv: list[str] | None) -> dict[str, Any]:
@@ -26,7 +21,7 @@ def run_meta(target: Any, argv: list[str] | None) -> dict[str, Any]:
     import cupy
 
     from tracea_cli.backends import nvrtc
-    from tracea_cli.ops.gemm.families.engine import GENERATOR_VERSION
+    from tracea_cli.ops.gemm.families.engine import GENERATOR_VERSION  # the GEMM engine's (its reports print it)
 
     props = cupy.cuda.runtime.getDeviceProperties(target.device_index or 0)
     return {
@@ -79,15 +74,14 @@ def median_ms(ev: Evaluation) -> float | None:
 
 
 def resources_of(artifact: Any) -> dict[str, Any]:
-    """Registers, spills, shared memory and block size of a compiled candidate, as the reports show them: registers
-    and spills of the GEMM kernel itself (Artifact.resources' own figures are the plan's last kernel's, which after
-    split-K is the reduction)."""
+    """Registers, spills, shared memory and block size of a compiled candidate, as the reports show them: those of the
+    plan's main kernel (LaunchPlan.main_kernel: the product itself, not a staging kernel or split-K's reduction)."""
     r = artifact.resources
-    kernels = r.get("kernels", {})
-    main = next((kernels[name] for name in MAIN_KERNELS if name in kernels), r)
+    main_step = artifact.plan.main_kernel
+    main = r.get("kernels", {}).get(main_step.name, r) if main_step else r
     return {"registers": main.get("registers"), "spill_bytes": main.get("spill_store_bytes"),
             "smem_bytes": r.get("dynamic_shared_bytes", r.get("shared_bytes")),
-            "threads": next((s.block[0] for s in artifact.plan.steps if isinstance(s, KernelStep)), None)}
+            "threads": main_step.block[0] if main_step else None}
 
 
 def measure_between_baselines(backend: Any, problem: Any, target: Any, configs: list[dict],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from tracea_cli.target import Target, limits_for
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # space_walk, under pytest's importlib import mode
 
 
 def arch_target(arch: str, sm_count: int | None = None) -> Target:

@@ -3,12 +3,9 @@
 
 from __future__ import annotations
 
-import itertools
-import math
-import os
-
 import pytest
 
+from space_walk import walk as _enumerate
 from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.ops.gemm.families.engine_space import (
     FAMILY,
@@ -24,21 +21,6 @@ DTYPES = ("fp32", "fp64", "tf32", "fp16", "bf16")
 # (target, layout, shape): big and aligned, ragged and unaligned, tiny, deep-K; every kind of rule fires somewhere.
 CASES = (("sm90", "nn", (4096, 4096, 4096)), ("sm80", "nt", (1000, 1023, 127)), ("sm90", "nt", (17, 1, 1023)),
          ("sm80", "nn", (128, 128, 8192)))
-
-
-def _enumerate(space, at_most: int = 300_000):
-    """Every configuration of the space with its verdict; a space larger than `at_most` raw configurations (the
-    small-M spaces with sliced K: 6 million) is walked with a stride that spreads `at_most` of them over all of it
-    (every TRACEA_SLOW_TESTS=1 run walks it whole)."""
-    raw = math.prod(len(p.values) for p in space.params)
-    step = 1 if os.environ.get("TRACEA_SLOW_TESTS") == "1" or raw <= at_most else -(-raw // at_most)
-    while math.gcd(step, raw) != 1:  # a stride sharing no factor with the space's size meets every parameter value
-        step += 1
-    valid, rejected = [], []
-    for config in itertools.islice(space.all_configs(), 0, None, step):
-        reason = space.why_invalid(config)
-        (rejected if reason else valid).append((config, reason))
-    return [c for c, _ in valid], rejected
 
 
 # The 16-bit spaces hold ~200k raw configurations each: fp16 and bf16 share every rule, so they split the cases.

@@ -83,7 +83,7 @@ def read_manifest(folder: Path) -> dict:
 def problem_of(doc: dict, shape: dict):
     """The problem of an export's manifest at one of its tuned shapes (its op, dtype and other fields)."""
     op = get_op(doc["op"])
-    fields = {o.name: doc[o.name] for o in op.options if not o.size and o.name != "dtype"}
+    fields = {o.name: doc[o.name] for o in op.options if not o.size and o.key and o.name != "dtype"}
     return op.from_key(doc["dtype"], {**fields, **shape})
 
 

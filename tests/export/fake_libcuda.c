@@ -204,6 +204,14 @@ static void log_launch_stage(struct fake_function* fn, unsigned gx, unsigned gy,
       *(unsigned long long*)params[1], *(int*)params[2], *(int*)params[3], *(int*)params[4], *(int*)params[5]);
 }
 
+/* conv2d's transposes: (src, dst, n, c, h, w), docs/conv2d.md ("Export"). */
+static void log_launch_transpose(struct fake_function* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                 unsigned by, unsigned bz, unsigned smem, void** params) {
+  LOG("launch module=%d name=%s api=plain grid=%u,%u,%u block=%u,%u,%u smem=%u src=%llu dst=%llu n=%d c=%d h=%d w=%d",
+      fn->module, fn->name, gx, gy, gz, bx, by, bz, smem, *(unsigned long long*)params[0],
+      *(unsigned long long*)params[1], *(int*)params[2], *(int*)params[3], *(int*)params[4], *(int*)params[5]);
+}
+
 static CUresult f_launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned smem, CUstream s, void** params, void** extra) {
   struct fake_function* fn = (struct fake_function*)f;
@@ -211,6 +219,8 @@ static CUresult f_launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned
   if (!current) return CUDA_ERROR_INVALID_CONTEXT;
   if (strncmp(fn->name, "gemm_stage_", 11) == 0) {
     log_launch_stage(fn, gx, gy, gz, bx, by, bz, smem, params);
+  } else if (strcmp(fn->name, "conv2d_nchw_to_nhwc") == 0) {
+    log_launch_transpose(fn, gx, gy, gz, bx, by, bz, smem, params);
   } else {
     log_launch(fn, "plain", gx, gy, gz, bx, by, bz, smem, "0", params);
   }

@@ -38,11 +38,13 @@ def test_the_conv2d_auto_baseline_is_torch_where_installed_else_numpy():
         assert chosen.name == "torch" and missing is None
 
 
-def test_auto_backend_is_the_cpu_for_a_problem_without_cuda_kernels_even_with_a_gpu(monkeypatch):
+def test_auto_backend_is_the_cpu_for_a_dtype_only_the_cpu_runs_even_with_a_gpu(monkeypatch):
     monkeypatch.setattr(setup, "_cuda_usable", lambda: True)
-    conv = get_op("conv2d").problem(h=8, c=4, k=4, r=3)
-    assert setup.resolve_backend("auto", conv) == "cpu"
-    assert setup.resolve_backend("auto", get_op("gemm").problem(m=64)) == "cuda"  # GEMM unchanged
+    conv = get_op("conv2d")
+    assert setup.resolve_backend("auto", conv.problem(h=8, c=4, k=4, r=3, dtype="fp64")) == "cpu"
+    assert setup.resolve_backend("auto", conv.problem(h=8, c=4, k=4, r=3)) == "cuda"  # the CUDA families run fp32
+    assert setup.resolve_backend("auto", conv.problem(h=8, c=4, k=4, r=3, dtype="fp16")) == "cuda"
+    assert setup.resolve_backend("auto", get_op("gemm").problem(m=64)) == "cuda"
 
 
 def test_a_dtype_no_backend_runs_says_which_ones_do(monkeypatch):
@@ -50,4 +52,4 @@ def test_a_dtype_no_backend_runs_says_which_ones_do(monkeypatch):
     with pytest.raises(UsageError) as e:
         setup.resolve_backend("cpu", get_op("conv2d").problem(h=8, c=4, k=4, r=3, dtype="fp16"))
     assert e.value.message == "the cpu backend runs conv2d in fp32, fp64, not fp16."
-    assert e.value.hint == "Use dtype fp32 or fp64 on the cpu backend."
+    assert e.value.hint == "Use the cuda backend for fp16."  # the CUDA families run it

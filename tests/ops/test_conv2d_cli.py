@@ -102,11 +102,12 @@ def test_bench_a_suite_file_naming_conv2d_problems(tracea):
     assert all(r["bytes"] == 4 * (9 * 7 * 3 + 17 * 27 + p * q * 17) for r in rows)
 
 
-def test_export_says_there_is_none_yet(tracea):
-    rc, out, err = tracea("export", "conv2d", "--h", "8", "--c", "4", "--k", "4", "--r", "3", "--arch", "sm_90",
-                          "--out", str(tracea.root / "x"))
-    assert rc == 2 and "Traceback" not in out + err and "error: conv2d has no export yet." in err, (out, err)
-    assert not (tracea.root / "x").exists()
+def test_export_without_a_tuned_winner_says_how_to_get_one(tracea):
+    rc, out, err = tracea("export", "conv2d", "--h", "8", "--c", "4", "--k", "4", "--r", "3", "--dtype", "fp16",
+                          "--arch", "sm_90", "--out", str(tracea.root / "x"))
+    assert rc == 2 and "Traceback" not in out + err, (out, err)
+    assert "holds no tuned configuration for conv2d n1 4->4 @8x8 3x3 fp16 on cuda" in err
+    assert "--config default" in err and not (tracea.root / "x").exists()
 
 
 @pytest.mark.parametrize("args, says", [

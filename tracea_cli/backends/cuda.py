@@ -389,6 +389,8 @@ def bind(loaded: LoadedModule, values: Mapping[str, Any], stream_ptr: int | None
             ptr = _pointer(workspace)
             queued.append(lambda ptr=ptr, nbytes=nbytes: cupy.cuda.runtime.memsetAsync(ptr, 0, nbytes, stream_ptr))
             continue
+        if not step.runs(sizes):
+            continue
         args: list[Any] = []
         for name in plan.step_params(step):
             if name in maps:

@@ -219,6 +219,7 @@ class Step:
     dynamic_smem_bytes: int = 0
     memset_bytes_per_mn: int = 0
     params: tuple[str, ...] | None = None  # the step's own parameters (staging kernels); None: the variant's
+    when: str | None = None  # the int slot that must be non-zero for the step to run (None: always)
 
 
 def launch_steps(plan: LaunchPlan, kernel_names: Sequence[str], slots: Slots) -> tuple[Step, ...]:
@@ -241,6 +242,7 @@ def launch_steps(plan: LaunchPlan, kernel_names: Sequence[str], slots: Slots) ->
                 cluster=raw.cluster if raw.cluster is not None else (0, 0, 0),
                 dynamic_smem_bytes=raw.dynamic_smem_bytes,
                 params=step_params(raw.params, slots) if raw.params is not None else None,
+                when=slots.integer(raw.when) if raw.when is not None else None,
             ))
         else:
             raise _unsupported(f"a step of kind {type(raw).__name__}")
@@ -275,8 +277,9 @@ def _step_row(step: Step, params_symbol: str) -> str:
     block = ", ".join(f"{b}u" for b in step.block)
     cluster = ", ".join(f"{c}u" for c in step.cluster)
     n_params = len(step.params) if step.params is not None else 0
+    when = step.when if step.when is not None else "-1"
     return (f"  {{{kind}, {step.kernel}, {{{grid}}}, {{{block}}}, {{{cluster}}}, "
-            f"{step.dynamic_smem_bytes}u, {step.memset_bytes_per_mn}u, {params_symbol}, {n_params}}},")
+            f"{step.dynamic_smem_bytes}u, {step.memset_bytes_per_mn}u, {params_symbol}, {n_params}, {when}}},")
 
 
 def _arch_numbers(arch: str) -> tuple[int, int, bool]:

@@ -126,8 +126,10 @@ class Manifest:
 
     @property
     def label(self) -> str:
-        """"gemm fp16 nt bias_relu": op, dtype and the other problem fields that are set."""
-        return " ".join([self.op, self.dtype, *(str(v) for v in self.fields.values() if v not in ("none", None))])
+        """"gemm fp16 nt bias_relu", "conv2d fp16 stride_h=1 ... bias_relu": op, dtype and the other problem fields
+        that are set (a named choice by its value, a number with its name)."""
+        return " ".join([self.op, self.dtype, *(v if isinstance(v, str) else f"{k}={v}"
+                                                for k, v in self.fields.items() if v not in ("none", None))])
 
     @property
     def min_driver_version(self) -> int:
@@ -264,7 +266,8 @@ def _description(pointers: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, 
         "steps": {"type": "array", "minItems": 1, "items": {
             "type": "object", "required": ["kind"],
             "properties": {"kind": _enum(_KINDS), "name": _KERNEL_NAME, "block": _DIM3, "grid": _GRID,
-                           "cluster": _DIM3, "dynamic_smem_bytes": _INT0, "params": params}}},
+                           "cluster": _DIM3, "dynamic_smem_bytes": _INT0, "params": params,
+                           "when": _enum(ints)}}},
         "family": _TEXT,
         "arch": _ARCH,
         "params": params,
@@ -281,7 +284,7 @@ def schema(op: Any) -> dict[str, Any]:
     """The JSON Schema of `op`'s manifests: its sizes are the shapes' fields, its other options (those with choices)
     top-level fields, its ABI slots the names launch descriptions may use."""
     sizes = [o.name for o in op.options if o.size]
-    fields = [o for o in op.options if not o.size and o.name != "dtype"]
+    fields = [o for o in op.options if not o.size and o.key and o.name != "dtype"]
     dtype = next(o for o in op.options if o.name == "dtype")
     shape = {"type": "object", "required": sizes, "additionalProperties": False, "properties": {s: _POS for s in sizes}}
     valid_for = [f"{s}_{b}" for s in sizes for b in ("min", "max", "multiple")]

@@ -36,7 +36,10 @@ class Option:
     Python API's keyword all read it.
 
     `default_from` names another option whose value this one takes when not given (GEMM's n and k default to m).
-    `size` marks a problem size: part of `sizes()`, repeatable in `tracea export` (several shapes), positive."""
+    `size` marks a problem size: part of `sizes()`, repeatable in `tracea export` (several shapes), positive.
+    `key` is False for an option that is not a field of the problem's `key()`: a form that only sets others
+    (conv2d's `stride` sets `stride_h` and `stride_w`) or a value every problem has (its `groups`); an export's
+    manifest carries the key fields only."""
 
     name: str  # the keyword: "m", "d_in"
     type: type  # int | float | str | bool
@@ -46,6 +49,7 @@ class Option:
     choices: tuple[str, ...] = ()
     default_from: str | None = None
     size: bool = False
+    key: bool = True
 
     @property
     def flag(self) -> str:

@@ -43,7 +43,8 @@ def _ceil(a: int, b: int) -> int:
 @dataclass(frozen=True)
 class KernelStep:
     """One kernel launch. `params` None: the plan's `params` (the main kernels' signature); a staging kernel names its
-    own. `cluster` None: no launch-time cluster (a kernel may still declare one at compile time)."""
+    own. `cluster` None: no launch-time cluster (a kernel may still declare one at compile time). `when` names an int
+    value: the step runs only for calls where it is not 0 (a pre-pass that only some calls need; None: always)."""
 
     name: str
     grid: tuple[GridRule, GridRule, GridRule]
@@ -51,6 +52,7 @@ class KernelStep:
     dynamic_smem_bytes: int = 0
     cluster: tuple[int, int, int] | None = None
     params: tuple[str, ...] | None = None
+    when: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", tuple(check_grid_rule(r) for r in self.grid))
@@ -63,7 +65,13 @@ class KernelStep:
             d["cluster"] = list(self.cluster)
         if self.params is not None:
             d["params"] = list(self.params)
+        if self.when is not None:
+            d["when"] = self.when
         return d
+
+    def runs(self, sizes: Mapping[str, int]) -> bool:
+        """Whether this step runs in a call with these int values (`when` unset, or its value not 0)."""
+        return self.when is None or int(sizes.get(self.when, 0)) != 0
 
 
 @dataclass(frozen=True)

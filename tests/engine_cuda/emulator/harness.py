@@ -1,4 +1,5 @@
-"""Runs the generated CUDA GEMM source of one configuration on the CPU (see tracea_host_emulation.h).
+"""Runs the generated CUDA source of one configuration on the CPU (see tracea_host_emulation.h): GEMM's through its
+own launcher (build, run), any family's through a launcher that follows the launch plan (build_plan, run_plan).
 
 The kernel text is exactly what NVRTC compiles (`gemm_source`), built here with g++ against CPU stand-ins for
 CUDA's types and PTX, and launched by following the configuration's launch plan (`gemm_launch`: its memsets and
@@ -20,7 +21,7 @@ from tracea_cli.ops.dtypes import from_storage, get_dtype, to_storage
 from tracea_cli.ops.gemm.families.engine import gemm_launch, gemm_source
 from tracea_cli.ops.gemm.families.engine_space import tiling
 from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.ops.launch import KernelStep, MemsetStep
+from tracea_cli.ops.launch import KernelStep, LaunchPlan, MemsetStep
 
 HERE = Path(__file__).resolve().parent
 
@@ -93,3 +94,87 @@ def run(exe: Path, problem: GemmProblem, config: Mapping, inputs: Mapping[str, n
         raise RuntimeError(f"emulated kernel failed ({result.returncode}): {result.stderr[-2000:]}")
     raw = np.frombuffer((workdir / "c.bin").read_bytes(), dtype=poison.dtype).reshape(problem.m, problem.n)
     return from_storage(raw, dtype)
+
+
+# ---- any family: a program built from its source and launch plan, run by following the plan -----------------------
+
+def build_plan_launcher(workdir: Path) -> Path:
+    out = workdir / "plan_main.o"
+    subprocess.run([compiler(), *_flags(), "-c", str(HERE / "plan_main.cpp"), "-o", str(out)], check=True,
+                   capture_output=True, text=True)
+    return out
+
+
+def _is_pointer(value) -> bool:
+    return value is None or isinstance(value, np.ndarray)
+
+
+def _shim(plan: LaunchPlan, values: Mapping) -> str:
+    """tracea_emulated_call for the plan's kernels: each declared with its parameters (pointers as void*, ints), and
+    called with the launcher's arguments in signature order."""
+    lines = ["#include <cstdint>", "#include <string>", "#include <vector>"]
+    calls = []
+    for step in plan.kernels:
+        names = plan.step_params(step)
+        kinds = ["void *" if _is_pointer(values.get(n)) or n == "workspace" else "int" for n in names]
+        lines.append(f'extern "C" void {step.name}({", ".join(kinds)});')
+        args = ", ".join(f"reinterpret_cast<void *>(a[{i}])" if k == "void *" else f"static_cast<int>(a[{i}])"
+                         for i, k in enumerate(kinds))
+        calls.append(f'  if (name == "{step.name}") return {step.name}({args});')
+    lines += ["void tracea_emulated_call(const std::string &name, const std::vector<std::intptr_t> &a) {", *calls, "}"]
+    return "\n".join(lines) + "\n"
+
+
+def build_plan(source: str, plan: LaunchPlan, values: Mapping, workdir: Path, launcher: Path) -> Path:
+    """Compile a family's source with a shim for its plan's kernels into an emulator executable. `values` are the
+    family's arguments (arrays or None for pointers, ints for sizes): they tell pointers from ints."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "kernel.cpp").write_text(source)
+    (workdir / "shim.cpp").write_text(_shim(plan, values))
+    smem = max(k.dynamic_smem_bytes for k in plan.kernels)
+    exe = workdir / "plan_emulator"
+    cmd = [compiler(), *_flags(), "-DTRACEA_HOST_EMULATION", f"-DEMULATED_SMEM_BYTES={max(smem, 16)}",
+           str(workdir / "kernel.cpp"), str(workdir / "shim.cpp"), str(launcher), "-o", str(exe)]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"g++ failed:\n{result.stderr[-4000:]}")
+    return exe
+
+
+def run_plan(exe: Path, plan: LaunchPlan, values: Mapping, outputs: tuple[str, ...], workdir: Path, *,
+             timeout_s: float = 120.0) -> dict[str, np.ndarray]:
+    """Follow `plan` over `values` (the family's arguments: host arrays in storage format by pointer name, ints by
+    size name): the workspace placed as plan.scratch_layout says, memsets, then each kernel step whose `when` holds,
+    grids from the plan's rules. Returns the arrays named in `outputs`, as the kernels left them."""
+    sizes = {k: int(v) for k, v in values.items() if isinstance(v, (int, np.integer)) and not isinstance(v, bool)}
+    arrays = {k: v for k, v in values.items() if isinstance(v, np.ndarray)}
+    index = {name: i for i, name in enumerate(arrays)}
+    lines = []
+    for name, array in arrays.items():
+        file = f"{name}.bin"
+        (workdir / file).write_bytes(np.ascontiguousarray(array).tobytes())
+        lines.append(f"buffer {index[name]} {array.nbytes} {file}")
+    _, workspace_bytes = plan.scratch_layout(sizes)
+    if workspace_bytes:
+        index["workspace"] = len(index)
+        lines.append(f"buffer {index['workspace']} {workspace_bytes}")
+    for step in plan.steps:
+        if isinstance(step, MemsetStep):
+            assert step.buffer == "workspace" and step.bytes_per == "mn", step
+            lines.append(f"memset {index['workspace']} {sizes['M'] * sizes['N'] * step.elem_bytes}")
+        elif isinstance(step, KernelStep):
+            assert step.block[1:] == (1, 1) and step.cluster is None, step
+            if not step.runs(sizes):
+                continue
+            x, y, z = plan.grid(step, sizes)
+            args = [f"i{sizes[n]}" if n in sizes else f"p{index.get(n, -1)}" for n in plan.step_params(step)]
+            lines.append(f"kernel {step.name} {x} {y} {z} {step.block[0]} {' '.join(args)}")
+        else:
+            raise AssertionError(f"the emulator cannot run a {type(step).__name__}")
+    lines += [f"write {index[name]} {name}.out" for name in outputs]
+    (workdir / "launch.txt").write_text("\n".join(lines) + "\n")
+    result = subprocess.run([str(exe), str(workdir)], capture_output=True, text=True, timeout=timeout_s)
+    if result.returncode != 0:
+        raise RuntimeError(f"emulated kernel failed ({result.returncode}): {result.stderr[-2000:]}")
+    return {name: np.frombuffer((workdir / f"{name}.out").read_bytes(), dtype=arrays[name].dtype)
+            .reshape(arrays[name].shape) for name in outputs}

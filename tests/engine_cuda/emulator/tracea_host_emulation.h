@@ -64,6 +64,12 @@ inline __nv_bfloat16 __float2bfloat16_rn(float x) {
 }
 
 inline float atomicAdd(float *address, float value) { return std::atomic_ref<float>(*address).fetch_add(value); }
+// Integer intrinsics (conv2d's fast divmod): the high 32 bits of a 32 x 32-bit product; leading zero bits.
+inline unsigned __umulhi(unsigned a, unsigned b) {
+  return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
+}
+inline int __clz(unsigned x) { return x == 0 ? 32 : __builtin_clz(x); }
+inline float __fdividef(float a, float b) { return a / b; }
 
 namespace emu {
 

@@ -8,7 +8,11 @@
 //   tracea::TensorView c = tracea::TensorView::matrix(d_c, tracea::DType::fp16, M, N);
 //   tracea::GemmParams params;
 //   params.stream = stream;
-//   tracea::Status s = tracea::gemm(a, b, c, params);   // C = A.B on `stream`
+//   tracea::Status s = tracea::gemm(a, b, c, params);   // C = A.B on `stream`; `if (!s)`: it failed
+//
+// The seed's style works too: `tracea::TensorView a(d_a, {M, K}, tracea::DType::Float16, 0);` (dims as the framework
+// reports them, contiguous strides; another overload takes the strides), and for images
+// `tracea::TensorView::channels_last(d_x, {N, C, H, W}, tracea::DType::Float16, 0)`.
 //
 // tracea::DType, tracea::Status and tracea::TensorView are in @RUNTIME@ (its C++ part); each op's header
 // (tracea_<op>.h, included by its exports) adds the op's call (tracea::gemm, ...). Views describe device memory in

@@ -177,6 +177,7 @@ typedef struct tracea_step {
   unsigned int memset_bytes_per_mn; /* memset steps: bytes per element of C */
   const int* params;                /* kernel steps with their own parameters (staging kernels); NULL: the variant's */
   int n_params;
+  int when;                         /* -1: always; else an int slot: the step runs only when that value is not 0 */
 } tracea_step;
 
 /* A scratch buffer of the staging pre-pass (docs/kernel-abi.md, "Staging"): rows x cols elements, row-major, with
@@ -372,7 +373,7 @@ static inline const char* tracea_status_string(tracea_status status) {
     case TRACEA_ERROR_MISALIGNED: return "pointers or leading dimensions are not aligned as the kernels need";
     case TRACEA_ERROR_UNSUPPORTED_SHAPE: return "no tuned shape of this export is valid for this shape";
     case TRACEA_ERROR_WORKSPACE: return "the workspace is missing or too small";
-    case TRACEA_ERROR_NOT_EXPORTED: return "no included export has this dtype, layout and epilogue";
+    case TRACEA_ERROR_NOT_EXPORTED: return "no included export has this op, dtype and options (layout, epilogue, geometry)";
   }
   return "unknown status";
 }
@@ -862,6 +863,9 @@ static inline tracea_status tracea__run_steps(const tracea_driver* d, const trac
     if (n_params > TRACEA_MAX_PARAMS) {
       return TRACEA_ERROR_INVALID_ARGUMENT;
     }
+    if (s->when >= 0 && c->ints[s->when] == 0) {
+      continue; /* a pre-pass this call does not need */
+    }
     for (j = 0; j < n_params; ++j) {
       const int p = list[j];
       params[j] = p >= TRACEA_PARAM_MAP ? (void*)&maps[p - TRACEA_PARAM_MAP]
@@ -982,44 +986,111 @@ static inline void tracea__unload(const tracea_export* e) {
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 namespace tracea {
 
+// Element types, by their short names and by the seed's (Float32, Float16, ...): the same values.
 enum class DType : int {
   fp32 = TRACEA_DTYPE_FP32,
   tf32 = TRACEA_DTYPE_TF32,  // fp32 storage, TF32 tensor-core math
   fp16 = TRACEA_DTYPE_FP16,
   bf16 = TRACEA_DTYPE_BF16,
   fp64 = TRACEA_DTYPE_FP64,
+  Float32 = fp32,
+  TFloat32 = tf32,
+  Float16 = fp16,
+  BFloat16 = bf16,
+  Float64 = fp64,
 };
 
-enum class Status : int {
-  ok = TRACEA_OK,
-  driver_not_found = TRACEA_ERROR_DRIVER_NOT_FOUND,
-  driver_too_old = TRACEA_ERROR_DRIVER_TOO_OLD,
-  driver_error = TRACEA_ERROR_DRIVER,
-  no_device = TRACEA_ERROR_NO_DEVICE,
-  unsupported_arch = TRACEA_ERROR_UNSUPPORTED_ARCH,
-  device_limits = TRACEA_ERROR_DEVICE_LIMITS,
-  invalid_argument = TRACEA_ERROR_INVALID_ARGUMENT,
-  misaligned = TRACEA_ERROR_MISALIGNED,
-  unsupported_shape = TRACEA_ERROR_UNSUPPORTED_SHAPE,
-  workspace = TRACEA_ERROR_WORKSPACE,
-  not_exported = TRACEA_ERROR_NOT_EXPORTED,
+// A call's outcome: Status::ok or the reason (the codes of tracea_status). Testable as a bool: true when ok, so that
+// `if (!status)` catches every failure.
+class Status {
+ public:
+  enum Code : int {
+    ok = TRACEA_OK,
+    driver_not_found = TRACEA_ERROR_DRIVER_NOT_FOUND,
+    driver_too_old = TRACEA_ERROR_DRIVER_TOO_OLD,
+    driver_error = TRACEA_ERROR_DRIVER,
+    no_device = TRACEA_ERROR_NO_DEVICE,
+    unsupported_arch = TRACEA_ERROR_UNSUPPORTED_ARCH,
+    device_limits = TRACEA_ERROR_DEVICE_LIMITS,
+    invalid_argument = TRACEA_ERROR_INVALID_ARGUMENT,
+    misaligned = TRACEA_ERROR_MISALIGNED,
+    unsupported_shape = TRACEA_ERROR_UNSUPPORTED_SHAPE,
+    workspace = TRACEA_ERROR_WORKSPACE,
+    not_exported = TRACEA_ERROR_NOT_EXPORTED,
+  };
+  constexpr Status(Code code = ok) : code_(code) {}
+  constexpr explicit Status(int code) : code_(static_cast<Code>(code)) {}
+  constexpr Code code() const { return code_; }
+  constexpr explicit operator bool() const { return code_ == ok; }
+  constexpr explicit operator int() const { return code_; }
+  friend constexpr bool operator==(Status a, Status b) { return a.code_ == b.code_; }
+  friend constexpr bool operator!=(Status a, Status b) { return a.code_ != b.code_; }
+
+ private:
+  Code code_;
 };
 
-inline const char* status_string(Status s) { return tracea_status_string(static_cast<tracea_status>(s)); }
+inline const char* status_string(Status s) { return tracea_status_string(static_cast<tracea_status>(s.code())); }
 
-// A strided view of device memory, in elements: element (i, j) of a rows x cols matrix is at
-// data + i * row_stride + j * col_stride.
+// A strided view of device memory, in elements. As a matrix: element (i, j) of a rows x cols matrix is at
+// data + i * row_stride + j * col_stride. As an N-D tensor (ndim <= 8): dims in the framework's order (torch's N, C,
+// H, W for images) and a stride per dim, so that the layout in memory is told by the strides (contiguous,
+// channels_last, a transpose) without a copy. A 2-D view is both. `device` is the CUDA ordinal the memory is on, for
+// the caller's bookkeeping: a call runs on its stream's device.
 struct TensorView {
+  static constexpr int kMaxDims = 8;
   void* data = nullptr;
   DType dtype = DType::fp32;
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t row_stride = 0;  // elements between rows
   int64_t col_stride = 1;  // elements between columns
+  int ndim = 0;            // 0: no N-D shape (a matrix made by matrix()); else dims and strides below
+  int64_t dims[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+  int device = 0;
 
+  TensorView() = default;
+  // The seed's form: `TensorView x(ptr, {N, C, H, W}, DType::Float16, 0)`, contiguous (row-major) strides.
+  TensorView(void* data_, std::initializer_list<int64_t> dims_, DType dtype_, int device_ = 0)
+      : TensorView(data_, dims_, {}, dtype_, device_) {}
+  // The same with explicit strides in elements (one per dim; an empty list: contiguous).
+  TensorView(void* data_, std::initializer_list<int64_t> dims_, std::initializer_list<int64_t> strides_, DType dtype_,
+             int device_ = 0)
+      : data(data_), dtype(dtype_), device(device_) {
+    if (dims_.size() > static_cast<size_t>(kMaxDims) || (strides_.size() != 0 && strides_.size() != dims_.size())) {
+      return;  // ndim stays 0: no call accepts the view
+    }
+    ndim = static_cast<int>(dims_.size());
+    int i = 0;
+    for (int64_t d : dims_) dims[i++] = d;
+    i = 0;
+    for (int64_t st : strides_) strides[i++] = st;
+    if (strides_.size() == 0) {
+      int64_t step = 1;
+      for (int k = ndim - 1; k >= 0; --k) {
+        strides[k] = step;
+        step *= dims[k];
+      }
+    }
+    if (ndim == 2) {
+      rows = dims[0], cols = dims[1], row_stride = strides[0], col_stride = strides[1];
+    }
+  }
+
+  // An N x C x H x W view of memory laid out N x H x W x C (torch's memory_format=torch.channels_last).
+  static TensorView channels_last(void* data, std::initializer_list<int64_t> nchw, DType dtype, int device = 0) {
+    TensorView v(data, nchw, dtype, device);
+    if (v.ndim == 4) {
+      const int64_t c = v.dims[1], h = v.dims[2], w = v.dims[3];
+      v.strides[0] = h * w * c, v.strides[1] = 1, v.strides[2] = w * c, v.strides[3] = c;
+    }
+    return v;
+  }
   // A row-major rows x cols matrix with leading dimension `ld` (default: cols).
   static TensorView matrix(void* data, DType dtype, int64_t rows, int64_t cols, int64_t ld = 0) {
     TensorView v;
@@ -1029,16 +1100,33 @@ struct TensorView {
     v.cols = cols;
     v.row_stride = ld > 0 ? ld : cols;
     v.col_stride = 1;
+    v.ndim = 2;
+    v.dims[0] = rows, v.dims[1] = cols, v.strides[0] = v.row_stride, v.strides[1] = 1;
     return v;
   }
-  // The transpose, without copying.
+  // The transpose of a matrix, without copying.
   TensorView t() const {
     TensorView v = *this;
     v.rows = cols;
     v.cols = rows;
     v.row_stride = col_stride;
     v.col_stride = row_stride;
+    v.dims[0] = dims[1], v.dims[1] = dims[0], v.strides[0] = strides[1], v.strides[1] = strides[0];
     return v;
+  }
+  // Whether the N-D view is exactly these dims with these strides.
+  bool is(std::initializer_list<int64_t> dims_, std::initializer_list<int64_t> strides_) const {
+    if (ndim != static_cast<int>(dims_.size()) || dims_.size() != strides_.size()) return false;
+    int i = 0;
+    for (int64_t d : dims_) {
+      if (dims[i++] != d) return false;
+    }
+    i = 0;
+    for (int64_t st : strides_) {
+      if (dims[i] != 1 && strides[i] != st) return false;  // a dim of one element has any stride
+      ++i;
+    }
+    return true;
   }
 };
 

@@ -1,66 +1,105 @@
-"""The libraries a conv2d is measured against on the CPU, each a `Baseline` over the problem's operands (host arrays
-in storage format): torch's CPU convolution on channels_last tensors where torch is installed, else numpy im2col +
-BLAS. An epilogue runs as the separate pass a library user would write after the convolution (the "unfused pair").
-The shared check-then-time path (backends/checked.py) poisons Y, runs, checks against the float64 reference and only
-then times, exactly as for a tuned kernel.
+"""The libraries a conv2d is measured against, each a `Baseline` over the problem's operands (arrays in storage format,
+on the device the run uses). On a GPU: cuDNN through torch on channels_last tensors, with cuDNN's own algorithm
+search (`torch.backends.cudnn.benchmark`) and TF32 only for tf32 problems. On the CPU: torch's CPU convolution where
+torch is installed, else numpy im2col + BLAS. An epilogue runs as the separate passes a library user would write
+after the convolution (the "unfused pair"). The shared check-then-time path (backends/checked.py) poisons Y, runs,
+checks against the float64 reference and only then times, exactly as for a tuned kernel.
 
-Both are `default`: `--baseline auto` takes torch where it is installed and otherwise numpy, and then says in the
-provider's name that torch was missing (ops/base.Baseline). Libraries are imported when a baseline is prepared,
-never at import; a missing one raises `ToolchainMissing`.
+On the CPU both are `default`: `--baseline auto` takes torch where it is installed and otherwise numpy, and then says
+in the provider's name that torch was missing (ops/base.Baseline). Libraries are imported when a baseline is
+prepared, never at import; a missing one raises `ToolchainMissing`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import contextlib
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from tracea_cli.errors import ToolchainMissing
-from tracea_cli.ops.base import Baseline, BaselineRun
+from tracea_cli.ops.base import Baseline, BaselineRun, Epilogue
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.epilogue_math import apply_epilogue_inplace
+from tracea_cli.ops.torch_tensors import as_torch, require_torch
 
 
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise ToolchainMissing("this baseline needs PyTorch, which is not installed.",
-                               "Install torch, or use --baseline numpy.") from None
-    return torch
+def _views(torch: Any, problem: Conv2dProblem, ops: Mapping[str, Any]) -> dict[str, Any]:
+    """The operands as torch sees a channels_last convolution: X, W, Y and the residual as N C H W (K C R S, N K P Q)
+    views of the NHWC arrays (channels_last strides, no copy), the bias as 1 K 1 1."""
+    nchw = {name: as_torch(torch, ops[name], problem.dtype).permute(0, 3, 1, 2)
+            for name in ("X", "W", "Y", "residual") if name in ops and ops[name] is not None}
+    if problem.has_bias:
+        nchw["bias"] = as_torch(torch, ops["bias"], problem.dtype).view(1, -1, 1, 1)
+    return nchw
+
+
+def _epilogue_pass(torch: Any, out: Any, e: Epilogue, bias: Any, residual: Any) -> None:
+    """The epilogue as torch's separate in-place operations on `out`."""
+    def activate(name: str | None) -> None:
+        if name == "relu":
+            out.relu_()
+        elif name == "silu":
+            torch.nn.functional.silu(out, inplace=True)
+
+    if e.bias:
+        out.add_(bias)
+    activate(e.activation)
+    if e.residual:
+        out.add_(residual)
+    activate(e.post_activation)
+
+
+def _conv(torch: Any, p: Conv2dProblem, x: Any, w: Any) -> Any:
+    return torch.nn.functional.conv2d(x, w, None, stride=(p.stride_h, p.stride_w), padding=(p.pad_h, p.pad_w),
+                                      dilation=(p.dilation_h, p.dilation_w))
 
 
 def prepare_torch(problem: Conv2dProblem, ops: Mapping[str, Any]) -> BaselineRun:
-    """torch.nn.functional.conv2d on NCHW-shaped views of the NHWC arrays (channels_last strides, no copy in), its
-    result copied into Y (the one extra pass a caller that owns Y pays), then the epilogue with torch's in-place
-    operations on Y."""
-    torch = _torch()
-    p = problem
-    x = torch.from_numpy(ops["X"]).permute(0, 3, 1, 2)  # N C H W view, channels_last in memory
-    w = torch.from_numpy(ops["W"]).permute(0, 3, 1, 2)  # K C R S view, channels_last in memory
-    y = torch.from_numpy(ops["Y"]).permute(0, 3, 1, 2)
-    bias = torch.from_numpy(ops["bias"]).view(1, -1, 1, 1) if p.has_bias else None
-    residual = torch.from_numpy(ops["residual"]).permute(0, 3, 1, 2) if p.has_residual else None
-    e = p.fused
-    functional = torch.nn.functional
-
-    def activate(name: str | None) -> None:
-        if name == "relu":
-            y.relu_()
-        elif name == "silu":
-            functional.silu(y, inplace=True)
+    """torch.nn.functional.conv2d on the CPU, on NCHW-shaped views of the NHWC arrays (channels_last strides, no copy
+    in), its result copied into Y (the one extra pass a caller that owns Y pays), then the epilogue with torch's
+    in-place operations on Y."""
+    torch = require_torch("Install torch, or use --baseline numpy.")
+    v = _views(torch, problem, ops)
 
     def run() -> None:
-        y.copy_(functional.conv2d(x, w, None, stride=(p.stride_h, p.stride_w), padding=(p.pad_h, p.pad_w),
-                                  dilation=(p.dilation_h, p.dilation_w)))
-        if e.bias:
-            y.add_(bias)
-        activate(e.activation)
-        if e.residual:
-            y.add_(residual)
-        activate(e.post_activation)
+        v["Y"].copy_(_conv(torch, problem, v["X"], v["W"]))
+        _epilogue_pass(torch, v["Y"], problem.fused, v.get("bias"), v.get("residual"))
 
-    return BaselineRun("torch" if p.epilogue == "none" else "torch+epilogue-pass", run)
+    return BaselineRun("torch" if problem.epilogue == "none" else "torch+epilogue-pass", run)
+
+
+def prepare_cudnn(problem: Conv2dProblem, ops: Mapping[str, Any]) -> BaselineRun:
+    """cuDNN through torch.nn.functional.conv2d on channels_last views of the GPU arrays, then the epilogue as torch's
+    separate in-place passes over its output (the unfused pair).
+
+    torch has no `out=` for a convolution: cuDNN writes a tensor of torch's (from its caching allocator, in
+    channels_last), which is what a torch user holds. The first run, the one checked, copies it into Y for the check;
+    the timed runs leave it where cuDNN wrote it, so that the baseline's time has no copy a torch user would not make.
+    Inside the run: cuDNN's own algorithm search (`cudnn.benchmark`: the checked run pays for it, untimed) and TF32
+    only for tf32 problems."""
+    torch = require_torch("Install torch (with CUDA), or use --baseline none.")
+    v = _views(torch, problem, ops)
+    checked = []
+
+    def run() -> None:
+        out = _conv(torch, problem, v["X"], v["W"])
+        _epilogue_pass(torch, out, problem.fused, v.get("bias"), v.get("residual"))
+        if not checked:
+            v["Y"].copy_(out)
+            checked.append(True)
+
+    @contextlib.contextmanager
+    def math() -> Iterator[None]:
+        cudnn = torch.backends.cudnn
+        prior = cudnn.benchmark, cudnn.allow_tf32
+        cudnn.benchmark, cudnn.allow_tf32 = True, problem.dtype == "tf32"
+        try:
+            yield
+        finally:
+            cudnn.benchmark, cudnn.allow_tf32 = prior
+
+    stream = int(torch.cuda.current_stream(v["X"].device).cuda_stream)
+    return BaselineRun("cudnn" if problem.epilogue == "none" else "cudnn+epilogue-pass", run, math, stream)
 
 
 def prepare_numpy(problem: Conv2dProblem, ops: Mapping[str, Any]) -> BaselineRun:
@@ -90,6 +129,7 @@ def prepare_numpy(problem: Conv2dProblem, ops: Mapping[str, Any]) -> BaselineRun
 
 
 BASELINES = (
+    Baseline("cudnn", ("cuda",), prepare_cudnn, default=True, requires="torch"),
     Baseline("torch", ("cpu",), prepare_torch, default=True, requires="torch"),
     Baseline("numpy", ("cpu",), prepare_numpy, default=True),
 )

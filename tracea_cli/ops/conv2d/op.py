@@ -7,18 +7,20 @@ from typing import Any, Mapping
 from tracea_cli.ops.base import Option, Tensor, resolve_options
 from tracea_cli.ops.conv2d import problem as cp
 from tracea_cli.ops.conv2d.baselines import BASELINES
+from tracea_cli.ops.conv2d.export.abi import ABI
+from tracea_cli.ops.conv2d.families.implicit_gemm import MMA, SIMT
 from tracea_cli.ops.conv2d.families.numba import NUMBA
 from tracea_cli.ops.conv2d.graph import BINDING
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.conv2d.suites import suite
 
-#: what a problem may name; the backends run fewer (`dtypes` below): tf32, fp16 and bf16 wait for the CUDA families
+#: what a problem may name; each backend runs some of them (`dtypes` below)
 DTYPES = ("fp32", "fp64", "tf32", "fp16", "bf16")
 _PAIRS = ("stride", "pad", "dilation")  # both axes at once; the per-axis options take their default from these
 
 
 def _pair(name: str, help: str, default: int) -> tuple[Option, ...]:
-    return (Option(name, int, f"{help} along both axes.", default=default),
+    return (Option(name, int, f"{help} along both axes.", default=default, key=False),
             Option(f"{name}_h", int, f"{help} along H (default: --{name}).", default_from=name),
             Option(f"{name}_w", int, f"{help} along W (default: --{name}).", default_from=name))
 
@@ -37,16 +39,16 @@ class Conv2dOp:
         *_pair("stride", "Stride", 1),
         *_pair("pad", "Zero padding", 0),
         *_pair("dilation", "Dilation", 1),
-        Option("groups", int, "Groups; only 1 (dense convolution).", default=1),
-        Option("dtype", str, " | ".join(DTYPES) + " (the cpu backend runs fp32 and fp64).", default="fp32",
+        Option("groups", int, "Groups; only 1 (dense convolution).", default=1, key=False),
+        Option("dtype", str, " | ".join(DTYPES) + " (cuda: fp32, tf32, fp16, bf16; cpu: fp32, fp64).", default="fp32",
                choices=DTYPES),
         Option("epilogue", str, " | ".join(cp.EPILOGUE_NAMES) + ".", default="none", choices=cp.EPILOGUE_NAMES),
     )
     epilogues = cp.EPILOGUES
-    dtypes = {"cpu": ("fp32", "fp64")}
-    families = (NUMBA,)
+    dtypes = {"cuda": ("fp32", "tf32", "fp16", "bf16"), "cpu": ("fp32", "fp64")}
+    families = (MMA, SIMT, NUMBA)
     baselines = BASELINES
-    export = None
+    export = ABI
     graph = BINDING
 
     def problem(self, **values: Any) -> Conv2dProblem:

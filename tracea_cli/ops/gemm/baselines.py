@@ -18,6 +18,7 @@ from tracea_cli.errors import ToolchainMissing
 from tracea_cli.ops.base import Baseline, BaselineRun, find_epilogue
 from tracea_cli.ops.epilogue_math import apply_epilogue_inplace, c_expression
 from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem
+from tracea_cli.ops.torch_tensors import as_torch, require_torch
 
 
 def _cupy():
@@ -104,21 +105,7 @@ def prepare_cublas(problem: GemmProblem, ops: Mapping[str, Any]) -> BaselineRun:
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise ToolchainMissing("this baseline needs PyTorch, which is not installed.", "Install torch, or use --baseline auto.") from None
-    return torch
-
-
-_TORCH_DTYPES = {"fp64": "float64", "fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-
-
-def _as_torch(torch, array: Any, dtype: str) -> Any:
-    """A torch tensor sharing the array's memory (DLPack on a GPU, from_numpy on the host); bf16 bit patterns viewed
-    as bfloat16."""
-    t = torch.from_numpy(array) if isinstance(array, np.ndarray) else torch.from_dlpack(array)
-    return t.view(torch.bfloat16) if dtype == "bf16" else t
+    return require_torch("Install torch, or use --baseline auto.")
 
 
 def _torch_bf16_matmul(problem: GemmProblem, ops: Mapping[str, Any]) -> Callable[[], None]:
@@ -126,7 +113,7 @@ def _torch_bf16_matmul(problem: GemmProblem, ops: Mapping[str, Any]) -> Callable
         torch = _torch()
     except ToolchainMissing:
         raise ToolchainMissing("a bf16 cuBLAS baseline needs ml_dtypes (for CuPy) or torch.", "pip install ml_dtypes") from None
-    a, b, c = (_as_torch(torch, ops[t], "bf16") for t in ("A", "B", "C"))
+    a, b, c = (as_torch(torch, ops[t], "bf16") for t in ("A", "B", "C"))
     b_kn = b if problem.layout == "nn" else b.t()
     return lambda: torch.matmul(a, b_kn, out=c)
 
@@ -134,9 +121,9 @@ def _torch_bf16_matmul(problem: GemmProblem, ops: Mapping[str, Any]) -> Callable
 def prepare_torch(problem: GemmProblem, ops: Mapping[str, Any]) -> BaselineRun:
     """torch.matmul into C (TF32 allowed only for tf32), then the epilogue with torch's in-place operations."""
     torch = _torch()
-    a, b, c = (_as_torch(torch, ops[t], problem.dtype) for t in ("A", "B", "C"))
-    bias = _as_torch(torch, ops["bias"], problem.dtype) if problem.has_bias else None
-    residual = _as_torch(torch, ops["residual"], problem.dtype) if problem.has_residual else None
+    a, b, c = (as_torch(torch, ops[t], problem.dtype) for t in ("A", "B", "C"))
+    bias = as_torch(torch, ops["bias"], problem.dtype) if problem.has_bias else None
+    residual = as_torch(torch, ops["residual"], problem.dtype) if problem.has_residual else None
     b_kn = b if problem.layout == "nn" else b.t()
     e = problem.fused
     functional = torch.nn.functional

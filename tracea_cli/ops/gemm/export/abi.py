@@ -9,6 +9,7 @@ from importlib import resources
 from typing import Any, Mapping
 
 from tracea_cli import __version__
+from tracea_cli.ops.export_example import example_support
 from tracea_cli.ops.base import ExportAbi
 from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.problem import EPILOGUES, LAYOUTS, GemmProblem
@@ -79,7 +80,7 @@ def example(manifest: Mapping[str, Any], c_header: str) -> str:
     first = manifest["shape"][0]
     dtype = manifest["dtype"]
     return (
-        _template("example.cpp").replace("@VERSION@", __version__)
+        _template("example.cpp").replace("@SUPPORT@", example_support()).replace("@VERSION@", __version__)
         .replace("@HEADER@", c_header)
         .replace("@DTYPE@", dtype)
         .replace("@LAYOUT@", manifest["layout"])

@@ -1,0 +1,171 @@
+"""The CUDA conv2d search space (ops/conv2d/families/implicit_gemm_space.py) and launch plan: rules walked over whole
+spaces, the shape rules' sentences, the hand-picked starting points; no GPU, no compiler."""
+
+from __future__ import annotations
+
+import pytest
+
+from space_walk import walk
+from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.ops.conv2d.families.implicit_gemm import (
+    MAIN_KERNEL,
+    REDUCE_KERNEL,
+    TRANSPOSE_FLAG,
+    TRANSPOSE_KERNEL,
+    conv2d_args,
+    conv2d_launch,
+    conv2d_source,
+)
+from tracea_cli.ops.conv2d.families.implicit_gemm_space import (
+    FAMILY,
+    MAX_ACCUMULATOR_REGS,
+    conv2d_space,
+    describe,
+    hand_picked,
+    tiling,
+)
+from tracea_cli.ops.conv2d.problem import Conv2dProblem
+from tracea_cli.ops.launch import KernelStep, MemsetStep
+
+
+def layer(n, c, k, hw, rs, stride=1, dtype="fp16", epilogue="none"):
+    return Conv2dProblem(n, hw, hw, c, k, rs, rs, stride, stride, rs // 2, rs // 2, dtype=dtype, epilogue=epilogue)
+
+
+# a ResNet-50 layer, the C = 3 stem, an awkward one (odd sizes, stride 2, dilation 2, odd K), one image of the last
+# stage: every kind of rule fires somewhere
+CASES = (("sm90", layer(32, 64, 64, 56, 3)), ("sm80", layer(32, 3, 64, 224, 7, 2)),
+         ("sm90", Conv2dProblem(1, 27, 31, 12, 37, 3, 3, 2, 2, 1, 2, 2, 1)), ("sm80", layer(1, 512, 512, 7, 3)))
+WALKS = [("fp16", 0), ("bf16", 1), ("fp32", 2), ("tf32", 3), ("fp16", 2), ("fp32", 1)]
+
+
+@pytest.mark.parametrize("dtype,case", WALKS)
+def test_every_rejection_has_a_reason_and_nothing_kept_breaks_a_limit(dtype, case, sm90, sm80):
+    arch, shape = CASES[case]
+    target = sm90 if arch == "sm90" else sm80
+    limits = target.limits
+    problem = Conv2dProblem(**{**shape.as_dict(), "dtype": dtype, "op": "conv2d"})
+    valid, rejected = walk(conv2d_space(problem, target))
+    assert valid, f"nothing valid for {problem.label}"
+    for config, reason in rejected:
+        assert isinstance(reason, str) and len(reason) > 10, (config, reason)
+    for config in valid:
+        t = tiling(problem, config)
+        assert t.threads <= limits.max_threads_per_block
+        assert t.smem_bytes <= limits.max_shared_per_block_optin
+        assert t.accumulator_regs <= MAX_ACCUMULATOR_REGS
+        assert t.estimated_regs * t.threads <= limits.registers_per_block and t.estimated_regs <= 255
+        assert config["block_m"] % config["warp_m"] == 0 and config["block_n"] % config["warp_n"] == 0
+        few = config["iterator"] == "few_channels"
+        assert (problem.taps if few else problem.c) % config["vec"] == 0
+        assert not few or problem.c < config["block_k"]
+        assert config["family"] == FAMILY[dtype]
+
+
+def test_shape_rules_explain_themselves(sm90):
+    problem = Conv2dProblem(1, 27, 31, 12, 37, 3, 3, 2, 2, 1, 2, 2, 1, dtype="fp16")
+    space = conv2d_space(problem, sm90)
+    base = {"family": "mma", "block_m": 64, "block_n": 64, "block_k": 16, "warp_m": 32, "warp_n": 32, "stages": 3,
+            "vec": 4, "iterator": "analytic", "split_k": 1, "group_m": 1}
+    assert space.why_invalid(base) is None
+    assert space.why_invalid({**base, "vec": 8}) == ("vec=8 loads need C a multiple of 8 (pixels and filter taps start "
+                                                    "at multiples of C); C=12")
+    assert space.why_invalid({**base, "iterator": "few_channels", "vec": 8}) == (
+        "vec=8 loads of the filter need R·S·C a multiple of 8; R·S·C=108")
+    assert space.why_invalid({**base, "iterator": "few_channels", "vec": 4}) is None
+    assert conv2d_space(layer(1, 64, 64, 14, 3), sm90).why_invalid({**base, "iterator": "few_channels", "vec": 8}) == (
+        "few_channels is for C smaller than a step: C=64 fills block_k=16, which the channel iterators load as whole "
+        "vectors")
+    assert space.why_invalid({**base, "vec": 1}) == ("vec=1 copies single 16-bit elements through registers; C=12 "
+                                                    "allows vec=2 or wider")
+    assert space.why_invalid({**base, "block_n": 128}) == "block_n=128 is larger than K=37 needs (at most 64)"
+    assert space.why_invalid({**base, "group_m": 8}) == "group_m=8 needs more than 8 rows of tiles; N·P·Q=221 gives 4"
+    assert "slice without work" in space.why_invalid({**base, "split_k": 16})  # 9 steps
+    assert conv2d_space(layer(1, 32, 64, 14, 1), sm90).why_invalid({**base, "stages": 4, "vec": 8}) == (
+        "a 4-stage pipeline needs 3 steps per slice; there are 2")  # a 1x1 filter, 32 channels: 2 steps of 16
+    assert "does not divide" in space.why_invalid({**base, "warp_m": 128})
+    wide = Conv2dProblem(1, 9, 9, 4, 8, 33, 1, pad_h=16, dtype="fp16")  # a 33-row filter
+    assert "32-bit masks" in conv2d_space(wide, sm90).why_invalid(
+        {**base, "block_n": 32, "warp_n": 32, "vec": 4, "iterator": "optimized", "block_k": 16, "block_m": 32,
+         "warp_m": 32})
+
+
+def test_mma_needs_compute_capability_8(make_target):
+    problem = layer(1, 64, 64, 14, 3)
+    config = hand_picked(problem, make_target("sm_80"))[0]
+    assert conv2d_space(problem, make_target("sm_75")).why_invalid(config).startswith(
+        "mma.sync with cp.async needs compute capability 8.0 or newer")
+
+
+@pytest.mark.parametrize("dtype", ("fp16", "bf16", "tf32", "fp32"))
+def test_hand_picked_configurations_are_valid_and_fitted_to_the_shape(dtype, sm90):
+    for _, shape in CASES:
+        problem = Conv2dProblem(**{**shape.as_dict(), "dtype": dtype, "op": "conv2d"})
+        picks = hand_picked(problem, sm90)
+        assert picks and len(picks) == len({describe(c) for c in picks})
+        space = conv2d_space(problem, sm90)
+        for c in picks:
+            assert space.why_invalid(c) is None, (problem.label, c)
+        first = picks[0]
+        if problem.c == 3:
+            assert first["iterator"] == "few_channels"
+        elif problem.c % 8 == 0:  # 16-byte loads of the optimized iterator
+            assert first["iterator"] == "optimized" and tiling(problem, first).copy_bytes == 16
+    assert OpBackend("conv2d", "cuda").suggested(layer(32, 64, 64, 56, 3, dtype=dtype), sm90)
+
+
+def test_too_few_output_tiles_start_with_split_k(sm90):
+    """One image of ResNet's last stage: 49 output pixels x 512 channels are a handful of tiles on 132 SMs."""
+    problem = layer(1, 512, 512, 7, 3)
+    first = hand_picked(problem, sm90)[0]
+    tiles = -(-problem.gemm_m // first["block_m"]) * -(-problem.k // first["block_n"])
+    assert first["split_k"] > 1 and tiles * first["split_k"] <= 132
+    assert all(c["split_k"] == 1 for c in hand_picked(layer(32, 64, 64, 56, 3), sm90))
+
+
+def test_the_launch_plan_transposes_only_when_asked_then_runs_split_k_around_the_main_kernel():
+    problem = layer(1, 512, 512, 7, 3, epilogue="bias_relu")
+    config = {"family": "mma", "block_m": 32, "block_n": 64, "block_k": 32, "warp_m": 16, "warp_n": 32, "stages": 3,
+              "vec": 8, "iterator": "optimized", "split_k": 4, "group_m": 1}
+    plan = conv2d_launch(problem, config)
+    transpose, filter_transpose, memset, main, reduce = plan.steps
+    assert isinstance(memset, MemsetStep) and memset.elem_bytes == 4
+    assert (transpose.name, main.name, reduce.name) == (TRANSPOSE_KERNEL, MAIN_KERNEL, REDUCE_KERNEL)
+    assert transpose.when == TRANSPOSE_FLAG and main.when is None and plan.main_kernel == main
+    assert filter_transpose.name == TRANSPOSE_KERNEL and filter_transpose.when == "filter_is_kcrs"
+    args = conv2d_args(problem, {"X": None, "W": None, "Y": None, "bias": None})
+    sizes = {k: v for k, v in args.items() if isinstance(v, int)}
+    assert (sizes["M"], sizes["N"], sizes["K"]) == (49, 512, 4608)
+    assert not transpose.runs(sizes) and transpose.runs({**sizes, TRANSPOSE_FLAG: 1})
+    assert plan.grid(main, sizes) == (2 * 8, 1, 4)
+    assert plan.workspace_bytes(sizes) == 49 * 512 * 4
+    assert transpose.as_dict()["when"] == TRANSPOSE_FLAG and "when" not in main.as_dict()
+    single = conv2d_launch(problem, {**config, "split_k": 1})
+    assert [type(s) for s in single.steps] == [KernelStep] * 3 and single.workspace_bytes(sizes) == 0
+
+
+def test_the_source_fixes_geometry_tiles_and_iterator_at_compile_time():
+    problem = Conv2dProblem(2, 9, 11, 12, 37, 3, 3, 1, 2, 1, 0, 1, 2, dtype="bf16", epilogue="bias_residual_relu")
+    config = {"family": "mma", "block_m": 64, "block_n": 32, "block_k": 16, "warp_m": 32, "warp_n": 16, "stages": 3,
+              "vec": 4, "iterator": "few_channels", "split_k": 2, "group_m": 1}
+    source = conv2d_source(problem, config)
+    assert ("using Tile = tracea::MmaGemm<__nv_bfloat16, tracea::Layout::NT, tracea::Epilogue::BiasResidualRelu, 64, "
+            "32, 16, 32, 16, 3, 4, 2, 1>;") in source
+    assert "using Geometry = tracea::ConvGeometry<1, 2, 1, 0, 1, 2>;" in source
+    assert "tracea::conv2d_mma<Tile, Geometry, tracea::ConvIterator::FewChannels>" in source
+    assert f"static_assert(Tile::SMEM_BYTES == {tiling(problem, config).smem_bytes}," in source
+    assert f"{REDUCE_KERNEL}(TRACEA_CONV2D_PARAMS)" in source and f"{TRANSPOSE_KERNEL}(TRACEA_NCHW" in source
+    simt = conv2d_source(Conv2dProblem(1, 8, 8, 4, 8, 3, 3, dtype="fp32"),
+                         {**config, "family": "simt", "block_k": 8, "warp_n": 32, "stages": 2, "split_k": 1})
+    assert "tracea::SimtGemm<float, tracea::Layout::NT, tracea::Epilogue::None, 64, 32, 8, 32, 32, 4, 1, 1>" in simt
+    assert f"{REDUCE_KERNEL}(TRACEA_CONV2D_PARAMS)" not in simt
+
+
+def test_families_serve_their_own_dtypes_and_say_why_not(sm90):
+    backend = OpBackend("conv2d", "cuda")
+    fp32, fp16 = layer(1, 64, 64, 14, 3, dtype="fp32"), layer(1, 64, 64, 14, 3)
+    assert [f.name for f, _ in backend.spaces(fp32, sm90)] == ["simt"]
+    assert [f.name for f, _ in backend.spaces(fp16, sm90)] == ["mma"]
+    mma = next(f for f in backend.families if f.name == "mma")
+    assert mma.space(fp32, sm90) == "the mma family has no fp32 kernels" and mma.template(fp32) is None
+    assert backend.source_hash(fp16) == backend.source_hash(layer(32, 3, 64, 224, 7, 2))  # sizes are run-time
