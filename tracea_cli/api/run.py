@@ -47,7 +47,9 @@ class Kernel:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def launch(self, operands: Mapping[str, Any], stream: int | None) -> None:
-        addresses = {name: _address(a) for name, a in operands.items()}
+        # by the names the launch takes (a family may rename a tensor: conv2d's W is the kernel's `filter`)
+        named = self.backend.family_of(self.config).args(self.problem, operands)
+        addresses = {name: _address(v) for name, v in named.items()}
         with self.lock:
             if self.artifact is None:
                 self.artifact = self.backend.compile(self.problem, self.config, self.target)
@@ -66,7 +68,10 @@ class Kernel:
 
 
 def _address(a: Any) -> int:
-    if isinstance(a, (int, np.integer)):  # a raw device pointer
+    """Where an argument's data is (a raw pointer, or a size, as it is; 0 for an absent tensor)."""
+    if a is None:
+        return 0
+    if isinstance(a, (int, np.integer)):
         return int(a)
     if isinstance(a, np.ndarray):
         return a.__array_interface__["data"][0]
