@@ -138,9 +138,10 @@ def test_built_in_suites():
     cpu = builtin_suite("default", backend="cpu", dtypes=("fp32", "fp64"))
     gemm_rows = [p for p in cpu.problems if p.op == "gemm"]
     assert {p.dtype for p in gemm_rows} == {"fp32", "fp64"} and all(p.m == p.n == p.k for p in gemm_rows)
-    assert {p.op for p in cpu.problems} == {"gemm", "conv2d"}  # every op's rows; conv2d has CPU rows only so far
+    assert {p.op for p in cpu.problems} == {"gemm", "conv2d", "lowrank-mlp"}  # every op's rows
     gpu = builtin_suite("default", backend="cuda", dtypes=("fp32", "tf32", "fp16", "bf16", "fp64"))
-    assert 8 <= len(gpu.problems) <= 12 and {p.op for p in gpu.problems} == {"gemm"}
+    gemm_gpu = [p for p in gpu.problems if p.op == "gemm"]
+    assert 8 <= len(gemm_gpu) <= 12 and {p.op for p in gpu.problems} == {"gemm", "lowrank-mlp"}  # conv2d: CPU only
     assert {"fp32", "tf32", "fp16", "bf16"} <= {p.dtype for p in gpu.problems}
     assert any((p.m, p.n, p.k) == (4096, 7168, 2048) for p in gpu.problems)
     volta = builtin_suite("default", backend="cuda", dtypes=("fp32", "fp16", "fp64"))  # no bf16, no tf32: bf16 shapes fall back to fp16
