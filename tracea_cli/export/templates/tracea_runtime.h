@@ -185,7 +185,8 @@ typedef struct tracea_step {
 typedef struct tracea_scratch {
   int buffer;                       /* pointer slot the buffer's address goes to */
   int source;                       /* pointer slot of the operand a staging kernel copies there, which then needs
-                                       only element alignment (no kernel reads it through TMA) */
+                                       only element alignment (no kernel reads it through TMA); -1 for an
+                                       intermediate that one kernel writes and the next reads */
   int rows, cols;                   /* int slots of its sizes */
   int ld;                           /* int slot its leading dimension goes to */
   unsigned int ld_multiple;
@@ -982,6 +983,7 @@ static inline void tracea__unload(const tracea_export* e) {
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 namespace tracea {
 
@@ -991,6 +993,12 @@ enum class DType : int {
   fp16 = TRACEA_DTYPE_FP16,
   bf16 = TRACEA_DTYPE_BF16,
   fp64 = TRACEA_DTYPE_FP64,
+  // the seed's names for the same types
+  Float32 = fp32,
+  TFloat32 = tf32,
+  Float16 = fp16,
+  BFloat16 = bf16,
+  Float64 = fp64,
 };
 
 enum class Status : int {
@@ -1019,6 +1027,20 @@ struct TensorView {
   int64_t cols = 0;
   int64_t row_stride = 0;  // elements between rows
   int64_t col_stride = 1;  // elements between columns
+  int device = 0;          // the CUDA device the memory is on (the calls launch on their stream's device)
+
+  TensorView() = default;
+  // The seed's form: a dense row-major tensor of shape {rows, cols} (or {n}: one row of n) on `device`, e.g.
+  // tracea::TensorView x(ptr, {M, d_in}, tracea::DType::Float16, 0). Any other rank gives an empty view (rows 0),
+  // which every call refuses as an invalid argument.
+  TensorView(void* data_, std::initializer_list<int64_t> shape, DType dtype_, int device_ = 0)
+      : data(data_), dtype(dtype_), device(device_) {
+    if (shape.size() == 1 || shape.size() == 2) {
+      rows = shape.size() == 2 ? *shape.begin() : 1;
+      cols = *(shape.end() - 1);
+      row_stride = cols;
+    }
+  }
 
   // A row-major rows x cols matrix with leading dimension `ld` (default: cols).
   static TensorView matrix(void* data, DType dtype, int64_t rows, int64_t cols, int64_t ld = 0) {

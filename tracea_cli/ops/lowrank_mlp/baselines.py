@@ -115,6 +115,7 @@ def prepare_numpy(problem: LowrankMlpProblem, ops: Mapping[str, Any]) -> Baselin
 
 
 BASELINES = (
-    Baseline("torch", ("cpu",), prepare_torch, default=True, requires="torch"),
+    Baseline("torch", ("cuda", "cpu"), prepare_torch, default=True, requires="torch"),
+    Baseline("cublas", ("cuda",), prepare_cublas, default=True, requires="cupy"),
     Baseline("numpy", ("cpu",), prepare_numpy, default=True),
 )

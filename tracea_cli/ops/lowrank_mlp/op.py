@@ -1,4 +1,5 @@
-"""The lowrank-mlp operation as the registry serves it: options, families, baselines, inputs, reference, suites."""
+"""The lowrank-mlp operation as the registry serves it: options, families, baselines, inputs, reference, suites and
+export."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from typing import Any, Mapping
 from tracea_cli.ops.base import Option, Tensor, resolve_options
 from tracea_cli.ops.lowrank_mlp import problem as lp
 from tracea_cli.ops.lowrank_mlp.baselines import BASELINES
+from tracea_cli.ops.lowrank_mlp.export.abi import ABI
+from tracea_cli.ops.lowrank_mlp.families.fused import FUSED
 from tracea_cli.ops.lowrank_mlp.families.numba import NUMBA
+from tracea_cli.ops.lowrank_mlp.families.two_gemm import TWO_GEMM
 from tracea_cli.ops.lowrank_mlp.problem import LowrankMlpProblem
 from tracea_cli.ops.lowrank_mlp.suites import suite
 
@@ -31,10 +35,11 @@ class LowrankMlpOp:
                "product (fp16, bf16; the same for fp32).", default="dtype", choices=lp.INTERMEDIATES),
     )
     epilogues = lp.EPILOGUES
-    dtypes = {"cpu": ("fp32", "fp64")}
-    families = (NUMBA,)
+    dtypes = {"cuda": ("fp32", "fp16", "bf16"), "cpu": ("fp32", "fp64")}
+    # In order of preference: the fused family's suggestions come first where it applies.
+    families = (FUSED, TWO_GEMM, NUMBA)
     baselines = BASELINES
-    export = None
+    export = ABI
 
     def problem(self, **values: Any) -> LowrankMlpProblem:
         return LowrankMlpProblem(**resolve_options(self.name, self.options, values))

@@ -10,7 +10,6 @@ configurations are in engine_space.py. Pure: no GPU.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -25,7 +24,7 @@ from tracea_cli.ops.gemm.families.engine_space import (
 )
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.ops.launch import KernelStep, LaunchPlan, MemsetStep
-from tracea_cli.resources import kernel_source
+from tracea_cli.resources import kernel_unit
 from tracea_cli.space import SearchSpace, Value, config_key
 from tracea_cli.target import Target
 
@@ -34,22 +33,11 @@ MAIN_KERNEL = "gemm_main"
 REDUCE_KERNEL = "gemm_splitk_reduce"
 PARAMS = ("A", "B", "C", "bias", "residual", "workspace", "M", "N", "K", "lda", "ldb", "ldc")  # TRACEA_GEMM_PARAMS
 ELEMENT = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "fp64": "double"}
-_INCLUDE = re.compile(r'^#include "([^"]+)"\s*$', re.M)
-
-
-def _inline(relative: str, seen: set[str]) -> str:
-    """The header's text with its quoted includes pasted in (once each): one self-contained translation unit."""
-    if relative in seen:
-        return ""
-    seen.add(relative)
-    folder = relative.rsplit("/", 1)[0]
-    text = kernel_source(relative).replace("#pragma once\n", "")
-    return _INCLUDE.sub(lambda m: _inline(f"{folder}/{m.group(1)}", seen), text)
 
 
 @functools.lru_cache(maxsize=None)
 def template_text(family: str) -> str:
-    return _inline(f"cuda/gemm_{family}.cuh", set())
+    return kernel_unit(f"cuda/gemm_{family}.cuh")
 
 
 def _cluster_dims(config: Mapping[str, Value]) -> str:

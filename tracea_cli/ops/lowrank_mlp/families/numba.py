@@ -28,7 +28,12 @@ import numpy as np
 
 from tracea_cli.ops.gemm.families import numba as gemm_numba
 from tracea_cli.ops.launch import CallStep, LaunchPlan
-from tracea_cli.ops.lowrank_mlp.families.numba_space import DTYPES, hand_picked, lanes, lowrank_space
+from tracea_cli.ops.lowrank_mlp.families.numba_space import (
+    DTYPES,
+    hand_picked,
+    lanes,
+    lowrank_space,
+)
 from tracea_cli.ops.lowrank_mlp.problem import ACTS, LowrankMlpProblem, check_operands
 from tracea_cli.ops.numba_family import NumbaFamily
 from tracea_cli.space import Value
