@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -38,19 +40,20 @@ def generate(*, op: str = "gemm", date: str | None = None, compile_entries: bool
     gd = importlib.import_module(MODULES[op])
     backend = OpBackend(op, "cuda")
     date = date or time.strftime("%Y-%m-%d", time.gmtime())
+    listed = [(dtype, family, archs, config) for dtype in gd.DTYPES for family, archs in gd.COMPILE_FOR.items()
+              for config in gd.candidates(dtype, archs[0])]
+    if compile_entries:  # every entry for each big problem it is valid for, on each architecture of its family
+        jobs = [(problem, config, arch_target(arch)) for dtype, _, archs, config in listed
+                for problem in gd.big_problems(dtype) for arch in archs
+                if backend.why_invalid(problem, arch_target(arch), config) is None]
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:  # NVRTC releases the GIL
+            list(pool.map(lambda job: backend.compile(*job), jobs))  # a compile error ends the run with its log
     entries = []
-    for dtype in gd.DTYPES:
-        for family, archs in gd.COMPILE_FOR.items():
-            for config in gd.candidates(dtype, archs[0]):
-                if compile_entries:
-                    for problem in gd.big_problems(dtype):
-                        for arch in archs:
-                            if backend.why_invalid(problem, arch_target(arch), config) is None:
-                                backend.compile(problem, config, arch_target(arch))
-                how = (f"compiled for {' and '.join(archs)} with NVRTC {nvrtc.version()} on {date}"
-                       + ("" if compile_entries else " (not compiled)") + "; never run on a GPU of this family")
-                entries.append({"dtype": dtype, "family": family, "config": config,
-                                "verification": {"status": "compiled-only", "date": date, "how": how}})
+    for dtype, family, archs, config in listed:
+        how = (f"compiled for {' and '.join(archs)} with NVRTC {nvrtc.version()} on {date}" if compile_entries
+               else f"listed for {' and '.join(archs)} on {date}, not compiled") + "; never run on a GPU of this family"
+        entries.append({"dtype": dtype, "family": family, "config": config,
+                        "verification": {"status": "compiled-only", "date": date, "how": how}})
     return {"schema_version": SCHEMA_VERSION, "op": op, "about": gd.ABOUT,
             "families": {f: list(m) for f, m in gd.FAMILIES.items()}, "defaults": entries}
 

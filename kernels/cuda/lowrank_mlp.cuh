@@ -5,12 +5,13 @@
 // Every entry point takes TRACEA_LOWRANK_PARAMS. `t` (with leading dimension ldt) is global scratch for T, used by the
 // two-GEMM family only (the fused kernel keeps T on chip and ignores it).
 //
-// LowrankFused (sm_80+, mma.sync, fp16/bf16 with fp32 accumulation): a block owns BLOCK_M rows of x and y.
+// LowrankFused (sm_80+, mma.sync, fp32 accumulation; fp16/bf16 on m16n8k16, fp32 as 3xTF32 on m16n8k8): a block owns
+// BLOCK_M rows of x and y.
 //   phase 1   T (BLOCK_M x R_PAD) = x rows · U over K, a STAGES-deep cp.async pipeline of BLOCK_K steps, the whole
 //             rank in one tile; the warps form a grid over BLOCK_M x R_PAD
 //   handover  T goes to shared memory in the input type (SPLIT_T: as hi + lo, both in the input type, hi + lo = T to
-//             about 2^-22 for fp16, 2^-17 for bf16: "intermediate fp32"); the first chunks of V start copying into
-//             the pipeline's buffers, free once every warp is past phase 1
+//             about 2^-22 for fp16, 2^-16 for bf16: "intermediate fp32"; fp32 problems keep T in fp32); the first
+//             chunks of V start copying into the pipeline's buffers, free once every warp is past phase 1
 //   phase 2   for each BLOCK_N-wide chunk of V (the same pipeline, now over chunks): y chunk = T · V chunk (K = R_K,
 //             rank rounded up to the instruction's 16), with SPLIT_T a second product from the lo part, then the
 //             epilogue on the accumulators and the store
@@ -21,9 +22,12 @@
 //                the rank's BLOCK_N-wide column blocks one after another (one engine tile each)
 //   lowrank_tv   y = epilogue(T·V) over the engine's grid of output tiles, the epilogue fused into its store
 //
-// In LowrankFused, fragments come from shared memory through the GEMM engine's loaders (gemm_mma.cuh: load_fragments, multiply, over
-// the Phase1 / Phase2 views below) and products are its mma.sync; copies are its copy_tile (cp.async, zero-filled
-// past the edges: T's columns past R and V's rows past R are zeros, so padding adds nothing).
+// In LowrankFused, 16-bit fragments come from shared memory through the GEMM engine's loaders (gemm_mma.cuh:
+// load_fragments, multiply, over the Phase1 / Phase2 views below) and products are its mma.sync; copies are its
+// copy_tile (cp.async, zero-filled past the edges: T's columns past R and V's rows past R are zeros, so padding adds
+// nothing). fp32 runs on TF32 tensor cores at fp32 accuracy: each value is split into big = tf32(v) and
+// small = tf32(v - big), and a·b is accumulated as big·small + small·big + big·big (the small·small term, about 2^-22
+// of the product, is left out): three m16n8k8 products per step instead of one.
 #pragma once
 
 #include "gemm_mma.cuh"
@@ -68,6 +72,8 @@ struct LowrankFused {
   static constexpr Act ACT = ACT_;
   static constexpr int RANK = RANK_, BLOCK_M = BLOCK_M_, WARPS = WARPS_, BLOCK_K = BLOCK_K_, BLOCK_N = BLOCK_N_;
   static constexpr int STAGES = STAGES_, VEC = VEC_, THREADS = WARPS * 32;
+  static constexpr bool FP32 = SameType<T, float>::value;  // 3xTF32
+  static constexpr int MMA_K = FP32 ? 8 : 16;
 
   // Phase 1: the warps form a WARPS_M1 x WARPS_N1 grid over BLOCK_M x R_PAD (rank padded to whole 16-column pieces).
   static constexpr int WARPS_N1 = WARPS_N1_, WARPS_M1 = WARPS / WARPS_N1;
@@ -78,30 +84,33 @@ struct LowrankFused {
   static constexpr int R_K = ceil_div(RANK, 16) * 16;
   static constexpr int WM2 = BLOCK_M / WARPS_M2, WN2 = BLOCK_N / WARPS_N2;
 
-  // Shared memory, in elements, rows padded by 8 (16 bytes: ldmatrix's eight row addresses on distinct banks):
-  // STAGES pipeline buffers of STAGE elements each, used by phase 1 (x and U steps) and then by phase 2 (V chunks),
-  // then T (and with SPLIT_T its lo part).
-  static constexpr int LDX_S = BLOCK_K + 8;
-  static constexpr int U_ROWS = NT ? R_PAD : BLOCK_K, LDU_S = NT ? BLOCK_K + 8 : R_PAD + 8;
-  static constexpr int V_ROWS = NT ? BLOCK_N : R_K, LDV_S = NT ? R_K + 8 : BLOCK_N + 8;
+  // Shared memory, in elements, rows padded (16-bit: by 8, ldmatrix's eight row addresses on distinct banks; fp32:
+  // rows along K by 8 floats and rows along N by 4, the GEMM engine's tf32 padding): STAGES pipeline buffers of STAGE
+  // elements each, used by phase 1 (x and U steps) and then by phase 2 (V chunks), then T (and with SPLIT_T its lo
+  // part).
+  static constexpr int PAD_K_ROWS = 8, PAD_N_ROWS = FP32 ? 4 : 8;
+  static constexpr int LDX_S = BLOCK_K + PAD_K_ROWS;
+  static constexpr int U_ROWS = NT ? R_PAD : BLOCK_K, LDU_S = NT ? BLOCK_K + PAD_K_ROWS : R_PAD + PAD_N_ROWS;
+  static constexpr int V_ROWS = NT ? BLOCK_N : R_K, LDV_S = NT ? R_K + PAD_K_ROWS : BLOCK_N + PAD_N_ROWS;
   static constexpr int STAGE_X = BLOCK_M * LDX_S, STAGE1 = STAGE_X + U_ROWS * LDU_S, STAGE2 = V_ROWS * LDV_S;
   static constexpr int STAGE = STAGE1 > STAGE2 ? STAGE1 : STAGE2;
-  static constexpr int LDT_S = R_PAD + 8, T_ELEMS = BLOCK_M * LDT_S;
+  static constexpr int LDT_S = R_PAD + PAD_K_ROWS, T_ELEMS = BLOCK_M * LDT_S;
   static constexpr int SMEM_BYTES = (STAGES * STAGE + (SPLIT_T ? 2 : 1) * T_ELEMS) * int(sizeof(T));
 
   // The GEMM engine's view of each phase's shared tiles (what load_fragments and multiply read).
   struct Phase1 {
     using T = T_;
-    static constexpr bool TF32 = false, B_K_ROWS = !NT;
+    static constexpr bool TF32 = FP32, B_K_ROWS = !NT;
     static constexpr int TILES_M = WM1 / 16, TILES_N = WN1 / 8, LDA_S = LDX_S, LDB_S = LDU_S;
   };
   struct Phase2 {
     using T = T_;
-    static constexpr bool TF32 = false, B_K_ROWS = !NT;
+    static constexpr bool TF32 = FP32, B_K_ROWS = !NT;
     static constexpr int TILES_M = WM2 / 16, TILES_N = WN2 / 8, LDA_S = LDT_S, LDB_S = LDV_S;
   };
 
-  static_assert(!SameType<T, float>::value && !SameType<T, double>::value, "the fused kernel runs fp16 and bf16");
+  static_assert(!SameType<T, double>::value, "the fused kernel runs fp16, bf16 and fp32");
+  static_assert(!(FP32 && SPLIT_T), "fp32 keeps T in fp32: there is nothing to split");
   static_assert(WARPS % WARPS_N1 == 0 && WARPS % WARPS_N2 == 0, "warp grids must use every warp");
   static_assert(WM1 % 16 == 0 && WM2 % 16 == 0 && WN1 % 16 == 0 && WN2 % 16 == 0,
                 "a warp tile is made of 16 x 16 pieces");
@@ -110,6 +119,73 @@ struct LowrankFused {
   static_assert(VEC * sizeof(T) <= 16 && BLOCK_K % VEC == 0 && BLOCK_N % VEC == 0 && R_K % VEC == 0,
                 "bad vector width");
 };
+
+// 3xTF32: v = big + small, both exactly representable in tf32 (big rounded to nearest, as to_tf32 rounds; small the
+// remainder, exact in fp32, then rounded to tf32 too).
+__device__ __forceinline__ void split_tf32(float v, unsigned &big, unsigned &small) {
+  big = to_tf32(v);
+  small = to_tf32(v - __uint_as_float(big & 0xFFFFE000u));
+}
+
+// The big and small fp32 fragments of one m16n8k8 step (kk counted in elements), read as the GEMM engine's tf32
+// loader reads them (load_fragments in gemm_mma.cuh: k in the order 0,4,1,5,2,6,3,7, the same for A and B, so that a
+// thread's two k values sit side by side).
+template <class G>
+__device__ __forceinline__ void load_split_fragments(Fragments<G> &big, Fragments<G> &small, const float *sa,
+                                                     const float *sb, int kk, int wm0, int wn0, int lane) {
+  const int g = lane / 4, t2 = (lane % 4) * 2;
+#pragma unroll
+  for (int i = 0; i < G::TILES_M; ++i) {
+    const float2 top = *reinterpret_cast<const float2 *>(sa + (wm0 + i * 16 + g) * G::LDA_S + kk + t2);
+    const float2 bottom = *reinterpret_cast<const float2 *>(sa + (wm0 + i * 16 + g + 8) * G::LDA_S + kk + t2);
+    split_tf32(top.x, big.a[i][0], small.a[i][0]);
+    split_tf32(bottom.x, big.a[i][1], small.a[i][1]);
+    split_tf32(top.y, big.a[i][2], small.a[i][2]);
+    split_tf32(bottom.y, big.a[i][3], small.a[i][3]);
+  }
+#pragma unroll
+  for (int j = 0; j < G::TILES_N; ++j) {
+    const int n = wn0 + j * 8 + g;
+    float2 pair;
+    if constexpr (G::B_K_ROWS) {
+      pair.x = sb[(kk + t2) * G::LDB_S + n];
+      pair.y = sb[(kk + t2 + 1) * G::LDB_S + n];
+    } else {
+      pair = *reinterpret_cast<const float2 *>(sb + n * G::LDB_S + kk + t2);
+    }
+    split_tf32(pair.x, big.b[j][0], small.b[j][0]);
+    split_tf32(pair.y, big.b[j][1], small.b[j][1]);
+  }
+}
+
+// acc += A·B over one step at fp32 accuracy: the two cross terms first (they are small), then big·big.
+template <class G>
+__device__ __forceinline__ void multiply_split(float (&acc)[G::TILES_M][G::TILES_N][4], const Fragments<G> &big,
+                                               const Fragments<G> &small) {
+#pragma unroll
+  for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+    for (int j = 0; j < G::TILES_N; ++j) {
+      mma_16x8<float>(acc[i][j], big.a[i], small.b[j]);
+      mma_16x8<float>(acc[i][j], small.a[i], big.b[j]);
+      mma_16x8<float>(acc[i][j], big.a[i], big.b[j]);
+    }
+}
+
+// One step of either phase: acc += A·B from shared memory, in the problem's type.
+template <class F, class G>
+__device__ __forceinline__ void product_step(float (&acc)[G::TILES_M][G::TILES_N][4], const typename F::T *sa,
+                                             const typename F::T *sb, int kk, int wm0, int wn0, int lane) {
+  if constexpr (F::FP32) {
+    Fragments<G> big, small;
+    load_split_fragments<G>(big, small, sa, sb, kk, wm0, wn0, lane);
+    multiply_split<G>(acc, big, small);
+  } else {
+    Fragments<G> f;
+    load_fragments<G>(f, sa, sb, kk, wm0, wn0, lane);
+    multiply<G>(acc, f);
+  }
+}
 
 // The finished y[row, col] from its product (bias, activation, residual in that order).
 template <class F>
@@ -184,17 +260,14 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
   }
   cp_async_wait<F::STAGES - 2>();
   __syncthreads();
-  Fragments<P1> f1;
   int read = 0;
   for (int kt = 0; kt < k_steps; ++kt) {
     const int fill = kt + F::STAGES - 1;  // into the stage step kt-1 used: every warp is past that step's barrier
     if (fill < k_steps) load_step(fill, read == 0 ? F::STAGES - 1 : read - 1);
     cp_async_commit();
 #pragma unroll
-    for (int kk = 0; kk < F::BLOCK_K; kk += 16) {
-      load_fragments<P1>(f1, stage(read), stage(read) + F::STAGE_X, kk, wm1, wn1, lane);
-      multiply<P1>(acc1, f1);
-    }
+    for (int kk = 0; kk < F::BLOCK_K; kk += F::MMA_K)
+      product_step<F, P1>(acc1, stage(read), stage(read) + F::STAGE_X, kk, wm1, wn1, lane);
     cp_async_wait<F::STAGES - 2>();
     __syncthreads();
     read = read + 1 == F::STAGES ? 0 : read + 1;
@@ -242,7 +315,6 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
 
   // ---- phase 2: y = epilogue(T · V), chunk by chunk ---------------------------------------------------------------
   const int wm2 = (warp % F::WARPS_M2) * F::WM2, wn2 = (warp / F::WARPS_M2) * F::WN2;
-  Fragments<P2> f2;
   read = 0;
   for (int c = 0; c < chunks; ++c) {
     const int fill = c + F::STAGES - 1;
@@ -256,13 +328,9 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc2[i][j][e] = 0.f;
 #pragma unroll
-    for (int kk = 0; kk < F::R_K; kk += 16) {
-      load_fragments<P2>(f2, t_hi, stage(read), kk, wm2, wn2, lane);
-      multiply<P2>(acc2, f2);
-      if constexpr (F::SPLIT_T) {
-        load_fragments<P2>(f2, t_lo, stage(read), kk, wm2, wn2, lane);
-        multiply<P2>(acc2, f2);
-      }
+    for (int kk = 0; kk < F::R_K; kk += F::MMA_K) {
+      product_step<F, P2>(acc2, t_hi, stage(read), kk, wm2, wn2, lane);
+      if constexpr (F::SPLIT_T) product_step<F, P2>(acc2, t_lo, stage(read), kk, wm2, wn2, lane);
     }
     const int n0 = c * F::BLOCK_N;
 #pragma unroll

@@ -59,7 +59,7 @@ def test_where_each_family_applies(sm90):
     spaces = lambda **f: {fam.name: s for fam, s in BACKEND.spaces(OP.problem(**f), sm90)}  # noqa: E731
     assert set(spaces(m=4096, d_in=4096, rank=64, dtype="fp16")) == {"fused", "two_gemm"}
     assert set(spaces(m=4096, d_in=4096, rank=512, dtype="fp16")) == {"two_gemm"}  # wider than one tile
-    assert set(spaces(m=4096, d_in=4096, rank=64, dtype="fp32")) == {"two_gemm"}  # exact SIMT
+    assert set(spaces(m=4096, d_in=4096, rank=64, dtype="fp32")) == {"fused", "two_gemm"}  # 3xTF32 or exact SIMT
     assert set(spaces(m=4096, d_in=4096, rank=64, dtype="bf16", intermediate="fp32")) == {"fused"}
     assert set(spaces(m=4096, d_in=4096, rank=64, dtype="fp16", act="silu", residual=True)) == {"fused"}
     with pytest.raises(UsageError) as e:
@@ -91,13 +91,22 @@ def _compiles_without_spills(p, config, arch, make_target):
     (dict(m=16384, d_in=4096, rank=64, act="silu"), "sm_80"),
     (dict(m=16384, d_in=4096, rank=64, act="silu"), "sm_90a"),
     (dict(m=16384, d_in=4096, rank=256, dtype="bf16", intermediate="fp32", layout="nt"), "sm_90a"),
-    (dict(m=16384, d_in=4096, rank=64, dtype="fp32", act="gelu"), "sm_80"),
-], ids=["fused-sm80", "fused-sm90a", "fused-t32-sm90a", "two-gemm-fp32-sm80"])
+    (dict(m=16384, d_in=4096, rank=64, dtype="fp32", act="gelu"), "sm_90a"),
+], ids=["fused-sm80", "fused-sm90a", "fused-t32-sm90a", "fused-fp32-sm90a"])
 def test_the_first_pick_compiles_for_sm80_and_sm90a_without_spills(fields, arch, make_target):
     p = OP.problem(**{"dtype": "fp16", **fields})
     (config, *_) = BACKEND.suggested(p, make_target(arch))
     artifact = _compiles_without_spills(p, config, arch, make_target)
     assert {k.name for k in artifact.plan.kernels} <= set(artifact.resources["kernels"])
+
+
+@needs_nvrtc
+def test_the_two_gemm_familys_first_pick_compiles_without_spills(make_target):
+    p = OP.problem(m=16384, d_in=4096, rank=512, dtype="fp16", act="silu")
+    (config, *_) = BACKEND.suggested(p, make_target("sm_90a"))
+    assert config["family"] == "two_gemm"
+    artifact = _compiles_without_spills(p, config, "sm_90a", make_target)
+    assert set(artifact.resources["kernels"]) == {"lowrank_xu", "lowrank_tv"}
 
 
 @needs_nvrtc

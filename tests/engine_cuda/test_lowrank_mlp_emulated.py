@@ -1,8 +1,8 @@
 """The lowrank-mlp CUDA kernels' own code, run on the CPU by the host emulator (tests/engine_cuda/emulator/), checked
 like on a GPU: the fused kernel (T on chip) and the two-GEMM family (the GEMM engine's kernels over views of the
 problem, T in scratch), on M not a multiple of the tile, rank in {16, 48, 64, 100} and beyond the fused limit,
-d_in ≠ d_out, every activation, residual, both layouts, fp16 and bf16 (fp32 through the two GEMMs), T kept in fp32
-(hi + lo) or rounded to the dtype.
+d_in ≠ d_out, every activation, residual, both layouts, fp16 and bf16, fp32 (3xTF32 in the fused kernel, exact SIMT
+in the two GEMMs), T kept in fp32 (hi + lo) or rounded to the dtype.
 
 What the emulator proves: indexing, predication of ragged edges, the hand-over between the phases, fragments and
 epilogues, for the exact source NVRTC compiles. What it cannot: timing, the asynchrony of cp.async, registers and
@@ -57,6 +57,10 @@ CASES = [
     (dict(m=65, d_in=72, rank=24, d_out=200, act="silu", intermediate="fp32"), _fused(128, 8, 1, 32, 128, 4, vec=8)),
     (dict(m=17, d_in=112, rank=100, d_out=100, act="relu", layout="nt", intermediate="fp32", dtype="bf16",
           residual=True), _fused(32, 4, 2, 32, 64, 4, vec=4)),
+    # fp32 as 3xTF32 on tensor cores: the fp32 bound (1e-5) holds
+    (dict(m=70, d_in=96, rank=48, d_out=80, dtype="fp32", act="silu", residual=True), _fused(64, 4, 1, 32, 64, 2, vec=4)),
+    (dict(m=33, d_in=100, rank=20, d_out=45, dtype="fp32", layout="nt", act="gelu"),
+     _fused(32, 4, 2, 32, 64, 4, stages=3, vec=4)),
     # the two-GEMM family: mma.sync (fp16, bf16) and SIMT (exact fp32), the rank in several column blocks of x·U
     (dict(m=70, d_in=96, rank=80, d_out=90, act="gelu"), _two("64x64x32/32x32/4", "32x32x32/16x16/3")),
     (dict(m=40, d_in=64, rank=40, d_out=72, layout="nt", dtype="bf16", residual=True),
@@ -110,3 +114,20 @@ def test_the_emulator_catches_a_wrong_kernel(lowrank_emulator, monkeypatch):
     inputs = make_inputs(p, np.random.default_rng(0))
     y = harness.run(exe, p, FUSED, config, inputs, workdir / "wrong")
     assert not check(y, reference(p, inputs)["y"], "fp16").ok
+
+
+def test_fp32_needs_all_three_tf32_products(lowrank_emulator):
+    """3xTF32 is what keeps fp32 accuracy: without the cross terms (plain TF32 products) the fp32 check fails."""
+    p = OP.problem(m=64, d_in=256, rank=32, d_out=64, dtype="fp32")
+    config = _fused(64, 4, 1, 32, 64, 2, vec=4)
+    harness, workdir, launcher = lowrank_emulator
+    inputs = make_inputs(p, np.random.default_rng(3))
+    ref = reference(p, inputs)["y"]
+    verdicts = {}
+    for name, source in (("3xtf32", FUSED.source(p, config)),
+                         ("tf32", FUSED.source(p, config).replace("mma_16x8<float>(acc[i][j], big.a[i], small.b[j]);", "")
+                          .replace("mma_16x8<float>(acc[i][j], small.a[i], big.b[j]);", ""))):
+        exe = harness.build(source, tiling(p, config).smem_bytes, workdir / f"fp32-{name}", launcher)
+        verdicts[name] = check(harness.run(exe, p, FUSED, config, inputs, workdir / f"fp32-{name}"), ref, "fp32")
+    assert verdicts["3xtf32"].ok and verdicts["3xtf32"].rel_error < 2e-6, verdicts["3xtf32"]
+    assert not verdicts["tf32"].ok and verdicts["tf32"].rel_error > 1e-4, verdicts["tf32"]

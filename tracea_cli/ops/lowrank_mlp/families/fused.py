@@ -1,5 +1,6 @@
 """The fused CUDA family: one kernel per configuration, `LowrankFused` of kernels/cuda/lowrank_mlp.cuh (T = x·U kept in
-shared memory, then streamed through ·V chunk by chunk with the epilogue), one block per block_m rows of x. Its space
+shared memory, then streamed through ·V chunk by chunk with the epilogue; fp16 and bf16 on mma.sync, fp32 as 3xTF32),
+one block per block_m rows of x. Its space
 and hand-picked configurations are in fused_space.py. Pure: no GPU."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The search space of the fused CUDA family (families/fused.py, kernels/cuda/lowrank_mlp.cuh `LowrankFused`):
-parameters and the rules that reject a configuration before it is compiled.
+"""The search space of the fused CUDA family (families/fused.py, kernels/cuda/lowrank_mlp.cuh `LowrankFused`; fp16 and
+bf16 on mma.sync, fp32 as 3xTF32): parameters and the rules that reject a configuration before it is compiled.
 
 A configuration names the rows of x a block owns (block_m), its warps (4 or 8), how phase 1's warps split the rank
 (warps_n1: the warp grid over block_m x rank is (warps / warps_n1) x warps_n1), phase 1's depth of d_in per pipeline
@@ -34,7 +34,7 @@ from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import DeviceLimits, Target
 
 FAMILY = "fused"
-DTYPES = ("fp16", "bf16")
+DTYPES = ("fp16", "bf16", "fp32")  # fp32 as 3xTF32: fp32 accuracy on tensor cores
 MAX_RANK = 256  # the whole rank in one tile: wider ranks run the two-GEMM family
 MIN_CC = (8, 0)  # cp.async, bf16 mma.sync
 BLOCK_M = (32, 64, 128)
@@ -44,7 +44,7 @@ BLOCK_K = (32, 64)
 BLOCK_N = (64, 128, 256)
 STAGES = (2, 3, 4)
 MIN_BLOCKS = (1, 2)
-PAD = 8  # elements each shared row is padded by (LowrankFused::LD*_S)
+PAD_K_ROWS = 8  # elements shared rows along K are padded by (LowrankFused::PAD_K_ROWS)
 # Accumulators and fragments one phase keeps live per thread: above this ptxas spilled (phase 1 with 128 accumulators
 # and 40 fragment registers: 254 registers and 8 bytes of spill on sm_90a; 128 + 32: 201 registers, none)
 MAX_LIVE_REGS = 160
@@ -83,19 +83,22 @@ def tiling(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> Tiling:
     wn1, wn2, stages, vec = (int(config[k]) for k in ("warps_n1", "warps_n2", "stages", "vec"))
     nt = problem.layout == "nt"
     elem = get_dtype(problem.dtype).storage_bytes
+    fp32 = problem.dtype == "fp32"
+    pad_n = 4 if fp32 else 8  # rows along N (LowrankFused::PAD_N_ROWS)
     r_pad = _round_up(problem.rank, 16 * wn1)
     r_k = _round_up(problem.rank, 16)
     wm1, wm2 = bm // max(1, warps // wn1), bm // max(1, warps // wn2)
     tile_n1, tile_n2 = r_pad // wn1, bn // wn2
-    stage_x = bm * (bk + PAD)
-    stage1 = stage_x + (r_pad * (bk + PAD) if nt else bk * (r_pad + PAD))
-    stage2 = bn * (r_k + PAD) if nt else r_k * (bn + PAD)
-    t_elems = bm * (r_pad + PAD)
+    stage_x = bm * (bk + PAD_K_ROWS)
+    stage1 = stage_x + (r_pad * (bk + PAD_K_ROWS) if nt else bk * (r_pad + pad_n))
+    stage2 = bn * (r_k + PAD_K_ROWS) if nt else r_k * (bn + pad_n)
+    t_elems = bm * (r_pad + PAD_K_ROWS)
     split = 2 if problem.intermediate == "fp32" else 1
     smem = (stages * max(stage1, stage2) + split * t_elems) * elem
     acc1, acc2 = wm1 * tile_n1 // 32, wm2 * tile_n2 // 32
-    frag1 = (wm1 // 16) * 4 + (tile_n1 // 8) * 2
-    frag2 = (wm2 // 16) * 4 + (tile_n2 // 8) * 2
+    sets = 2 if fp32 else 1  # 3xTF32 holds each fragment as big and small
+    frag1 = sets * ((wm1 // 16) * 4 + (tile_n1 // 8) * 2)
+    frag2 = sets * ((wm2 // 16) * 4 + (tile_n2 // 8) * 2)
     return Tiling(threads=warps * 32, r_pad=r_pad, r_k=r_k, warp_m1=wm1, warp_n1=tile_n1, warp_m2=wm2,
                   warp_n2=tile_n2, smem_bytes=smem, acc1=acc1, acc2=acc2, live1=acc1 + frag1, live2=acc2 + frag2,
                   estimated_regs=max(acc1 + frag1, acc2 + frag2) + REGISTER_OVERHEAD, copy_bytes=vec * elem)
@@ -104,8 +107,7 @@ def tiling(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> Tiling:
 def applies(problem: LowrankMlpProblem) -> str | None:
     """None where the family has kernels for the problem, else why not."""
     if problem.dtype not in DTYPES:
-        return (f"the fused family runs fp16 and bf16 on tensor cores, not {problem.dtype} (fp32 runs the two-GEMM "
-                "family's exact SIMT kernels)")
+        return f"the fused family runs {', '.join(DTYPES)} on tensor cores, not {problem.dtype}"
     if problem.rank > MAX_RANK:
         return f"the fused family keeps the whole rank in one tile, up to rank {MAX_RANK}; rank {problem.rank} is wider"
     return None
@@ -182,7 +184,7 @@ def _rules(problem: LowrankMlpProblem, limits: DeviceLimits) -> tuple[Rule, ...]
 
     def element_copies(c) -> str | None:
         # 16-bit single-element copies go through registers, slowly: only for rows that allow nothing wider
-        if c["vec"] == 1 and all(n % 2 == 0 for n in rows.values()):
+        if c["vec"] == 1 and problem.dtype != "fp32" and all(n % 2 == 0 for n in rows.values()):
             return f"vec=1 copies single 16-bit elements through registers; {', '.join(rows)} allow vec=2 or wider"
         return None
 
