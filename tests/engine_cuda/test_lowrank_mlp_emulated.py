@@ -58,7 +58,8 @@ CASES = [
     (dict(m=17, d_in=112, rank=100, d_out=100, act="relu", layout="nt", intermediate="fp32", dtype="bf16",
           residual=True), _fused(32, 4, 2, 32, 64, 4, vec=4)),
     # fp32 as 3xTF32 on tensor cores: the fp32 bound (1e-5) holds
-    (dict(m=70, d_in=96, rank=48, d_out=80, dtype="fp32", act="silu", residual=True), _fused(64, 4, 1, 32, 64, 2, vec=4)),
+    (dict(m=70, d_in=96, rank=48, d_out=80, dtype="fp32", act="silu", residual=True),
+     _fused(64, 4, 1, 32, 64, 2, vec=4)),
     (dict(m=33, d_in=100, rank=20, d_out=45, dtype="fp32", layout="nt", act="gelu"),
      _fused(32, 4, 2, 32, 64, 4, stages=3, vec=4)),
     # the two-GEMM family: mma.sync (fp16, bf16) and SIMT (exact fp32), the rank in several column blocks of x·U
@@ -124,9 +125,11 @@ def test_fp32_needs_all_three_tf32_products(lowrank_emulator):
     inputs = make_inputs(p, np.random.default_rng(3))
     ref = reference(p, inputs)["y"]
     verdicts = {}
-    for name, source in (("3xtf32", FUSED.source(p, config)),
-                         ("tf32", FUSED.source(p, config).replace("mma_16x8<float>(acc[i][j], big.a[i], small.b[j]);", "")
-                          .replace("mma_16x8<float>(acc[i][j], small.a[i], big.b[j]);", ""))):
+    split = FUSED.source(p, config)
+    plain = split.replace("mma_16x8<float>(acc[i][j], big.a[i], small.b[j]);", "").replace(
+        "mma_16x8<float>(acc[i][j], small.a[i], big.b[j]);", "")
+    assert plain != split
+    for name, source in (("3xtf32", split), ("tf32", plain)):
         exe = harness.build(source, tiling(p, config).smem_bytes, workdir / f"fp32-{name}", launcher)
         verdicts[name] = check(harness.run(exe, p, FUSED, config, inputs, workdir / f"fp32-{name}"), ref, "fp32")
     assert verdicts["3xtf32"].ok and verdicts["3xtf32"].rel_error < 2e-6, verdicts["3xtf32"]
