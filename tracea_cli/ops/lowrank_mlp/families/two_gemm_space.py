@@ -4,10 +4,9 @@ GEMM engine's kernels (mma.sync for fp16 and bf16, SIMT for exact fp32), T throu
 A configuration names the block and warp tile of each GEMM (`xu_tile`, `tv_tile`: one of the GEMM engine's
 hand-picked tiles, "BMxBNxBK/WMxWN/STAGES"); the rest of each GEMM configuration follows from the shape: a pipeline
 no deeper than its K allows, the widest vector width its rows allow and, for T·V, the largest L2 grouping that has
-enough rows of tiles. Each GEMM
-configuration is then judged by the GEMM engine's own space on its part of the problem (engine_space.gemm_space of
-x·U as M x rank x d_in, of T·V as M x d_out x rank): a rejection is the GEMM's reason, prefixed with the GEMM it is
-about. x·U's block computes the rank's columns one block_n-wide piece after another, so x·U's grid is one block per
+enough rows of tiles. Each GEMM configuration is then judged by the GEMM engine's own space on its part of the
+problem (engine_space.gemm_space of x·U as M x rank x d_in, of T·V as M x d_out x rank): a rejection is the GEMM's
+reason, prefixed with the GEMM it is about. x·U's block computes the rank's columns one block_n-wide piece after another, so x·U's grid is one block per
 block_m rows of x.
 
 The family applies where T may be rounded to the input type (intermediate "dtype", or an fp32 problem) and the
