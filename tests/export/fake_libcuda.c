@@ -212,6 +212,17 @@ static void log_launch_transpose(struct fake_function* fn, unsigned gx, unsigned
       *(unsigned long long*)params[1], *(int*)params[2], *(int*)params[3], *(int*)params[4], *(int*)params[5]);
 }
 
+/* The lowrank-mlp kernels' parameters: (x, u, v, bias, residual, y, t, m, k, r, n, ldt), docs/lowrank-mlp.md. */
+static void log_launch_lowrank(struct fake_function* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                               unsigned by, unsigned bz, unsigned smem, void** params) {
+  LOG("launch module=%d name=%s api=plain grid=%u,%u,%u block=%u,%u,%u smem=%u x=%llu u=%llu v=%llu bias=%llu "
+      "residual=%llu y=%llu t=%llu m=%d k=%d r=%d n=%d ldt=%d",
+      fn->module, fn->name, gx, gy, gz, bx, by, bz, smem, *(unsigned long long*)params[0],
+      *(unsigned long long*)params[1], *(unsigned long long*)params[2], *(unsigned long long*)params[3],
+      *(unsigned long long*)params[4], *(unsigned long long*)params[5], *(unsigned long long*)params[6],
+      *(int*)params[7], *(int*)params[8], *(int*)params[9], *(int*)params[10], *(int*)params[11]);
+}
+
 static CUresult f_launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned smem, CUstream s, void** params, void** extra) {
   struct fake_function* fn = (struct fake_function*)f;
@@ -221,6 +232,8 @@ static CUresult f_launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned
     log_launch_stage(fn, gx, gy, gz, bx, by, bz, smem, params);
   } else if (strcmp(fn->name, "conv2d_nchw_to_nhwc") == 0) {
     log_launch_transpose(fn, gx, gy, gz, bx, by, bz, smem, params);
+  } else if (strncmp(fn->name, "lowrank_", 8) == 0) {
+    log_launch_lowrank(fn, gx, gy, gz, bx, by, bz, smem, params);
   } else {
     log_launch(fn, "plain", gx, gy, gz, bx, by, bz, smem, "0", params);
   }

@@ -156,6 +156,7 @@ def test_the_schema_is_made_from_the_ops_declaration():
         f"{d}_{b}" for d in "mnk" for b in ("min", "max", "multiple")]
     description = props["launch"]["items"]["properties"]["description"]["properties"]
     scratch = description["scratch"]["items"]["properties"]
-    assert scratch["name"]["enum"] == scratch["source"]["enum"] == list(POINTERS) == list(op.export.pointers)
+    assert scratch["name"]["enum"] == list(POINTERS) == list(op.export.pointers)
+    assert scratch["source"]["enum"] == [*POINTERS, None]  # None: an intermediate, no operand staged
     assert scratch["rows"]["enum"] == scratch["ld"]["enum"] == list(INTS) == list(op.export.ints)
     assert description["tensor_maps"]["additionalProperties"]["properties"]["tensor"]["enum"] == list(POINTERS)

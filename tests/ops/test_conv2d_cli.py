@@ -118,7 +118,7 @@ def test_export_without_a_tuned_winner_says_how_to_get_one(tracea):
                                                                            "fp64, not fp16."),
     (("--h", "8", "--c", "4", "--k", "4", "--r", "3", "--pad-w", "-1"), "pad_w must be a whole number, 0 or more"),
     (("--h", "8", "--c", "4", "--k", "4"), "conv2d needs r (filter height)."),
-    (("--h", "8", "--c", "4", "--k", "4", "--r", "3", "--m", "3"), "conv2d has no option --m (--m is an option of gemm)"),
+    (("--h", "8", "--c", "4", "--k", "4", "--r", "3", "--m", "3"), "conv2d has no option --m (--m is an option of gemm, lowrank-mlp)"),
 ])
 def test_bad_input_is_one_sentence_with_exit_2_and_nothing_cached(tracea, args, says):
     before = sorted(p.name for p in (tracea.root / "cache").glob("*")) if (tracea.root / "cache").exists() else []

@@ -56,3 +56,9 @@ def test_epilogues_are_named_by_their_parts_in_order():
     assert [x.code for x in e.values()] == [0, 1, 2, 3, 4]
     with pytest.raises(ValueError):
         epilogues("none", "bias_tanh")
+
+
+def test_an_option_is_typed_back_as_its_flag_and_a_switch_as_one_word():
+    assert Option("d_in", int, "Columns.").argument(4096) == "--d-in 4096"
+    switch = Option("bias", bool, "Add a bias.", default=True)
+    assert (switch.argument(True), switch.argument(False)) == ("--bias", "--no-bias")

@@ -58,7 +58,7 @@ def _command_line(op: Any, params: Mapping[str, Any], formats: tuple[str, ...]) 
     parts = ["tracea", "bench"]
     if op is not None:
         parts.append(op.name)
-        parts += [f"{o.flag} {p[o.name]}" for o in op.options if p.get(o.name) not in (None, o.default)]
+        parts += [o.argument(p[o.name]) for o in op.options if p.get(o.name) not in (None, o.default)]
     elif p.get("suite") is not None:
         parts.append(f"--suite {shlex.quote(p['suite'])}")
     if p.get("from_file") is not None:

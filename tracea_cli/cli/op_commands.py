@@ -47,9 +47,12 @@ def op_flags(op: Any, *, repeat_sizes: bool = False) -> list[Flag]:
     may be given several times (several shapes) and arrives as a list."""
     out = []
     for o in op.options:
-        shown = "" if o.default is None or o.default_from else f" (default: {o.default})"
+        default = ("on" if o.default else "off") if o.type is bool else o.default
+        shown = "" if o.default is None or o.default_from else f" (default: {default})"
         if repeat_sizes and o.size:
             out.append(Flag(o.name, List[o.type], [], o.flag, f"{o.help} Repeat for several shapes."))
+        elif o.type is bool:  # a switch: --bias / --no-bias
+            out.append(Flag(o.name, Optional[bool], None, f"{o.flag}/--no-{o.flag[2:]}", o.help + shown))
         else:
             out.append(Flag(o.name, Optional[o.type], None, o.flag, o.help + shown))
     return out

@@ -171,7 +171,8 @@ def scratch_row(s: Scratch, slots: Slots) -> str:
     numbers = (s.ld_multiple, s.elem_bytes, s.align_bytes)
     if any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in numbers) or s.align_bytes % 16:
         raise _unsupported(f"a scratch buffer {s.name!r} with ld_multiple/elem_bytes/align_bytes {list(numbers)}")
-    return (f"  {{{slots.pointer(s.name)}, {slots.pointer(s.source)}, {slots.integer(s.rows)}, {slots.integer(s.cols)}, "
+    source = slots.pointer(s.source) if s.source is not None else "-1"  # an intermediate: no operand is staged
+    return (f"  {{{slots.pointer(s.name)}, {source}, {slots.integer(s.rows)}, {slots.integer(s.cols)}, "
             f"{slots.integer(s.ld)}, {s.ld_multiple}u, {s.elem_bytes}u, {s.align_bytes}u}},")
 
 

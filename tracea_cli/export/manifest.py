@@ -127,9 +127,10 @@ class Manifest:
     @property
     def label(self) -> str:
         """"gemm fp16 nt bias_relu", "conv2d fp16 stride_h=1 ... bias_relu": op, dtype and the other problem fields
-        that are set (a named choice by its value, a number with its name)."""
-        return " ".join([self.op, self.dtype, *(v if isinstance(v, str) else f"{k}={v}"
-                                                for k, v in self.fields.items() if v not in ("none", None))])
+        that are set (a named choice by its value, a switch by its name, a number with its name)."""
+        words = [v if isinstance(v, str) else name if v is True else f"{name}={v}"
+                 for name, v in self.fields.items() if v not in ("none", None, False)]
+        return " ".join([self.op, self.dtype, *words])
 
     @property
     def min_driver_version(self) -> int:
@@ -232,13 +233,14 @@ def _description(pointers: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, 
     """The family's launch plan as JSON (docs/kernel-abi.md): the fields it defines are typed, others pass. Names of
     parameters, tensors and sizes are the op's ABI slots."""
     params = {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"}}
-    # One scratch buffer of a staging pre-pass ("Staging"): rows x cols, row-major, leading dimension `ld` = cols
-    # rounded up to ld_multiple; in list order in the workspace, each at a multiple of align_bytes.
+    # One scratch buffer of a staging pre-pass ("Staging"), or an intermediate one kernel writes and the next reads
+    # (source null): rows x cols, row-major, leading dimension `ld` = cols rounded up to ld_multiple; in list order in
+    # the workspace, each at a multiple of align_bytes.
     scratch = {
         "type": "object", "additionalProperties": False,
         "required": ["name", "source", "transposed", "rows", "cols", "ld", "ld_multiple", "elem_bytes", "align_bytes"],
         "properties": {
-            "name": _enum(pointers), "source": _enum(pointers), "transposed": {"type": "boolean"},
+            "name": _enum(pointers), "source": _enum([*pointers, None]), "transposed": {"type": "boolean"},
             "rows": _enum(ints), "cols": _enum(ints), "ld": _enum(ints),
             "ld_multiple": _POS, "elem_bytes": {"enum": [2, 4, 8]}, "align_bytes": _POS,
         },

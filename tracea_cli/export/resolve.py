@@ -50,8 +50,12 @@ def iso_date(seconds: float) -> str:
 
 def tune_command(problem: Any) -> str:
     """The `tracea tune` command line that tunes `problem` on a GPU."""
+    from tracea_cli.ops.registry import get_op
+
+    declared = {o.name: o for o in get_op(problem.op).options}
     fields = problem_fields(problem)
-    options = " ".join(f"--{name.replace('_', '-')} {value}" for name, value in fields.items() if name != "op")
+    options = " ".join(declared[name].argument(value) if name in declared else f"--{name.replace('_', '-')} {value}"
+                       for name, value in fields.items() if name != "op")
     return f"tracea tune {problem.op} {options} --backend cuda"
 
 

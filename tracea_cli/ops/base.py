@@ -55,6 +55,12 @@ class Option:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+    def argument(self, value: Any) -> str:
+        """The option as typed with `value`: "--m 4096", or a switch "--bias" / "--no-bias"."""
+        if self.type is bool:
+            return self.flag if value else f"--no-{self.flag[2:]}"
+        return f"{self.flag} {value}"
+
 
 def resolve_options(op_name: str, options: Sequence[Option], values: Mapping[str, Any]) -> dict[str, Any]:
     """`values` completed with defaults, checked against the declaration: every name known, required ones present,

@@ -129,12 +129,12 @@ class TensorMap:
 
 @dataclass(frozen=True)
 class Scratch:
-    """A scratch buffer of a staging pre-pass (docs/kernel-abi.md, "Staging"): rows x cols, row-major, its leading
-    dimension `ld` = cols rounded up to `ld_multiple` elements; in plan order in the workspace (after the M x N part),
-    each starting at the next multiple of `align_bytes`."""
+    """A scratch buffer of a staging pre-pass (docs/kernel-abi.md, "Staging") or an intermediate one kernel writes and
+    the next reads: rows x cols, row-major, its leading dimension `ld` = cols rounded up to `ld_multiple` elements; in
+    plan order in the workspace (after the M x N part), each starting at the next multiple of `align_bytes`."""
 
     name: str  # "A_staged"
-    source: str  # the tensor a staging kernel copies there
+    source: str | None  # the tensor a staging kernel copies there; None for an intermediate (no operand is copied)
     transposed: bool
     rows: str  # a size name: "M"
     cols: str

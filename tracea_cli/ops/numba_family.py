@@ -39,8 +39,9 @@ def covering(values: tuple[int, ...], extent: int, step: int = 1) -> int:
 
 @dataclass(frozen=True)
 class NumbaFamily:
-    """An op's numba family (ops/base.Family) from its own functions; `template` is the file whose text generates
-    every kernel of it (hashed into cache keys)."""
+    """An op's numba family (ops/base.Family) from its own functions; `template_file` is the file whose text
+    generates every kernel of it, `shared_templates` other files its generator takes text from (another op's
+    micro-kernel): all are hashed into cache keys."""
 
     dtypes: tuple[str, ...]
     make_space: Callable[[Any, Target], SearchSpace]
@@ -51,6 +52,7 @@ class NumbaFamily:
     template_file: Path
     name: str = "numba"
     backend: str = "cpu"
+    shared_templates: tuple[Path, ...] = ()
 
     def space(self, problem: Any, target: Target) -> SearchSpace | str:
         if problem.dtype not in self.dtypes:
@@ -58,7 +60,9 @@ class NumbaFamily:
         return self.make_space(problem, target)
 
     def template(self, problem: Any) -> str | None:
-        return self.template_file.read_text() if problem.dtype in self.dtypes else None
+        if problem.dtype not in self.dtypes:
+            return None
+        return "".join(path.read_text() for path in (self.template_file, *self.shared_templates))
 
     def source(self, problem: Any, config: Mapping[str, Value]) -> str:
         return self.make_source(problem, config)

@@ -17,6 +17,7 @@ from tracea_cli.errors import UsageError
 BUILTIN: dict[str, str] = {
     "gemm": "tracea_cli.ops.gemm.op:OP",
     "conv2d": "tracea_cli.ops.conv2d.op:OP",
+    "lowrank-mlp": "tracea_cli.ops.lowrank_mlp.op:OP",
 }
 ENTRY_POINT_GROUP = "tracea.ops"
 #: the op a bench suite-file entry without "op" means (files written when it was the only one)

@@ -186,7 +186,8 @@ typedef struct tracea_step {
 typedef struct tracea_scratch {
   int buffer;                       /* pointer slot the buffer's address goes to */
   int source;                       /* pointer slot of the operand a staging kernel copies there, which then needs
-                                       only element alignment (no kernel reads it through TMA) */
+                                       only element alignment (no kernel reads it through TMA); -1 for an
+                                       intermediate that one kernel writes and the next reads */
   int rows, cols;                   /* int slots of its sizes */
   int ld;                           /* int slot its leading dimension goes to */
   unsigned int ld_multiple;
@@ -1079,6 +1080,8 @@ struct TensorView {
     }
     if (ndim == 2) {
       rows = dims[0], cols = dims[1], row_stride = strides[0], col_stride = strides[1];
+    } else if (ndim == 1) {  // a vector (a bias): one row of n
+      rows = 1, cols = dims[0], row_stride = dims[0], col_stride = strides[0];
     }
   }
 

@@ -33,6 +33,11 @@ def big_problems(dtype: str) -> list[GemmProblem]:
     return [GemmProblem(4096, 4096, 4096, dtype, layout) for layout in ("nn", "nt")]
 
 
+def verify_problems(dtype: str) -> list[GemmProblem]:
+    """The problems `benchmarks/gemm_defaults.py verify` checks each entry at (where it is valid): both layouts."""
+    return [GemmProblem(m, n, k, dtype, layout) for layout in ("nn", "nt") for m, n, k in VERIFY_SHAPES]
+
+
 def candidates(dtype: str, arch: str) -> list[Config]:
     """The ordered list for one dtype on one architecture's limits (see the module's docstring)."""
     target = arch_target(arch)

@@ -150,7 +150,7 @@ def apply_epilogue(kind, c, ldc, i0, rows, j0, cols, bias, residual):
 
 # ---- packing and the tiles of one block (MR and NR are module constants, which numba folds) ------------------------
 
-_ROUTINES = '''
+_PACK_A = '''
 @njit(fastmath=FASTMATH, cache=CACHE)
 def pack_a_strips(a, lda, i_start, i_end, pc, kcb, first_strip, last_strip, dst):
     """A[i, pc:pc+kcb] for strips first_strip..last_strip-1 (MR rows each from i_start, clipped at i_end) into
@@ -166,7 +166,10 @@ def pack_a_strips(a, lda, i_start, i_end, pc, kcb, first_strip, last_strip, dst)
             else:
                 for p in range(kcb):
                     dst[base + p * MR + r] = 0
+'''
 
+# one strip of a matrix operand packed for the micro-kernel (other ops' CPU families pack their operands with it)
+PACK_STRIP = '''
 @njit(fastmath=FASTMATH, cache=CACHE)
 def pack_b_strip(b, ldb, nt, pc, kcb, j0, n, dst, base):
     """B[pc:pc+kcb, j0:j0+NR] (columns past n zero) into dst at base, element (p, j) at p*NR + j."""
@@ -186,7 +189,9 @@ def pack_b_strip(b, ldb, nt, pc, kcb, j0, n, dst, base):
         for j in range(cols, NR):
             for p in range(kcb):
                 dst[base + p * NR + j] = 0
+'''
 
+_TILES = '''
 @njit(fastmath=FASTMATH, cache=CACHE)
 def pack_b_strips(b, ldb, nt, pc, kcb, j_start, n, first_strip, last_strip, dst):
     """B's strips first_strip..last_strip-1 (NR columns each from j_start) into dst: strip s at s*NR*kcb."""
@@ -315,7 +320,7 @@ def module_source(spec: KernelSpec) -> str:
         "",
         "",
         "@njit(fastmath=FASTMATH, cache=CACHE)",
-    ]) + "\n" + micro_kernel_source(spec.mr, spec.nr, spec.lanes) + _EPILOGUE + _ROUTINES + driver_source(spec.parallel)
+    ]) + "\n" + micro_kernel_source(spec.mr, spec.nr, spec.lanes) + _EPILOGUE + _PACK_A + PACK_STRIP + _TILES + driver_source(spec.parallel)
 
 
 def signature(dtype: str) -> str:
