@@ -71,7 +71,7 @@ def _address(a: Any) -> int:
     """Where an argument's data is (a raw pointer, or a size, as it is; 0 for an absent tensor)."""
     if a is None:
         return 0
-    if isinstance(a, (int, np.integer)):
+    if isinstance(a, (int, np.integer)):  # a size
         return int(a)
     if isinstance(a, np.ndarray):
         return a.__array_interface__["data"][0]

@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from tracea_cli.backends.base import DevicePointer
 from tracea_cli.errors import ToolchainMissing, UsageError
 
 ROUTED_DTYPES = ("fp16", "bf16", "fp32")
@@ -176,9 +177,10 @@ class _Router:
         p = layer.problem
         out = torch.empty((p.n, p.k, *p.out_shape[1:3]), dtype=x.dtype, device=x.device,
                           memory_format=torch.channels_last)
-        operands = {"X": x.data_ptr(), "W": krsc.data_ptr(), "Y": out.data_ptr()}
+        operands = {"X": DevicePointer(x.data_ptr()), "W": DevicePointer(krsc.data_ptr()),
+                    "Y": DevicePointer(out.data_ptr())}
         if module.bias is not None:
-            operands["bias"] = module.bias.data_ptr()
+            operands["bias"] = DevicePointer(module.bias.data_ptr())
         layer.kernel.launch(operands, torch.cuda.current_stream(x.device).cuda_stream)
         return out
 

@@ -90,3 +90,15 @@ def failure(status: Status, error: BaseException | str, compile_s: float = 0.0, 
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     text = " ".join(text.split())
     return Evaluation(status, reason=text if len(text) <= limit else text[: limit - 3] + "...", compile_s=compile_s)
+
+
+@dataclass(frozen=True)
+class DevicePointer:
+    """A raw device address (a torch tensor's `data_ptr()`) passed where a runtime takes a device array. A bare int
+    would be read as a size; this reads as an array does (`.data.ptr`, as CuPy's)."""
+
+    ptr: int
+
+    @property
+    def data(self) -> "DevicePointer":
+        return self
