@@ -61,8 +61,10 @@ def conv2d_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
     family = str(config["family"])
     t = tiling(problem, config)
     element = ELEMENT[p.dtype]
-    head = (f"tracea::{'MmaGemm' if family == 'mma' else 'SimtGemm'}<{element}, tracea::Layout::NT, "
-            f"tracea::Epilogue::{p.fused.template_name}, ")
+    # BiasResidualRelu is tile_mainloops.cuh's value after gemm_common.cuh's epilogues
+    epilogue = "tracea::BIAS_RESIDUAL_RELU" if p.epilogue == "bias_residual_relu" else \
+        f"tracea::Epilogue::{p.fused.template_name}"
+    head = f"tracea::{'MmaGemm' if family == 'mma' else 'SimtGemm'}<{element}, tracea::Layout::NT, {epilogue}, "
     names = ("block_m", "block_n", "block_k", "warp_m", "warp_n") + (("stages",) if family == "mma" else ()) + \
         ("vec", "split_k", "group_m")
     geometry = ", ".join(str(v) for v in (p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w))
