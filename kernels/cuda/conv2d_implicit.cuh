@@ -8,8 +8,8 @@
 // outside the image (predication: the copy is skipped and zero-filled).
 //
 // The tiles, the pipeline, the fragments and the epilogue are the GEMM engine's (gemm_mma.cuh's MmaGemm traits and
-// mma_mainloop for fp16/bf16/tf32, gemm_simt.cuh's SimtGemm traits and simt_mainloop for exact fp32), instantiated in
-// layout nt; this file supplies what differs: where a pipeline step's A and B tiles come from.
+// tile_mainloops.cuh's mma_mainloop for fp16/bf16/tf32, gemm_simt.cuh's SimtGemm traits and simt_mainloop for exact
+// fp32), instantiated in layout nt; this file supplies what differs: where a pipeline step's A and B tiles come from.
 //
 // A pipeline step (BLOCK_K of the reduction) is, by iterator:
 //   Analytic     one filter tap (r, s) and BLOCK_K channels c0 .. c0+BLOCK_K: steps run over (r, s, channel block),
@@ -26,8 +26,7 @@
 // TRACEA_HOST_EMULATION (tests) compiles this for the CPU as gemm_common.cuh describes.
 #pragma once
 
-#include "gemm_mma.cuh"
-#include "gemm_simt.cuh"
+#include "tile_mainloops.cuh"
 
 #define TRACEA_CONV2D_PARAMS                                                                                        \
   const void *__restrict__ x, const void *__restrict__ filter, void *__restrict__ y, const void *__restrict__ bias, \

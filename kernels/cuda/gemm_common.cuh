@@ -23,9 +23,7 @@
 namespace tracea {
 
 enum class Layout { NN, NT };
-// The fused epilogues of every op's kernels (an op uses those it declares): + bias[col], an activation, + residual,
-// and for BiasResidualRelu a ReLU after the residual (conv2d's).
-enum class Epilogue { None, Bias, BiasRelu, BiasSilu, BiasGelu, BiasResidual, BiasResidualRelu };
+enum class Epilogue { None, Bias, BiasRelu, BiasSilu, BiasGelu, BiasResidual };
 
 struct GemmArgs {
   const void *a;
@@ -79,9 +77,6 @@ __device__ __forceinline__ float erf_of(float x) { return erff(x); }
 __device__ __forceinline__ double erf_of(double x) { return erf(x); }
 
 template <Epilogue E> __host__ __device__ constexpr bool has_bias() { return E != Epilogue::None; }
-template <Epilogue E> __host__ __device__ constexpr bool has_residual() {
-  return E == Epilogue::BiasResidual || E == Epilogue::BiasResidualRelu;
-}
 
 template <Epilogue E, class Acc> __device__ __forceinline__ Acc activate(Acc x) {
   if constexpr (E == Epilogue::BiasRelu) {
@@ -95,17 +90,15 @@ template <Epilogue E, class Acc> __device__ __forceinline__ Acc activate(Acc x) 
   }
 }
 
-// The finished value of C[row, col] from its accumulated sum: act(acc + bias[col]) + residual[row, col], then the
-// activation after the residual (BiasResidualRelu).
+// The finished value of C[row, col] from its accumulated sum.
 template <Epilogue E, class T>
 __device__ __forceinline__ T finish(typename Element<T>::Acc acc, const GemmArgs &args, int row, int col) {
   using Acc = typename Element<T>::Acc;
   Acc v = acc;
   if constexpr (has_bias<E>()) v += Element<T>::widen(static_cast<const T *>(args.bias)[col]);
   v = activate<E, Acc>(v);
-  if constexpr (has_residual<E>())
+  if constexpr (E == Epilogue::BiasResidual)
     v += Element<T>::widen(static_cast<const T *>(args.residual)[static_cast<size_t>(row) * args.ldc + col]);
-  if constexpr (E == Epilogue::BiasResidualRelu) v = v > Acc(0) ? v : Acc(0);
   return Element<T>::narrow(v);
 }
 

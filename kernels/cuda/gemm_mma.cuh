@@ -192,87 +192,6 @@ __device__ __forceinline__ void store_to_block0(unsigned addr, float v) {
 #endif
 }
 
-// The main loop over `tiles` pipeline steps (the header comment's "Main loop"), shared by every kernel built on these
-// tiles (the GEMM here, the implicit-GEMM convolution in conv2d_implicit.cuh). `load_step(kt, sa, sb)` starts copying
-// step kt's A and B tiles into the stage at sa and sb (cp.async, or plain stores that are visible after the next
-// barrier); the loop commits one group per step. `kk0` is where this warp's K-slice starts in a stage. On return
-// every copy has landed and acc holds this warp's sums.
-template <class G, class LoadStep>
-__device__ __forceinline__ void mma_mainloop(float (&acc)[G::TILES_M][G::TILES_N][4], typename G::T *smem, int tiles,
-                                             LoadStep &&load_step, int kk0, int wm0, int wn0, int lane) {
-  auto stage_a = [&](int s) { return smem + s * (G::STAGE_A + G::STAGE_B); };
-  auto stage_b = [&](int s) { return smem + s * (G::STAGE_A + G::STAGE_B) + G::STAGE_A; };
-
-  // Prologue: steps 0 .. STAGES-2 in flight and step 0 landed (with PREFETCH, its first fragments in registers).
-  // Every step commits one group (empty ones too), so "at most STAGES-2 groups pending" means "the next step landed".
-#pragma unroll
-  for (int s = 0; s < G::STAGES - 1; ++s) {
-    if (s < tiles) load_step(s, stage_a(s), stage_b(s));
-    cp_async_commit();
-  }
-  cp_async_wait<G::STAGES - 2>();
-  __syncthreads();
-  Fragments<G> frag[G::PREFETCH ? 2 : 1];
-  if (G::PREFETCH && tiles > 0) load_fragments<G>(frag[0], stage_a(0), stage_b(0), kk0, wm0, wn0, lane);
-
-  int read = 0;  // the stage holding step kt
-  for (int kt = 0; kt < tiles; ++kt) {
-    const int after = read + 1 == G::STAGES ? 0 : read + 1;
-#pragma unroll
-    for (int step = 0; step < G::STEPS; ++step) {
-      if (step == 0) {  // refill the stage step kt-1 used: every warp read it before the barrier that ended step kt-1
-        const int fill = kt + G::STAGES - 1;
-        const int into = read == 0 ? G::STAGES - 1 : read - 1;
-        if (fill < tiles) load_step(fill, stage_a(into), stage_b(into));
-        cp_async_commit();
-      }
-      if constexpr (!G::PREFETCH) {
-        load_fragments<G>(frag[0], stage_a(read), stage_b(read), kk0 + step * G::MMA_K, wm0, wn0, lane);
-        multiply<G>(acc, frag[0]);
-        continue;
-      }
-      if (step + 1 < G::STEPS) {
-        load_fragments<G>(frag[(step + 1) % 2], stage_a(read), stage_b(read), kk0 + (step + 1) * G::MMA_K, wm0, wn0,
-                          lane);
-      } else {  // step kt+1 must have landed, visible to every warp, before its first fragments are read
-        cp_async_wait<G::STAGES - 2>();
-        __syncthreads();
-        if (kt + 1 < tiles)
-          load_fragments<G>(frag[(step + 1) % 2], stage_a(after), stage_b(after), kk0, wm0, wn0, lane);
-      }
-      multiply<G>(acc, frag[step % 2]);
-    }
-    if constexpr (!G::PREFETCH) {  // step kt+1 landed and visible, and every warp done with step kt's stage
-      cp_async_wait<G::STAGES - 2>();
-      __syncthreads();
-    } else if constexpr (G::STEPS % 2 == 1) {
-      frag[0] = frag[1];  // the next step's fragments landed in frag[STEPS % 2]
-    }
-    read = after;
-  }
-  cp_async_wait<0>();
-}
-
-// Writes a warp's finished piece of the tile at (m0, n0) through the fused epilogue (split-K: its raw sums into the
-// workspace). Accumulator e of tensor-core tile (i, j) holds C(g + 8·(e/2), 2t + e%2) of that 16 x 8 tile.
-template <class G>
-__device__ __forceinline__ void store_tile(const float (&acc)[G::TILES_M][G::TILES_N][4], const GemmArgs &args, int m0,
-                                           int n0, int wm0, int wn0, int lane) {
-  const int g = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int i = 0; i < G::TILES_M; ++i)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = m0 + wm0 + i * 16 + g + half * 8;
-      if (row >= args.m) continue;
-#pragma unroll
-      for (int j = 0; j < G::TILES_N; ++j) {
-        const float pair[2] = {acc[i][j][2 * half], acc[i][j][2 * half + 1]};
-        store_row<G::EPILOGUE, typename G::T, 2, (G::SPLIT_K > 1)>(args, row, n0 + wn0 + j * 8 + 2 * t, pair);
-      }
-    }
-}
-
 template <class G> __device__ void gemm_mma(const GemmArgs &args) {
   using T = typename G::T;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -298,15 +217,64 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
-  auto load_step = [&](int kt, T *sa, T *sb) {
+  auto stage_a = [&](int s) { return smem + s * (G::STAGE_A + G::STAGE_B); };
+  auto stage_b = [&](int s) { return smem + s * (G::STAGE_A + G::STAGE_B) + G::STAGE_A; };
+  auto load_step = [&](int kt, int s) {
     const int k0 = slice.begin + kt * G::BLOCK_K;
-    copy_tile<T, G::BLOCK_M, G::BLOCK_K, G::LDA_S, G::VEC, G::THREADS>(sa, A, args.lda, m0, k0, args.m, slice.end);
+    copy_tile<T, G::BLOCK_M, G::BLOCK_K, G::LDA_S, G::VEC, G::THREADS>(stage_a(s), A, args.lda, m0, k0, args.m, slice.end);
     if constexpr (G::B_K_ROWS)
-      copy_tile<T, G::BLOCK_K, G::BLOCK_N, G::LDB_S, G::VEC, G::THREADS>(sb, B, args.ldb, k0, n0, slice.end, args.n);
+      copy_tile<T, G::BLOCK_K, G::BLOCK_N, G::LDB_S, G::VEC, G::THREADS>(stage_b(s), B, args.ldb, k0, n0, slice.end, args.n);
     else
-      copy_tile<T, G::BLOCK_N, G::BLOCK_K, G::LDB_S, G::VEC, G::THREADS>(sb, B, args.ldb, n0, k0, args.n, slice.end);
+      copy_tile<T, G::BLOCK_N, G::BLOCK_K, G::LDB_S, G::VEC, G::THREADS>(stage_b(s), B, args.ldb, n0, k0, args.n, slice.end);
   };
-  mma_mainloop<G>(acc, smem, slice.tiles, load_step, kk0, wm0, wn0, lane);
+
+  // Prologue: steps 0 .. STAGES-2 in flight and step 0 landed (with PREFETCH, its first fragments in registers).
+  // Every step commits one group (empty ones too), so "at most STAGES-2 groups pending" means "the next step landed".
+#pragma unroll
+  for (int s = 0; s < G::STAGES - 1; ++s) {
+    if (s < slice.tiles) load_step(s, s);
+    cp_async_commit();
+  }
+  cp_async_wait<G::STAGES - 2>();
+  __syncthreads();
+  Fragments<G> frag[G::PREFETCH ? 2 : 1];
+  if (G::PREFETCH && slice.tiles > 0) load_fragments<G>(frag[0], stage_a(0), stage_b(0), kk0, wm0, wn0, lane);
+
+  int read = 0;  // the stage holding step kt
+  for (int kt = 0; kt < slice.tiles; ++kt) {
+    const int after = read + 1 == G::STAGES ? 0 : read + 1;
+#pragma unroll
+    for (int step = 0; step < G::STEPS; ++step) {
+      if (step == 0) {  // refill the stage step kt-1 used: every warp read it before the barrier that ended step kt-1
+        const int fill = kt + G::STAGES - 1;
+        if (fill < slice.tiles) load_step(fill, read == 0 ? G::STAGES - 1 : read - 1);
+        cp_async_commit();
+      }
+      if constexpr (!G::PREFETCH) {
+        load_fragments<G>(frag[0], stage_a(read), stage_b(read), kk0 + step * G::MMA_K, wm0, wn0, lane);
+        multiply<G>(acc, frag[0]);
+        continue;
+      }
+      if (step + 1 < G::STEPS) {
+        load_fragments<G>(frag[(step + 1) % 2], stage_a(read), stage_b(read), kk0 + (step + 1) * G::MMA_K, wm0, wn0,
+                          lane);
+      } else {  // step kt+1 must have landed, visible to every warp, before its first fragments are read
+        cp_async_wait<G::STAGES - 2>();
+        __syncthreads();
+        if (kt + 1 < slice.tiles)
+          load_fragments<G>(frag[(step + 1) % 2], stage_a(after), stage_b(after), kk0, wm0, wn0, lane);
+      }
+      multiply<G>(acc, frag[step % 2]);
+    }
+    if constexpr (!G::PREFETCH) {  // step kt+1 landed and visible, and every warp done with step kt's stage
+      cp_async_wait<G::STAGES - 2>();
+      __syncthreads();
+    } else if constexpr (G::STEPS % 2 == 1) {
+      frag[0] = frag[1];  // the next step's fragments landed in frag[STEPS % 2]
+    }
+    read = after;
+  }
+  cp_async_wait<0>();
 
   // After the main loop the pipeline's shared memory holds partial sums: the K-slices', then the cluster blocks'.
   float *partial = reinterpret_cast<float *>(smem_raw);
@@ -350,7 +318,20 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
   }
   if (warp_slice > 0) return;
 
-  store_tile<G>(acc, args, m0, n0, wm0, wn0, lane);
+  // Epilogue: accumulator e of tile (i, j) holds C(g + 8·(e/2), 2t + e%2) of that 16 x 8 tile.
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = m0 + wm0 + i * 16 + g + half * 8;
+      if (row >= args.m) continue;
+#pragma unroll
+      for (int j = 0; j < G::TILES_N; ++j) {
+        const float pair[2] = {acc[i][j][2 * half], acc[i][j][2 * half + 1]};
+        store_row<G::EPILOGUE, T, 2, (G::SPLIT_K > 1)>(args, row, n0 + wn0 + j * 8 + 2 * t, pair);
+      }
+    }
 }
 
 }  // namespace tracea

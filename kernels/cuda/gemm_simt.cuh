@@ -85,136 +85,6 @@ template <class T, int N> __device__ __forceinline__ void load_run(T (&dst)[N], 
   }
 }
 
-// Registers -> the shared buffer `buf` (A_s then B_s): A transposed (A_s[k][m]); B as B_s[k][n], transposed from
-// layout nt. Load i of this thread is chunk tid + i·THREADS of each tile, VEC elements along K (along N for B in nn).
-template <class G>
-__device__ __forceinline__ void stash(typename G::T *buf, const Vec<typename G::T, G::VEC> (&ra)[G::LOADS_A],
-                                      const Vec<typename G::T, G::VEC> (&rb)[G::LOADS_B]) {
-  constexpr int A_PER_ROW = G::BLOCK_K / G::VEC;
-  constexpr int B_PER_ROW = G::LAYOUT == Layout::NN ? G::BLOCK_N / G::VEC : G::BLOCK_K / G::VEC;
-  using V = Vec<typename G::T, G::VEC>;
-  typename G::T *sa = buf, *sb = buf + G::BLOCK_K * G::LDA_S;
-  const int tid = threadIdx.x;
-#pragma unroll
-  for (int i = 0; i < G::LOADS_A; ++i) {
-    const int chunk = tid + i * G::THREADS;
-    if (!G::has_chunk_a(chunk)) continue;
-    const int m = chunk / A_PER_ROW, k = (chunk % A_PER_ROW) * G::VEC;
-#pragma unroll
-    for (int e = 0; e < G::VEC; ++e) sa[(k + e) * G::LDA_S + m] = ra[i].v[e];  // transposed: A_s[k][m]
-  }
-#pragma unroll
-  for (int i = 0; i < G::LOADS_B; ++i) {
-    const int chunk = tid + i * G::THREADS;
-    if (!G::has_chunk_b(chunk)) continue;
-    if constexpr (G::LAYOUT == Layout::NN) {
-      *reinterpret_cast<V *>(sb + (chunk / B_PER_ROW) * G::LDB_S + (chunk % B_PER_ROW) * G::VEC) = rb[i];
-    } else {
-      const int n = chunk / B_PER_ROW, k = (chunk % B_PER_ROW) * G::VEC;
-#pragma unroll
-      for (int e = 0; e < G::VEC; ++e) sb[(k + e) * G::LDB_S + n] = rb[i].v[e];  // transposed: B_s[k][n]
-    }
-  }
-}
-
-// The main loop (the header comment's), shared by every kernel built on these tiles (the GEMM here, the implicit-GEMM
-// convolution in conv2d_implicit.cuh) over `tiles` steps of BLOCK_K: `fetch(kt)` reads step kt from global memory
-// into ra and rb (called for kt = 0, 1, ... in order, while the previous step multiplies). On return acc holds this
-// lane's sums.
-template <class G, class Fetch>
-__device__ __forceinline__ void simt_mainloop(typename G::T (&acc)[G::ROWS][G::COLS], typename G::T *smem, int tiles,
-                                              Fetch &&fetch, Vec<typename G::T, G::VEC> (&ra)[G::LOADS_A],
-                                              Vec<typename G::T, G::VEC> (&rb)[G::LOADS_B], int wm0, int wn0, int lm,
-                                              int ln) {
-  using T = typename G::T;
-  // The fragments of one k: this lane's column of A (ROWS values) and row of B (COLS values). With PREFETCH two sets,
-  // so that the next k's loads from shared memory are in flight while this k's products run.
-  constexpr int SETS = G::PREFETCH ? 2 : 1;
-  T a[SETS][G::ROWS], b[SETS][G::COLS];
-  const T *frag_a = smem + wm0 + lm * G::LANE_M, *frag_b = smem + G::BLOCK_K * G::LDA_S + wn0 + ln * G::LANE_N;
-
-  auto load_fragments = [&](int slot, int buf, int k) {
-#pragma unroll
-    for (int s = 0; s < G::SUB_M; ++s) {
-      T piece[G::LANE_M];
-      load_run(piece, frag_a + buf + k * G::LDA_S + s * (G::LANES_M * G::LANE_M));
-#pragma unroll
-      for (int e = 0; e < G::LANE_M; ++e) a[slot][s * G::LANE_M + e] = piece[e];
-    }
-#pragma unroll
-    for (int s = 0; s < G::SUB_N; ++s) {
-      T piece[G::LANE_N];
-      load_run(piece, frag_b + buf + k * G::LDB_S + s * (G::LANES_N * G::LANE_N));
-#pragma unroll
-      for (int e = 0; e < G::LANE_N; ++e) b[slot][s * G::LANE_N + e] = piece[e];
-    }
-  };
-
-  auto multiply = [&](int slot) {
-#pragma unroll
-    for (int i = 0; i < G::ROWS; ++i)
-#pragma unroll
-      for (int j = 0; j < G::COLS; ++j) acc[i][j] = fma(a[slot][i], b[slot][j], acc[i][j]);
-  };
-
-  if (tiles > 0) {
-    fetch(0);
-    stash<G>(smem, ra, rb);
-  }
-  __syncthreads();
-  if constexpr (G::PREFETCH) load_fragments(0, 0, 0);
-  int buf = 0;  // the buffer this step reads; the next step's tile goes into the other
-  for (int kt = 0; kt < tiles; ++kt) {
-    const int other = G::BUFFER - buf;
-    const bool more = kt + 1 < tiles;
-    if (more) fetch(kt + 1);  // in flight while this step multiplies
-#pragma unroll
-    for (int k = 0; k < G::BLOCK_K; ++k) {
-      if constexpr (G::PREFETCH) {
-        const int next = (k + 1) % 2;  // BLOCK_K is even: the next step's k = 0 lands in set 0
-        if (k + 1 < G::BLOCK_K) {
-          load_fragments(next, buf, k + 1);
-        } else {
-          // Last k: the next step's tile goes into the other buffer (free: every warp passed the previous barrier
-          // after its last read of it), one barrier, and the next step's first fragments load under these products.
-          if (more) stash<G>(smem + other, ra, rb);
-          __syncthreads();
-          load_fragments(next, other, 0);
-        }
-        multiply(k % 2);
-      } else {
-        load_fragments(0, buf, k);
-        multiply(0);
-        if (k + 1 == G::BLOCK_K) {
-          if (more) stash<G>(smem + other, ra, rb);
-          __syncthreads();
-        }
-      }
-    }
-    buf = other;
-  }
-}
-
-// Writes this lane's finished accumulators of the tile at (m0, n0) through the fused epilogue (split-K: raw sums into
-// the workspace). Lane piece (i, j) of sub-tile (s, u) is C(wm0 + s·LANES_M·4 + 4 lm + i, wn0 + u·LANES_N·4 + 4 ln + j).
-template <class G>
-__device__ __forceinline__ void simt_store_tile(const typename G::T (&acc)[G::ROWS][G::COLS], const GemmArgs &args,
-                                                int m0, int n0, int wm0, int wn0, int lm, int ln) {
-#pragma unroll
-  for (int i = 0; i < G::ROWS; ++i) {
-    const int row = m0 + wm0 + (i / G::LANE_M) * (G::LANES_M * G::LANE_M) + lm * G::LANE_M + i % G::LANE_M;
-    if (row >= args.m) continue;
-#pragma unroll
-    for (int u = 0; u < G::SUB_N; ++u) {
-      typename G::T piece[G::LANE_N];
-#pragma unroll
-      for (int j = 0; j < G::LANE_N; ++j) piece[j] = acc[i][u * G::LANE_N + j];
-      store_row<G::EPILOGUE, typename G::T, G::LANE_N, (G::SPLIT_K > 1)>(
-          args, row, n0 + wn0 + u * (G::LANES_N * G::LANE_N) + ln * G::LANE_N, piece);
-    }
-  }
-}
-
 template <class G> __device__ void gemm_simt(const GemmArgs &args) {
   using T = typename G::T;
   using V = Vec<T, G::VEC>;
@@ -280,10 +150,8 @@ template <class G> __device__ void gemm_simt(const GemmArgs &args) {
     return v;
   };
 
-  // Global -> registers for step kt (the steps come in order); the sources then advance a step.
-  const int k_len = slice.end - slice.begin;
-  auto fetch = [&](int kt) {
-    const int k_left = k_len - kt * G::BLOCK_K;  // elements of the slice remaining from this step on
+  // Global -> registers, `k_left` elements of the slice remaining from this step on; the sources then advance a step.
+  auto fetch = [&](int k_left) {
 #pragma unroll
     for (int i = 0; i < G::LOADS_A; ++i) {
       ra[i] = read(a_src[i], a_in[i] && a_k[i] < k_left);
@@ -296,8 +164,113 @@ template <class G> __device__ void gemm_simt(const GemmArgs &args) {
     }
   };
 
-  simt_mainloop<G>(acc, smem, slice.tiles, fetch, ra, rb, wm0, wn0, lm, ln);
-  simt_store_tile<G>(acc, args, m0, n0, wm0, wn0, lm, ln);
+  // Registers -> the shared buffer at `buf` (an element offset, 0 or BUFFER).
+  auto stash = [&](int buf) {
+    T *sa = smem + buf, *sb = sa + G::BLOCK_K * G::LDA_S;
+#pragma unroll
+    for (int i = 0; i < G::LOADS_A; ++i) {
+      const int chunk = tid + i * G::THREADS;
+      if (!G::has_chunk_a(chunk)) continue;
+      const int m = chunk / A_PER_ROW, k = a_k[i];
+#pragma unroll
+      for (int e = 0; e < G::VEC; ++e) sa[(k + e) * G::LDA_S + m] = ra[i].v[e];  // transposed: A_s[k][m]
+    }
+#pragma unroll
+    for (int i = 0; i < G::LOADS_B; ++i) {
+      const int chunk = tid + i * G::THREADS;
+      if (!G::has_chunk_b(chunk)) continue;
+      if constexpr (G::LAYOUT == Layout::NN) {
+        *reinterpret_cast<V *>(sb + b_k[i] * G::LDB_S + (chunk % B_PER_ROW) * G::VEC) = rb[i];
+      } else {
+        const int n = chunk / B_PER_ROW, k = b_k[i];
+#pragma unroll
+        for (int e = 0; e < G::VEC; ++e) sb[(k + e) * G::LDB_S + n] = rb[i].v[e];  // transposed: B_s[k][n]
+      }
+    }
+  };
+
+  // The fragments of one k: this lane's column of A (ROWS values) and row of B (COLS values). With PREFETCH two sets,
+  // so that the next k's loads from shared memory are in flight while this k's products run.
+  constexpr int SETS = G::PREFETCH ? 2 : 1;
+  T a[SETS][G::ROWS], b[SETS][G::COLS];
+  const T *frag_a = smem + wm0 + lm * G::LANE_M, *frag_b = smem + G::BLOCK_K * G::LDA_S + wn0 + ln * G::LANE_N;
+
+  auto load_fragments = [&](int slot, int buf, int k) {
+#pragma unroll
+    for (int s = 0; s < G::SUB_M; ++s) {
+      T piece[G::LANE_M];
+      load_run(piece, frag_a + buf + k * G::LDA_S + s * (G::LANES_M * G::LANE_M));
+#pragma unroll
+      for (int e = 0; e < G::LANE_M; ++e) a[slot][s * G::LANE_M + e] = piece[e];
+    }
+#pragma unroll
+    for (int s = 0; s < G::SUB_N; ++s) {
+      T piece[G::LANE_N];
+      load_run(piece, frag_b + buf + k * G::LDB_S + s * (G::LANES_N * G::LANE_N));
+#pragma unroll
+      for (int e = 0; e < G::LANE_N; ++e) b[slot][s * G::LANE_N + e] = piece[e];
+    }
+  };
+
+  auto multiply = [&](int slot) {
+#pragma unroll
+    for (int i = 0; i < G::ROWS; ++i)
+#pragma unroll
+      for (int j = 0; j < G::COLS; ++j) acc[i][j] = fma(a[slot][i], b[slot][j], acc[i][j]);
+  };
+
+  const int k_len = slice.end - slice.begin;
+  if (slice.tiles > 0) {
+    fetch(k_len);
+    stash(0);
+  }
+  __syncthreads();
+  if constexpr (G::PREFETCH) load_fragments(0, 0, 0);
+  int buf = 0;  // the buffer this step reads; the next step's tile goes into the other
+  for (int kt = 0; kt < slice.tiles; ++kt) {
+    const int other = G::BUFFER - buf;
+    const bool more = kt + 1 < slice.tiles;
+    if (more) fetch(k_len - (kt + 1) * G::BLOCK_K);  // in flight while this step multiplies
+#pragma unroll
+    for (int k = 0; k < G::BLOCK_K; ++k) {
+      if constexpr (G::PREFETCH) {
+        const int next = (k + 1) % 2;  // BLOCK_K is even: the next step's k = 0 lands in set 0
+        if (k + 1 < G::BLOCK_K) {
+          load_fragments(next, buf, k + 1);
+        } else {
+          // Last k: the next step's tile goes into the other buffer (free: every warp passed the previous barrier
+          // after its last read of it), one barrier, and the next step's first fragments load under these products.
+          if (more) stash(other);
+          __syncthreads();
+          load_fragments(next, other, 0);
+        }
+        multiply(k % 2);
+      } else {
+        load_fragments(0, buf, k);
+        multiply(0);
+        if (k + 1 == G::BLOCK_K) {
+          if (more) stash(other);
+          __syncthreads();
+        }
+      }
+    }
+    buf = other;
+  }
+
+  // Lane piece (i, j) of sub-tile (s, u) is C(wm0 + s·LANES_M·4 + 4 lm + i, wn0 + u·LANES_N·4 + 4 ln + j).
+#pragma unroll
+  for (int i = 0; i < G::ROWS; ++i) {
+    const int row = m0 + wm0 + (i / G::LANE_M) * (G::LANES_M * G::LANE_M) + lm * G::LANE_M + i % G::LANE_M;
+    if (row >= args.m) continue;
+#pragma unroll
+    for (int u = 0; u < G::SUB_N; ++u) {
+      T piece[G::LANE_N];
+#pragma unroll
+      for (int j = 0; j < G::LANE_N; ++j) piece[j] = acc[i][u * G::LANE_N + j];
+      store_row<G::EPILOGUE, T, G::LANE_N, (G::SPLIT_K > 1)>(args, row, n0 + wn0 + u * (G::LANES_N * G::LANE_N) + ln * G::LANE_N,
+                                                             piece);
+    }
+  }
 }
 
 }  // namespace tracea

@@ -149,7 +149,7 @@ def test_the_source_fixes_geometry_tiles_and_iterator_at_compile_time():
     config = {"family": "mma", "block_m": 64, "block_n": 32, "block_k": 16, "warp_m": 32, "warp_n": 16, "stages": 3,
               "vec": 4, "iterator": "few_channels", "split_k": 2, "group_m": 1}
     source = conv2d_source(problem, config)
-    assert ("using Tile = tracea::MmaGemm<__nv_bfloat16, tracea::Layout::NT, tracea::Epilogue::BiasResidualRelu, 64, "
+    assert ("using Tile = tracea::MmaGemm<__nv_bfloat16, tracea::Layout::NT, tracea::BIAS_RESIDUAL_RELU, 64, "
             "32, 16, 32, 16, 3, 4, 2, 1>;") in source
     assert "using Geometry = tracea::ConvGeometry<1, 2, 1, 0, 1, 2>;" in source
     assert "tracea::conv2d_mma<Tile, Geometry, tracea::ConvIterator::FewChannels>" in source

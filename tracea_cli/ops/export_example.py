@@ -10,4 +10,5 @@ from tracea_cli import __version__
 
 def example_support() -> str:
     """example_support.inc, to paste where an example's template says @SUPPORT@ (after `Storage` and `kDType`)."""
-    return resources.files("tracea_cli.ops").joinpath("example_support.inc").read_text().replace("@VERSION@", __version__)
+    text = resources.files("tracea_cli.ops").joinpath("example_support.inc").read_text()
+    return text.replace("@VERSION@", __version__)

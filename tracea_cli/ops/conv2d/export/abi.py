@@ -61,8 +61,8 @@ def prefix(problem: Conv2dProblem) -> str:
 
 def api(p: str, staged: bool) -> str:
     """The prefix functions of an export's header (`p` its prefix; conv2d's variants stage nothing)."""
-    return f"""/* Y = epilogue(conv(X, W)) on `stream`: the device is the stream's (for the default stream, the calling thread's
- * current context's, else device 0). Loads the binaries on first use. Returns TRACEA_OK or the reason it did not
+    return f"""/* Y = epilogue(conv(X, W)) on `stream`: the device is the stream's (for the default stream, the calling
+ * thread's current context's, else device 0). Loads the binaries on first use. Returns TRACEA_OK or the reason it did not
  * launch (TRACEA_ERROR_UNSUPPORTED_SHAPE: no variant of this export serves the sizes). */
 static inline tracea_status {p}_launch(const tracea_conv2d_args* args, CUstream stream) {{
   return tracea__conv2d(&{p}__export, args, stream);

@@ -5,9 +5,9 @@ Each configuration instantiates one template (`source`) with the problem's geome
 at compile time; sizes (N, H, W, C, K, R, S) are run-time parameters (TRACEA_CONV2D_PARAMS). The launch plan: split-K's
 workspace zeroed, the main kernel over the output tiles of the implicit GEMM (M = N·P·Q by K; grid z the reduction's
 slices), split-K's reduction with the epilogue. Before them a kernel, `conv2d_nchw_to_nhwc`, may run twice, each only
-when its int is set: `x_is_nchw` for an input given in NCHW, `filter_is_kcrs` for a filter in torch's default K x C x R x S;
-the exported C++ call sets them and transposes into its workspace first (docs/conv2d.md). Tuning and benchmarks pass
-NHWC and KRSC and skip both. Space and hand-picked configurations:
+when its int is set: `x_is_nchw` for an input given in NCHW, `filter_is_kcrs` for a filter in torch's default
+K x C x R x S; the exported C++ call sets them and transposes into its workspace first (docs/conv2d.md). Tuning and
+benchmarks pass NHWC and KRSC and skip both. Space and hand-picked configurations:
 implicit_gemm_space.py. Pure: no GPU.
 """
 
@@ -61,8 +61,10 @@ def conv2d_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
     family = str(config["family"])
     t = tiling(problem, config)
     element = ELEMENT[p.dtype]
-    head = (f"tracea::{'MmaGemm' if family == 'mma' else 'SimtGemm'}<{element}, tracea::Layout::NT, "
-            f"tracea::Epilogue::{p.fused.template_name}, ")
+    # BiasResidualRelu is tile_mainloops.cuh's value after gemm_common.cuh's epilogues
+    epilogue = "tracea::BIAS_RESIDUAL_RELU" if p.epilogue == "bias_residual_relu" else \
+        f"tracea::Epilogue::{p.fused.template_name}"
+    head = f"tracea::{'MmaGemm' if family == 'mma' else 'SimtGemm'}<{element}, tracea::Layout::NT, {epilogue}, "
     names = ("block_m", "block_n", "block_k", "warp_m", "warp_n") + (("stages",) if family == "mma" else ()) + \
         ("vec", "split_k", "group_m")
     geometry = ", ".join(str(v) for v in (p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w))
@@ -90,8 +92,8 @@ def conv2d_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
 
 
 def conv2d_launch(problem: Conv2dProblem, config: Mapping[str, Value]) -> LaunchPlan:
-    """The NCHW and KCRS transposes (only where `x_is_nchw`, `filter_is_kcrs` are set), split-K's workspace zeroed, the main kernel over the output
-    tiles (grid z: the reduction's slices), split-K's reduction."""
+    """The NCHW and KCRS transposes (only where `x_is_nchw`, `filter_is_kcrs` are set), split-K's workspace zeroed,
+    the main kernel over the output tiles (grid z: the reduction's slices), split-K's reduction."""
     t = tiling(problem, config)
     split = int(config["split_k"])
     elem = t.copy_bytes // int(config["vec"])
@@ -117,7 +119,8 @@ def conv2d_args(problem: Conv2dProblem, operands: Mapping[str, Any]) -> dict[str
     read (M = N·P·Q, N = K, K = R·S·C), and the transposes' flags, off: X is NHWC, the filter KRSC."""
     p = problem
     return {"X": operands["X"], "filter": operands["W"], "Y": operands["Y"], "bias": operands.get("bias"),
-            "residual": operands.get("residual"), "X_nchw": None, "filter_kcrs": None, "M": p.gemm_m, "N": p.k, "K": p.taps,
+            "residual": operands.get("residual"), "X_nchw": None, "filter_kcrs": None,
+            "M": p.gemm_m, "N": p.k, "K": p.taps,
             "batch": p.n, "in_h": p.h, "in_w": p.w, "in_c": p.c, "out_c": p.k, "flt_r": p.r, "flt_s": p.s,
             TRANSPOSE_FLAG: 0, FILTER_TRANSPOSE_FLAG: 0}
 
