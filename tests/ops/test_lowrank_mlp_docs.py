@@ -59,4 +59,4 @@ def test_the_cpp_snippet_names_what_the_headers_declare():
     snippet = re.search(r"```cpp\n(.*?)```", DOC, re.S).group(1)
     for name in ("LowrankMlpParams", "LowrankAct", "lowrank_mlp(const TensorView& x"):
         assert name.split("(")[0] in snippet and name in header
-    assert "Float16 = fp16" in runtime and "std::initializer_list<int64_t> shape" in runtime
+    assert "Float16 = fp16" in runtime and "TensorView(void* data_, std::initializer_list<int64_t> dims_, DType" in runtime

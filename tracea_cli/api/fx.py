@@ -84,7 +84,7 @@ def _op_for(module: Any) -> Any:
     from tracea_cli.ops.registry import get_op, op_names
 
     for name in op_names():
-        binding = get_op(name).graph
+        binding = getattr(get_op(name), "graph", None)
         if binding is not None and binding.torch_module == type(module).__name__:
             return get_op(name)
     return None

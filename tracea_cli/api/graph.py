@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from tracea_cli.errors import UsageError
-from tracea_cli.ops.base import ACTIVATIONS, Op
+from tracea_cli.ops.base import ACTIVATIONS, GraphBinding, Op
 from tracea_cli.ops.dtypes import DTYPES
 from tracea_cli.ops.registry import get_op, op_names
 
@@ -105,6 +105,11 @@ def _array_shape_dtype(array: Any) -> tuple[tuple[int, ...], str]:
     return shape, names[text]
 
 
+def _binding(op: Op) -> GraphBinding | None:
+    """The op's GraphBinding; None for an op not (yet) in graphs, a plug-in's older op without the attribute too."""
+    return getattr(op, "graph", None)
+
+
 def _op_attr(name: str) -> tuple[str, str] | None:
     """("op"|"add", op name) for a builder name that an op of the registry answers: `conv2d`, `add_gemm`, `linear`."""
     for op_name in op_names():
@@ -114,8 +119,8 @@ def _op_attr(name: str) -> tuple[str, str] | None:
         if name == f"add_{ident}":
             return "add", op_name
     for op_name in op_names():
-        op = get_op(op_name)
-        if op.graph is not None and name in op.graph.aliases:
+        binding = _binding(get_op(op_name))
+        if binding is not None and name in binding.aliases:
             return "op", op_name
     return None
 
@@ -190,7 +195,7 @@ class Graph:
     def op(self, op_name: str, *tensors: Value | Any, name: str | None = None, **keywords: Any) -> Value:
         """A node of op `op_name` over its input tensors (in the order of its GraphBinding), keywords as it takes."""
         op: Op = get_op(op_name)
-        if op.graph is None:
+        if _binding(op) is None:
             raise UsageError(f"the {op_name} op cannot be part of a graph yet.")
         label = name or f"{op_name}{len(self._nodes)}"
         if len(tensors) != len(op.graph.inputs):
@@ -223,7 +228,7 @@ class Graph:
     def add_op(self, op_name: str, *, name: str | None = None, dtype: str | None = None, **options: Any) -> Value:
         """A node of op `op_name` from its option values; its inputs become graph inputs `NAME.TENSOR`."""
         op: Op = get_op(op_name)
-        if op.graph is None:
+        if _binding(op) is None:
             raise UsageError(f"the {op_name} op cannot be part of a graph yet.")
         dtype = dtype or self.dtype
         label = name or f"{op_name}{len(self._nodes)}"
@@ -248,14 +253,15 @@ class Graph:
 
         def build(*tensors: Any, name: str | None = None, **keywords: Any) -> Value:
             op = get_op(op_name)
-            keywords = {**(op.graph.aliases.get(attr, {}) if op.graph else {}), **keywords}
+            binding = _binding(op)
+            keywords = {**(binding.aliases.get(attr, {}) if binding else {}), **keywords}
             return self.op(op_name, *tensors, name=name, **keywords)
 
         return build
 
     def __dir__(self) -> list[str]:
         ops = [o.replace("-", "_") for o in op_names()]
-        aliases = [a for o in op_names() if get_op(o).graph is not None for a in get_op(o).graph.aliases]
+        aliases = [a for o in op_names() if _binding(get_op(o)) is not None for a in _binding(get_op(o)).aliases]
         return sorted({*super().__dir__(), *ops, *(f"add_{o}" for o in ops), *aliases})
 
     # ---- the graph's own nodes -------------------------------------------------------------------------------------

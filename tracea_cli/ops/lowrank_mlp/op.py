@@ -40,6 +40,7 @@ class LowrankMlpOp:
     families = (FUSED, TWO_GEMM, NUMBA)
     baselines = BASELINES
     export = ABI
+    graph = None  # not in the Python API's graphs yet
 
     def problem(self, **values: Any) -> LowrankMlpProblem:
         return LowrankMlpProblem(**resolve_options(self.name, self.options, values))
