@@ -4,8 +4,8 @@ spaces, the shape rules' sentences, the hand-picked starting points; no GPU, no 
 from __future__ import annotations
 
 import pytest
-
 from space_walk import walk
+
 from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.ops.conv2d.families.implicit_gemm import (
     MAIN_KERNEL,
@@ -18,12 +18,12 @@ from tracea_cli.ops.conv2d.families.implicit_gemm import (
 )
 from tracea_cli.ops.conv2d.families.implicit_gemm_space import (
     FAMILY,
-    MAX_ACCUMULATOR_REGS,
     conv2d_space,
     describe,
     hand_picked,
     tiling,
 )
+from tracea_cli.ops.tile_limits import MAX_ACCUMULATOR_REGS
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.launch import KernelStep, MemsetStep
 

@@ -4,18 +4,18 @@
 from __future__ import annotations
 
 import pytest
-
 from space_walk import walk as _enumerate
+
 from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.ops.gemm.families.engine_space import (
     FAMILY,
-    MAX_ACCUMULATOR_REGS,
     gemm_space,
     hand_picked,
     tiling,
     vector_widths,
 )
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.tile_limits import MAX_ACCUMULATOR_REGS
 
 DTYPES = ("fp32", "fp64", "tf32", "fp16", "bf16")
 # (target, layout, shape): big and aligned, ragged and unaligned, tiny, deep-K; every kind of rule fires somewhere.
@@ -163,7 +163,10 @@ def test_hand_picked_for_large_squares_use_wide_copies_and_offer_split_k_for_dee
 def test_simt_tiling_counts_the_lane_grid_and_the_fragment_sets():
     """Mirrors SimtGemm: 64 x 32 warp tiles use an 8 x 4 lane grid (8 x 8 per lane, as 32 x 64 tiles); two fragment
     sets (PREFETCH) unless accumulators and both sets exceed SIMT_PREFETCH_REGS."""
-    from tracea_cli.ops.gemm.families.engine_space import REGISTER_OVERHEAD, SIMT_PREFETCH_REGS
+    from tracea_cli.ops.gemm.families.engine_space import (
+        REGISTER_OVERHEAD,
+        SIMT_PREFETCH_REGS,
+    )
 
     def estimate(dtype, wm, wn):
         config = {"family": "simt", "block_m": 128, "block_n": 128, "block_k": 8, "warp_m": wm, "warp_n": wn,

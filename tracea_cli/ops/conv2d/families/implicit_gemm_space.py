@@ -24,6 +24,7 @@ from typing import Mapping
 
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.dtypes import get_dtype
+from tracea_cli.ops.tile_limits import block_resources
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import DeviceLimits, Target
 
@@ -40,8 +41,6 @@ SPLIT_K = (1, 2, 4, 8, 16)
 GROUP_M = (1, 4, 8)
 ITERATORS = ("analytic", "optimized", "few_channels")
 MASK_BITS = 32  # the optimized iterator's filter-row and filter-column masks are 32-bit
-MAX_ACCUMULATOR_REGS = 128  # 32-bit accumulator registers per thread; beyond this the kernels spill
-MAX_THREAD_REGS = 255
 REGISTER_OVERHEAD = 48  # addresses, the step cursor, divisors, loop counters and the epilogue
 ROW_REGS = {"analytic": 3, "optimized": 4, "few_channels": 3}  # per row of A a thread loads (PixelRow)
 SPLITK_REDUCE_THREADS = 256
@@ -200,21 +199,7 @@ def _rules(problem: Conv2dProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         return None
 
     def resources(cfg) -> str | None:
-        t = tiling(problem, cfg)
-        if t.threads > limits.max_threads_per_block:
-            return f"{t.threads} threads per block exceed the device's {limits.max_threads_per_block}"
-        if t.accumulator_regs > MAX_ACCUMULATOR_REGS:
-            return (f"warp tile {cfg['warp_m']}x{cfg['warp_n']} needs {t.accumulator_regs} accumulator registers per "
-                    f"thread; more than {MAX_ACCUMULATOR_REGS} spill")
-        if t.estimated_regs > MAX_THREAD_REGS:
-            return f"about {t.estimated_regs} registers per thread exceed the {MAX_THREAD_REGS} a thread can have"
-        if t.estimated_regs * t.threads > limits.registers_per_block:
-            return (f"about {t.estimated_regs} registers for each of {t.threads} threads exceed the "
-                    f"{limits.registers_per_block} registers of a block")
-        if t.smem_bytes > limits.max_shared_per_block_optin:
-            return (f"{t.smem_bytes} bytes of shared memory exceed the device's "
-                    f"{limits.max_shared_per_block_optin} per block")
-        return None
+        return block_resources(tiling(problem, cfg), cfg, limits)
 
     def split_k_slices(cfg) -> str | None:
         split = cfg["split_k"]

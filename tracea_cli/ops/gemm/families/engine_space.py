@@ -23,6 +23,7 @@ from typing import Mapping
 
 from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.tile_limits import block_resources
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import DeviceLimits, Target
 
@@ -48,8 +49,6 @@ MMA_STAGES = (2, 3, 4, 5)
 SPLIT_K = (1, 2, 4, 8, 16)
 SMALL_M = 64  # at most this many rows: a GEMM bound by reading B (decoding a few tokens)
 SMALL_M_WAVES = 4  # blocks per SM a small-M pick aims for
-MAX_ACCUMULATOR_REGS = 128  # 32-bit registers of accumulators per thread; beyond this the kernels spill
-MAX_THREAD_REGS = 255  # what one thread can address
 REGISTER_OVERHEAD = 40  # addresses, loop counters and the epilogue, beside accumulators and fragments
 SIMT_PREFETCH_REGS = 176  # SimtGemm::PREFETCH: accumulators + two fragment sets at most this many registers
 SPLITK_REDUCE_THREADS = 256
@@ -207,21 +206,7 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         return None
 
     def resources(c) -> str | None:
-        t = tiling(problem, c)
-        if t.threads > limits.max_threads_per_block:
-            return f"{t.threads} threads per block exceed the device's {limits.max_threads_per_block}"
-        if t.accumulator_regs > MAX_ACCUMULATOR_REGS:
-            return (f"warp tile {c['warp_m']}x{c['warp_n']} needs {t.accumulator_regs} accumulator registers per "
-                    f"thread; more than {MAX_ACCUMULATOR_REGS} spill")
-        if t.estimated_regs > MAX_THREAD_REGS:
-            return f"about {t.estimated_regs} registers per thread exceed the {MAX_THREAD_REGS} a thread can have"
-        if t.estimated_regs * t.threads > limits.registers_per_block:
-            return (f"about {t.estimated_regs} registers for each of {t.threads} threads exceed the "
-                    f"{limits.registers_per_block} registers of a block")
-        if t.smem_bytes > limits.max_shared_per_block_optin:
-            return (f"{t.smem_bytes} bytes of shared memory exceed the device's "
-                    f"{limits.max_shared_per_block_optin} per block")
-        return None
+        return block_resources(tiling(problem, c), c, limits)
 
     def cluster(c) -> str | None:
         blocks = cluster_k_of(c)

@@ -23,13 +23,9 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from tracea_cli.ops.dtypes import get_dtype
-from tracea_cli.ops.gemm.families.engine_space import (
-    MAX_ACCUMULATOR_REGS,
-    MAX_THREAD_REGS,
-    REGISTER_OVERHEAD,
-    vector_widths,
-)
+from tracea_cli.ops.gemm.families.engine_space import REGISTER_OVERHEAD, vector_widths
 from tracea_cli.ops.lowrank_mlp.problem import LowrankMlpProblem
+from tracea_cli.ops.tile_limits import MAX_ACCUMULATOR_REGS, MAX_THREAD_REGS
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import DeviceLimits, Target
 
