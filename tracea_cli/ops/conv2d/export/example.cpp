@@ -46,23 +46,6 @@ std::string json_number(double v) {
   return text;
 }
 
-const tracea_driver* cu = nullptr;
-
-bool ok(CUresult r, const char* what) {
-  if (r == CUDA_SUCCESS) return true;
-  const char* text = "unknown";
-  cu->get_error_string(r, &text);
-  std::printf("{\"ok\": false, \"error\": \"%s failed: %s\"}\n", what, text);
-  return false;
-}
-
-CUdeviceptr upload(const std::vector<Storage>& host, CUstream stream) {
-  CUdeviceptr p = 0;
-  if (!ok(cu->mem_alloc(&p, host.size() * sizeof(Storage)), "cuMemAlloc")) std::exit(2);
-  if (!ok(cu->memcpy_htod_async(p, host.data(), host.size() * sizeof(Storage), stream), "cuMemcpyHtoDAsync")) std::exit(2);
-  return p;
-}
-
 // dst[a][c][b] = src[a][b][c] for an A x B x C array (NHWC -> NCHW with B = H·W, KRSC -> KCRS with B = R·S).
 std::vector<Storage> swap_inner(const std::vector<Storage>& src, size_t a, size_t b, size_t c) {
   std::vector<Storage> dst(src.size());

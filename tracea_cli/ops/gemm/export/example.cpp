@@ -38,23 +38,6 @@ double activation(double x) {
   }
 }
 
-const tracea_driver* cu = nullptr;
-
-bool ok(CUresult r, const char* what) {
-  if (r == CUDA_SUCCESS) return true;
-  const char* text = "unknown";
-  cu->get_error_string(r, &text);
-  std::printf("{\"ok\": false, \"error\": \"%s failed: %s\"}\n", what, text);
-  return false;
-}
-
-CUdeviceptr upload(const std::vector<Storage>& host, CUstream stream) {
-  CUdeviceptr p = 0;
-  if (!ok(cu->mem_alloc(&p, host.size() * sizeof(Storage)), "cuMemAlloc")) std::exit(2);
-  if (!ok(cu->memcpy_htod_async(p, host.data(), host.size() * sizeof(Storage), stream), "cuMemcpyHtoDAsync")) std::exit(2);
-  return p;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -24,7 +24,6 @@ POINTERS = ("x", "U", "V", "bias", "residual", "y", "T", "workspace")
 INTS = ("M", "K", "R", "N", "ldt")
 _STORAGE = {"fp32": "float", "fp16": "uint16_t", "bf16": "uint16_t", "fp64": "double"}
 # the GEMM example's storage-format helpers and driver helpers, which this example shares: (first line, stop line)
-_DRIVER_SUPPORT = ("const tracea_driver* cu = nullptr;", "int main(")
 
 
 def _template(name: str, package: str = "tracea_cli.ops.lowrank_mlp.export") -> str:
@@ -82,20 +81,14 @@ def api_summary(p: str) -> str:
  *   {p}_workspace_bytes(m, d_in, rank, d_out)  scratch bytes args.workspace needs (0: none)"""
 
 
-def _between(text: str, start: str, stop: str) -> str:
-    return text[text.index(start):text.index(stop)]
-
-
 def example(manifest: Mapping[str, Any], c_header: str) -> str:
     """example.cpp: runs the export once on a stream and checks it against a float64 reference computed there."""
     first = manifest["shape"][0]
     dtype = manifest["dtype"]
-    gemm_example = _template("example.cpp", "tracea_cli.ops.gemm.export")
     flag = {True: "true", False: "false"}
     return (
         _template("example.cpp").replace("@VERSION@", __version__)
         .replace("@SUPPORT@", example_support())
-        .replace("@DRIVER_SUPPORT@", _between(gemm_example, *_DRIVER_SUPPORT).rstrip() + "\n")
         .replace("@HEADER@", c_header)
         .replace("@DTYPE@", dtype)
         .replace("@LAYOUT@", manifest["layout"])

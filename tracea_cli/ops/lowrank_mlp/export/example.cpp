@@ -41,7 +41,7 @@ double activation(double x) {
   }
 }
 
-@DRIVER_SUPPORT@
+}  // namespace
 
 int main(int argc, char** argv) {
   const int m = argc > 4 ? std::atoi(argv[1]) : @M@;
