@@ -25,6 +25,24 @@ def _is_cupy(a: Any) -> bool:
     return type(a).__module__.startswith("cupy")
 
 
+def storage_view(t: Any) -> Any:
+    """A torch tensor's memory as the backend's array in storage format (numpy on the host, CuPy on a GPU; bf16 as
+    uint16 bit patterns), without a copy."""
+    import torch
+
+    t = t.detach()
+    bf16 = t.dtype == torch.bfloat16
+    if bf16:
+        t = t.view(torch.int16)
+    if t.device.type == "cuda":
+        import cupy
+
+        out = cupy.from_dlpack(t)
+    else:
+        out = t.numpy()
+    return out.view(np.uint16) if bf16 else out
+
+
 def native(a: Any, *, backend: str, dtype: str, shape: tuple[int, ...], what: str) -> Any:
     """`a` as the backend's array (a view of the same memory), checked against the dtype and shape it must have."""
     if is_torch(a):
@@ -35,19 +53,7 @@ def native(a: Any, *, backend: str, dtype: str, shape: tuple[int, ...], what: st
         if on_gpu != (backend == "cuda"):
             raise UsageError(f"{what} is on {a.device}, but the plan runs on the {backend} backend.",
                              "Move it (.cuda() / .cpu()) or make the plan with another Context.")
-        t = a.detach()
-        if dtype == "bf16":
-            import torch
-
-            t = t.view(torch.int16)
-        if on_gpu:
-            import cupy
-
-            out = cupy.from_dlpack(t)
-        else:
-            out = t.numpy()
-        if dtype == "bf16":
-            out = out.view(np.uint16)
+        out = storage_view(a)
     elif _is_cupy(a):
         if backend != "cuda":
             raise UsageError(f"{what} is a CuPy (GPU) array, but the plan runs on the {backend} backend.")

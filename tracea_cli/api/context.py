@@ -14,7 +14,6 @@ from tracea_cli.api.plan import Plan, PlanRow
 from tracea_cli.api.run import Executor, Kernel
 from tracea_cli.errors import UsageError
 from tracea_cli.ops.registry import get_op
-from tracea_cli.text import config_text
 
 DEFAULT_BUDGET = 40  # evaluations per tuned step, as `tracea tune`
 DEFAULT_TIME_LIMIT_S = 45.0  # search time per optimize_graph call, shared among the steps that miss the cache
@@ -125,10 +124,9 @@ class Context:
             c = choices.get(number)
             if c is None:
                 rows.append(PlanRow(number, node.name, node.kind, "x".join(map(str, nodes[step.output].shape)), "",
-                                    fused, "", "graph", None, None))
+                                    fused, "graph", None, None))
             else:
-                rows.append(PlanRow(number, node.name, node.op, c.problem.label, step.epilogue, fused,
-                                    config_text(c.config), c.source, c.estimated_ms, c.measured_ms, c.evaluations,
-                                    dict(c.config), c.key.id))
+                rows.append(PlanRow(number, node.name, node.op, c.problem.label, step.epilogue, fused, c.source,
+                                    c.estimated_ms, c.measured_ms, c.evaluations, dict(c.config), c.key.id))
         return Plan(tuple(rows), self.backend, self.target.device_class, time.monotonic() - began,
                     Executor(graph, steps, kernels, self.backend))

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from tracea_cli.text import config_text
+
 
 @dataclass(frozen=True)
 class PlanRow:
@@ -17,13 +19,17 @@ class PlanRow:
     shape: str  # the problem's label, or the value's shape
     epilogue: str  # the fused epilogue; "" for a node run by itself
     fused: tuple[str, ...]  # the names of the nodes folded into it
-    kernel: str  # the configuration (family and parameters); "" for a node run by itself
     source: str  # "cached" | "tuned" | "default" | "graph" (run by itself, not a kernel)
     estimated_ms: float | None
     measured_ms: float | None
     evaluations: int = 0
-    config: Mapping[str, Any] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)  # the kernel's configuration; empty for a node by itself
     key: str = ""  # the tuning cache key id
+
+    @property
+    def kernel(self) -> str:
+        """The configuration as text (family and parameters)."""
+        return config_text(self.config)
 
 
 @dataclass(frozen=True)

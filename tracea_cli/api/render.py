@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.table import Table
 
 
-
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 

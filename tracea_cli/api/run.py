@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from tracea_cli.api.arrays import as_torch, is_torch, native
+from tracea_cli.api.arrays import as_torch, is_torch, native, storage_view
 from tracea_cli.api.fusion import ZERO_BIAS, Step
 from tracea_cli.api.graph import Graph, Node
 from tracea_cli.backends.checked import storage_dtype
@@ -95,10 +95,7 @@ class Executor:
             if node.index not in self._constants:
                 a = node.value
                 if is_torch(a):
-                    import torch
-
-                    t = a.detach().cpu()
-                    a = t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
+                    a = storage_view(a.detach().cpu())
                 a = np.ascontiguousarray(a)
                 self._constants[node.index] = self.xp.asarray(a)
             return self._constants[node.index]
