@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # workers (and Ray's) import faulty_backend by name
+sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))  # workers (and Ray's) import faulty_backend by name
 
 from faulty_backend import FaultyBackend  # noqa: E402
 

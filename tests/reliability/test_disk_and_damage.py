@@ -9,6 +9,7 @@ import os
 import sqlite3
 
 import pytest
+from invariants import assert_intact
 from typer.testing import CliRunner
 
 from tracea_cli.cache import TuningCache
@@ -36,14 +37,6 @@ def _filled(path, keys: int = 40, trials: int = 30):
     return path
 
 
-def _integrity(path) -> str:
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return con.execute("PRAGMA integrity_check").fetchone()[0]
-    finally:
-        con.close()
-
-
 def test_a_full_disk_says_full_keeps_every_trial_and_leaves_the_file_intact(cache_path):
     with TuningCache.open(cache_path) as cache:
         key = make_key(256)
@@ -57,7 +50,7 @@ def test_a_full_disk_says_full_keeps_every_trial_and_leaves_the_file_intact(cach
         assert "is full" in e.value.message and "intact" in e.value.message and "damaged" not in e.value.message
         assert "space" in e.value.hint
         assert written > 0
-    assert _integrity(cache_path) == "ok"
+    assert_intact(cache_path)
     assert not list(cache_path.parent.glob("*.corrupt-*"))
     with TuningCache.open(cache_path) as cache:
         assert len(cache.trials(key)) == written  # every acknowledged trial is there

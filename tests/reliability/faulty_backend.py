@@ -2,12 +2,15 @@
 
 Used by the fault-injection tests of the worker pool and the tuning driver. Configuration parameter `x`:
 0..3 good (time = 1 + x ms), 4 hangs, 5 kills its process, 6 returns a wrong result, 7 fails to compile; outside the
-space, 8 reports a launch error (after which a worker must not be reused: its CUDA context may be gone).
+space, 8 reports a launch error (after which a worker must not be reused: its CUDA context may be gone) and 9 is
+killed from outside (SIGKILL, as the kernel's OOM killer or a user would). `OneFaultBackend` searches {0, 1, F} with F
+the fault named by the environment variable TRACEA_TEST_FAULT.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 from tracea_cli.backends.base import Artifact, CompileFailed, Evaluation, Status
@@ -42,6 +45,8 @@ class FaultyBackend:
             time.sleep(3600)
         if x == 5:
             os._exit(3)
+        if x == 9:
+            os.kill(os.getpid(), signal.SIGKILL)
         if x == 8:
             return Evaluation(Status.LAUNCH_ERROR, reason="CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access")
         if x == 6:
@@ -66,3 +71,14 @@ class SlowBackend(FaultyBackend):
     def evaluate(self, artifact, problem, target, *, policy, seed):
         time.sleep(0.5)
         return super().evaluate(artifact, problem, target, policy=policy, seed=seed)
+
+
+#: the faults OneFaultBackend can put beside two good candidates, by the name the tests use
+FAULTS = {"hang": 4, "crash": 5, "wrong result": 6, "compile failure": 7, "launch failure": 8, "killed worker": 9}
+
+
+class OneFaultBackend(FaultyBackend):
+    """Two good candidates (x = 0, 1) and the fault named by TRACEA_TEST_FAULT."""
+
+    def space(self, problem, target):
+        return SearchSpace(params=(Param("x", (0, 1, FAULTS[os.environ["TRACEA_TEST_FAULT"]])),))

@@ -1,13 +1,9 @@
 """On a GPU: a kernel that writes out of bounds, one that never returns and one that is wrong are recorded with their
 status, and correct kernels keep running on fresh workers afterwards (the GPU stays usable)."""
 
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))  # spawned workers import faulty_cuda_backend by name
 
 pytestmark = pytest.mark.gpu
 
