@@ -14,7 +14,7 @@ from tracea_cli.export import resolve
 from tracea_cli.export.defaults import load_defaults
 from tracea_cli.export.manifest import COMPILED_ONLY, VERIFIED
 from tracea_cli.export.writer import export_target
-from tracea_cli.ops.gemm.defaults import FAMILIES
+from tracea_cli.ops.gemm.defaults import DTYPES, FAMILIES, big_problems, candidates
 from tracea_cli.ops.gemm.problem import GemmProblem
 
 FP16 = GemmProblem(512, 512, 512, "fp16")
@@ -69,6 +69,18 @@ def test_a_configuration_beyond_an_architectures_limits_is_refused_for_it(tmp_pa
 
 
 # ---- --config default ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_default_lists_can_be_built_for_every_dtype_and_family(dtype):
+    """What `benchmarks/gemm_defaults.py generate` builds: entries that all name the same parameters (the small ones
+    included, with the space's defaults for what they leave out) and are valid for the large problems."""
+    for family, members in FAMILIES.items():
+        entries = candidates(dtype, members[0])
+        assert len(entries) >= 3, family
+        assert len({tuple(e) for e in entries}) == 1, f"{dtype} {family}: entries name different parameters"
+        for problem in big_problems(dtype):
+            assert all(space_of(problem, members[0])(e) is None for e in entries), (dtype, family)
+
 
 def test_families_are_tried_from_the_architectures_own_down():
     defaults = load_defaults("gemm")

@@ -56,8 +56,10 @@ def candidates(dtype: str, arch: str) -> list[Config]:
     smallest = {"family": family, "block_m": 32, "block_n": 32, "block_k": 16 if family == "mma" else 8,
                 "warp_m": 16, "warp_n": 16 if family == "mma" else 32, "stages": 2, "split_k": 1, "group_m": 1}
     out += [{**smallest, "vec": widest}, {**smallest, "vec": 1}]  # the last one (predicated) fits every shape
+    # every entry names the same parameters; the ones the small entries leave out take the space's default
+    defaults = {p.name: p.default for p in gemm_space(big[0], target).params if p.default is not None}
     unique: list[Config] = []
-    for c in ({name: c[name] for name in picks[0]} for c in out):
+    for c in ({name: c.get(name, defaults.get(name)) for name in picks[0]} for c in out):
         if c not in unique and all(gemm_space(p, target).why_invalid(c) is None for p in big):
             unique.append(c)
     return unique
