@@ -482,3 +482,47 @@ def test_a_new_export_replaces_an_earlier_one_whole(tmp_path):
     on_disk = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file())
     assert on_disk == sorted(second.files) and not any("sm_80" in f for f in on_disk)
     assert leftovers(tmp_path) == []
+
+
+SEED_STYLE = r"""
+#include EXPORT_HEADER
+#include "tracea.hpp"
+#include <cstdio>
+
+int main() {
+  const tracea_driver* cu = nullptr;
+  if (tracea_driver_get(&cu) != TRACEA_OK) return 1;
+  CUdeviceptr a = 0, b = 0, c = 0;
+  const size_t bytes = size_t(512) * 512 * 2;
+  cu->mem_alloc(&a, bytes);
+  cu->mem_alloc(&b, bytes);
+  cu->mem_alloc(&c, bytes);
+  // the seed's lines: a shape list, the seed's dtype names, a device ordinal; a Status tested as a bool
+  tracea::TensorView A(reinterpret_cast<void*>(a), {512, 512}, tracea::DType::Float16, 0);
+  tracea::TensorView B(reinterpret_cast<void*>(b), {512, 512}, tracea::DType::Float16, 0);
+  tracea::TensorView C(reinterpret_cast<void*>(c), {512, 512}, tracea::DType::Float16, 0);
+  tracea::GemmParams params;
+  tracea::Status status = tracea::gemm(A, B, C, params);
+  if (!status) {
+    std::printf("failed %s\n", tracea::status_string(status));
+    return 1;
+  }
+  tracea::TensorView F(reinterpret_cast<void*>(c), {512, 512}, tracea::DType::Float32, 0);
+  status = tracea::gemm(A, B, F, params);  // mixed dtypes: refused with its code
+  std::printf("%s / %s\n", status ? "ok" : "refused", tracea::status_string(status));
+  return 0;
+}
+"""
+
+
+def test_the_seeds_cpp_style_compiles_and_launches(fp16, toolchain, fake_driver, tmp_path):
+    """`tracea::TensorView A(ptr, {M, K}, tracea::DType::Float16, 0)` and `if (!status)`, as the seed writes them,
+    against the gemm export: the good call launches once, the mixed-dtype call gets its code and no launch."""
+    folder = fp16[0]
+    header = next(p.name for p in folder.glob("tracea_gemm_*.h"))
+    (tmp_path / "seed.cpp").write_text(SEED_STYLE)
+    program = build(toolchain["cxx"], [str(tmp_path / "seed.cpp")], tmp_path / "seed", [str(folder), toolchain["include"]],
+                    f'-DEXPORT_HEADER="{header}"', "-std=c++17", "-Wall", "-Wextra", "-Werror", "-ldl", "-lpthread")
+    out, log = run_with_fake(program, [], fake_driver, cc="9.0")
+    assert len(out) == 1 and out[0].startswith("refused / "), out
+    assert len(launches(log)) == 1
