@@ -1,6 +1,7 @@
 """Host time of one Python API call on the GPU: `plan(x=...)` of a one-kernel graph (linear + bias, fp16, tiny, so
-the kernel itself is a few microseconds), on torch tensors and on CuPy arrays, against the same kernel launched
-directly through its bound launcher and against torch's own F.linear. Writes a markdown table to OUT (argument).
+the kernel itself is a few microseconds), on torch tensors and on CuPy arrays, against torch's own F.linear; and one
+convolution routed by patch_conv2d (64 -> 64 channels, 3x3, 14x14, batch 1, fp16 channels_last, inference) against
+torch's own call of the same layer. Writes a markdown table to OUT (argument).
 
     python3 benchmarks/api_overhead.py OUT.md
 """
@@ -43,6 +44,17 @@ def main(out: str) -> None:
     rows = [("plan(x=torch tensor)", per_call_us(lambda: plan(x=xt))),
             ("plan(x=CuPy array)", per_call_us(lambda: plan(x=xc))),
             ("torch.nn.functional.linear", per_call_us(lambda: torch.nn.functional.linear(xt, wt, bt)))]
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1).cuda().half().to(memory_format=torch.channels_last)
+    small = torch.randn(1, 64, 14, 14, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    with torch.no_grad():
+        rows.append(("torch conv (nn.Conv2d, cudnn)", per_call_us(lambda: conv(small))))
+        with tracea.patch_conv2d(conv, context=tracea.Context(device="cuda", mode="default")) as patch:
+            conv(small)
+            routed = patch.report()
+            if routed and routed[0].routed:
+                rows.append(("conv routed by patch_conv2d", per_call_us(lambda: conv(small))))
+            else:
+                rows.append((f"conv NOT routed: {routed[0].reason if routed else '?'}", float("nan")))
     torch.cuda.synchronize()
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# Python API host overhead per call ({stamp}, {torch.cuda.get_device_name()})", "",

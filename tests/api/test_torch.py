@@ -100,6 +100,51 @@ def test_patch_conv2d_routes_cuda_convolutions_and_autograd_uses_torchs_backward
     assert err < 5e-3 and x.grad is not None and out.is_contiguous(memory_format=torch.channels_last)
 
 
+def _rel(a, b) -> float:
+    return (torch.linalg.norm((a - b).float()) / torch.linalg.norm(b.float())).item()
+
+
+def test_repeated_inference_calls_take_the_fast_path_and_stay_right_when_anything_changes():
+    """After the first routed inference call a layer's calls skip every decision: new inputs each call, a weight
+    changed in place, another stream, a misaligned view and a bias swapped for another all still give torch's
+    result, and the report counts every call."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device for torch")
+    torch.manual_seed(1)
+    conv = nn.Conv2d(32, 64, 3, padding=1).cuda().half().to(memory_format=torch.channels_last)
+    inputs = [torch.rand(2, 32, 12, 12, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+              for _ in range(4)]
+    with torch.no_grad():
+        refs = [conv(x) for x in inputs]
+        with tracea.patch_conv2d(conv) as patch:
+            outs = [conv(x) for x in inputs]
+            report = patch.report()
+            if not report or not report[0].routed:
+                pytest.skip(f"not routed here: {report[0].reason if report else '?'}")
+            assert max(_rel(o, r) for o, r in zip(outs, refs)) < 5e-3
+            assert conv in patch.router.fast  # the fast path was set up and used
+            conv.weight.mul_(-1.0)  # in place: a new weight version
+            assert _rel(conv(inputs[0]), -refs[0] + 2 * conv.bias.view(1, -1, 1, 1)) < 5e-3
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                on_side = conv(inputs[1])
+            side.synchronize()
+            expected = torch.nn.functional.conv2d(inputs[1], conv.weight, conv.bias, padding=1)
+            assert _rel(on_side, expected) < 5e-3
+            big = torch.rand(2 * 32 * 12 * 12 + 1, device="cuda", dtype=torch.half)
+            odd = big[1:].view(2, 12, 12, 32).permute(0, 3, 1, 2)  # channels_last, 2 bytes off alignment
+            assert odd.is_contiguous(memory_format=torch.channels_last)
+            expected = torch.nn.functional.conv2d(odd, conv.weight, conv.bias, padding=1)
+            assert _rel(conv(odd), expected) < 5e-3
+            conv.bias = nn.Parameter(torch.rand_like(conv.bias))
+            expected = torch.nn.functional.conv2d(inputs[2], conv.weight, conv.bias, padding=1)
+            assert _rel(conv(inputs[2]), expected) < 5e-3
+            report = patch.report()
+    assert sum(r.calls for r in report) == 4 + 1 + 1 + 1 + 1
+    assert any(not r.routed and "multiple of" in r.reason for r in report)  # the misaligned view fell back
+
+
 def test_without_torch_patch_conv2d_says_torch_is_needed(monkeypatch):
     import builtins
 

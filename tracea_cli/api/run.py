@@ -67,6 +67,31 @@ class Kernel:
             found[0]()
 
 
+    def pointer_launch(self, operands: Mapping[str, Any], stream: int | None,
+                       names: tuple[str, ...]) -> Callable[[tuple[int, ...]], None] | None:
+        """Launch once with `operands`, then return a launch on `stream` that takes only the device addresses of the
+        operands `names` (in that order; the sizes stay): for a call that repeats with the same shapes, such as a
+        model's layer. None where the launch cannot be moved that way (`launch` then)."""
+        self.launch(operands, stream)
+        family_names = self.backend.family_of(self.config).args(self.problem, {n: n for n in operands})
+        renamed = {v: k for k, v in family_names.items() if isinstance(v, str) and v in operands}
+        launch_names = tuple(renamed.get(n, n) for n in names)  # conv2d's W is the kernel's `filter`
+        with self.lock:
+            run = self.bound[stream][0]
+            write = getattr(run, "pointer_writer", lambda _: None)(launch_names)
+        if write is None:
+            return None
+        lock, bound, moved = self.lock, self.bound, (run, {})  # `launch` repoints everything after a move
+
+        def go(addresses: tuple[int, ...]) -> None:
+            with lock:
+                write(addresses)
+                bound[stream] = moved
+                run()
+
+        return go
+
+
 def _address(a: Any) -> int:
     """Where an argument's data is (a raw pointer, or a size, as it is; 0 for an absent tensor)."""
     if a is None:

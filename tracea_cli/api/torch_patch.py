@@ -18,6 +18,7 @@ Patching is reversible (`unpatch_conv2d()`, or `with patch_conv2d(): ...`), idem
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,30 @@ class _Layer:
     problem: Any
     kernel: Any  # run.Kernel
     source: str
+    alignment: int  # the kernel's tensors' addresses must be multiples of this many bytes
+
+
+@dataclass
+class _Fast:
+    """A layer's routed call as it last ran (inference, channels_last input): while the next call brings the same
+    module, input geometry, weight version, bias and stream, it skips every decision and only moves the launch to
+    the new pointers."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: Any
+    device: int
+    weight_version: tuple[int, int]
+    bias: Any
+    stream: int
+    krsc: Any  # the filter as the kernel reads it (kept alive here)
+    krsc_ptr: int
+    alignment: int  # what the kernel's addresses must be a multiple of
+    out_size: tuple[int, ...]
+    out_stride: tuple[int, ...]
+    launch: Any  # run.Kernel.pointer_launch's launch: (X, W, Y[, bias]) addresses
+    label: str
+    outcome: str
 
 
 class _Router:
@@ -73,7 +98,9 @@ class _Router:
         self.dtypes = dtypes
         self.min_flops = min_flops
         self.layers: dict[tuple, _Layer | str] = {}  # a routed layer, or why the shape falls back
-        self.modules: dict[int, tuple[tuple[int, int], Any]] = {}  # id(module) -> (weight version, what it reads as)
+        # module -> (weight version, what it reads as); module -> its fast path (weak: a module may be collected)
+        self.modules: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.fast: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.calls: Counter = Counter()
         self.copies: Counter = Counter()
         self.lock = threading.RLock()
@@ -100,10 +127,10 @@ class _Router:
         weight = module.weight
         version = (weight.data_ptr(), weight._version)
         with self.lock:
-            seen = self.modules.get(id(module))
+            seen = self.modules.get(module)
             if seen is None or seen[0] != version:
                 read = _conv2d_op().graph.from_torch(module)
-                seen = self.modules[id(module)] = (version, read if isinstance(read, str) else (read[0], read[1]["W"]))
+                seen = self.modules[module] = (version, read if isinstance(read, str) else (read[0], read[1]["W"]))
             return seen[1]
 
     def _layer(self, module: Any, x: Any) -> _Layer | str:
@@ -143,7 +170,9 @@ class _Router:
             choice = choose({0: (problem, problem.label)}, ctx._request())[0]
         except UsageError as e:
             return e.message
-        return _Layer(problem, Kernel(OpBackend(problem.op, "cuda"), problem, choice.config, ctx.target), choice.source)
+        backend = OpBackend(problem.op, "cuda")
+        alignment = backend.family_of(choice.config).launch(problem, choice.config).alignment_bytes
+        return _Layer(problem, Kernel(backend, problem, choice.config, ctx.target), choice.source, alignment)
 
     def record(self, key: str, outcome: str) -> None:
         with self.lock:
@@ -152,10 +181,17 @@ class _Router:
     # ---- running -----------------------------------------------------------------------------------------------
 
     def forward(self, original: Any, module: Any, x: Any) -> Any:
+        fast = self.fast.get(module)
+        if fast is not None:
+            out = self._fast_call(fast, module, x)
+            if out is not None:
+                return out
         why = self._why_not(module, x)
         layer = None if why else self._layer(module, x)
         if why is None and isinstance(layer, str):
             why = layer
+        if why is None and any(t is not None and t.data_ptr() % layer.alignment for t in (x, module.bias)):
+            why = f"the input or bias is not at an address that is a multiple of {layer.alignment} bytes"
         shape = f"{tuple(x.shape)} -> {module.out_channels} {tuple(module.kernel_size)}" if hasattr(x, "shape") else "?"
         if why is not None:
             self.record(shape, why)
@@ -165,10 +201,13 @@ class _Router:
         if torch.is_grad_enabled() and (x.requires_grad or module.weight.requires_grad or
                                         (module.bias is not None and module.bias.requires_grad)):
             return _conv_function()(x, module.weight, module.bias, self, module, layer, shape)
-        return self.run(module, layer, x, shape)
+        return self.run(module, layer, x, shape, remember=True)
 
-    def run(self, module: Any, layer: _Layer, x: Any, shape: str) -> Any:
+    def run(self, module: Any, layer: _Layer, x: Any, shape: str, remember: bool = False) -> Any:
+        """The routed call; with `remember`, an inference call on channels_last input also sets up the module's fast
+        path for the calls that follow."""
         torch = _torch()
+        remember = remember and x.is_contiguous(memory_format=torch.channels_last)
         if not x.is_contiguous(memory_format=torch.channels_last):
             x = x.contiguous(memory_format=torch.channels_last)
             with self.lock:
@@ -181,7 +220,41 @@ class _Router:
                     "Y": DevicePointer(out.data_ptr())}
         if module.bias is not None:
             operands["bias"] = DevicePointer(module.bias.data_ptr())
-        layer.kernel.launch(operands, torch.cuda.current_stream(x.device).cuda_stream)
+        stream = _current_stream(torch, x)
+        if not remember:
+            layer.kernel.launch(operands, stream)
+            return out
+        launch = layer.kernel.pointer_launch(operands, stream, tuple(operands))
+        if launch is not None:
+            weight = module.weight
+            with self.lock:
+                self.fast[module] = _Fast(tuple(x.shape), x.stride(), x.dtype, x.get_device(),
+                                          (weight.data_ptr(), weight._version), module.bias, stream, krsc,
+                                          krsc.data_ptr(), layer.alignment, tuple(out.shape), out.stride(), launch,
+                                          shape, f"routed:{layer.source}")
+        return out
+
+    def _fast_call(self, fast: _Fast, module: Any, x: Any) -> Any:
+        """The routed call through the module's fast path, or None where this call differs from the one it was made
+        for (the full path then decides again)."""
+        torch = _torch()
+        weight, bias = module.weight, module.bias
+        if (x.shape != fast.shape or x.stride() != fast.stride or x.dtype != fast.dtype
+                or x.get_device() != fast.device or bias is not fast.bias
+                or (weight.data_ptr(), weight._version) != fast.weight_version):
+            return None
+        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or
+                                        (bias is not None and bias.requires_grad)):
+            return None
+        x_ptr = x.data_ptr()
+        if x_ptr % fast.alignment or _current_stream(torch, x) != fast.stream:
+            return None
+        out = torch.empty_strided(fast.out_size, fast.out_stride, dtype=x.dtype, device=x.device)
+        if bias is None:
+            fast.launch((x_ptr, fast.krsc_ptr, out.data_ptr()))
+        else:
+            fast.launch((x_ptr, fast.krsc_ptr, out.data_ptr(), bias.data_ptr()))
+        self.record(fast.label, fast.outcome)
         return out
 
     def report(self) -> list[RouteRecord]:
@@ -193,6 +266,13 @@ class _Router:
                 by_shape[(shape, routed, reason)] = by_shape.get((shape, routed, reason), 0) + calls
             return [RouteRecord(s, routed, reason, calls, self.copies.get(s, 0) if routed else 0)
                     for (s, routed, reason), calls in sorted(by_shape.items())]
+
+
+def _current_stream(torch: Any, x: Any) -> int:
+    """The address of torch's current stream on x's device (torch's raw getter where it has one: the public one
+    makes a Stream object per call)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(x.get_device()) if raw is not None else torch.cuda.current_stream(x.device).cuda_stream
 
 
 _FUNCTION: Any = None

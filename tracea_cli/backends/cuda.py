@@ -349,6 +349,21 @@ class BoundLaunch:
         for run in self._queued:
             run()
 
+    def pointer_writer(self, names: tuple[str, ...]) -> Callable[[tuple[int, ...]], None] | None:
+        """A function that points the launch's `names` (in that order) at new addresses, writing only the packed
+        pointer slots: for calls that repeat with the same sizes. None where a tensor map reads one of them (its map
+        must be encoded again: `repoint`)."""
+        if any(spec.tensor in names for spec in self._plan.tensor_maps.values()):
+            return None
+        slots = tuple(tuple(self._pointers.get(name, ())) for name in names)
+
+        def write(addresses: tuple[int, ...]) -> None:
+            for group, address in zip(slots, addresses):
+                for slot in group:
+                    slot.value = address
+
+        return write
+
     def repoint(self, pointers: Mapping[str, int]) -> None:
         """Use these device pointers (by tensor name) from now on."""
         for name, ptr in pointers.items():
