@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call that checks and measures what the issues ask of the H200, writing everything under $OUT.
 # Usage on the device machine, from the repository root, after installing the carried wheels (../shared/device/README.md):
-#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | all
+#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | all
+# (ray needs Ray unpacked on the path: ../shared/device/prep-ray.sh says how)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -98,4 +99,22 @@ fi
 if [[ $part == resnet ]]; then
   say "ResNet-50 with patch_conv2d against cudnn.benchmark"
   timeout 560 python3 benchmarks/resnet50_patch.py "$OUT/resnet50_patch_h200.md" --budget ${BUDGET:-8} 2>&1 | tail -30
+fi
+if [[ $part == ray ]]; then
+  say "the same tune through the local executor and through Ray (one actor), each from an empty cache"
+  python3 -c "import ray; ray.init(num_gpus=1, include_dashboard=False); print('ray', ray.__version__, ray.cluster_resources()); ray.shutdown()" 2>&1 | tail -2
+  for executor in local ray local ray; do
+    export TRACEA_CACHE_DIR=/tmp/tracea-cache-$executor-$RANDOM
+    tune_case "tune_executor_$executor" --m 4096 --dtype bf16 --budget 40 --executor $executor
+    cp "$OUT/tune_executor_$executor.json" "$OUT/tune_executor_${executor}_$(date +%s).json"
+  done
+fi
+if [[ $part == conv2d-tune ]]; then
+  say "tracea tune conv2d at budget 40 (fp16, N = 32, 64@56 3x3), empty cache"
+  export TRACEA_CACHE_DIR=/tmp/tracea-cache-conv-$RANDOM
+  stamp > "$OUT/tune_conv2d.txt"
+  /usr/bin/time -f "wall %e s" python3 -m tracea_cli tune conv2d --n 32 --h 56 --w 56 --c 64 --k 64 --r 3 --s 3 --pad 1 \
+    --dtype fp16 --budget 40 --json > "$OUT/tune_conv2d.json" 2>> "$OUT/tune_conv2d.txt"
+  tail -1 "$OUT/tune_conv2d.txt"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('winner', d['winner']['median_ms'], 'baseline', d['baseline'], 'evals', d['evaluations'], 'stopped', d['stopped_because'])" "$OUT/tune_conv2d.json"
 fi

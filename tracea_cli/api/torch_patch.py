@@ -200,7 +200,7 @@ class _Router:
         torch = _torch()
         if torch.is_grad_enabled() and (x.requires_grad or module.weight.requires_grad or
                                         (module.bias is not None and module.bias.requires_grad)):
-            return _conv_function()(x, module.weight, module.bias, self, module, layer, shape)
+            return _conv_function().apply(x, module.weight, module.bias, self, module, layer, shape)
         return self.run(module, layer, x, shape, remember=True)
 
     def run(self, module: Any, layer: _Layer, x: Any, shape: str, remember: bool = False) -> Any:
