@@ -1,14 +1,13 @@
 """Where the host time of one conv2d call routed by patch_conv2d goes, part by part (best of 5 batches of 2000
 calls each): the whole routed call, the module call machinery, the checks, the output allocation, the stream
-lookup, the launch (pointer writes + cuLaunchKernel through cuda.bindings), and cuLaunchKernel called through ctypes
-for comparison. A diagnostic for docs/python-api.md; writes a markdown table to OUT (argument).
+lookup, the launch (pointer writes + cuLaunchKernel, through ctypes), and cuLaunchKernel through cuda.bindings'
+wrapper for comparison. A diagnostic for docs/python-api.md; writes a markdown table to OUT (argument).
 
     python3 benchmarks/conv_call_parts.py OUT.md
 """
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import time
 from datetime import datetime, timezone
@@ -65,19 +64,16 @@ def main(out: str) -> None:
             rows.append(("router.record", per_call_us(lambda: router.record(fast.label, fast.outcome))))
             layer = next(v for v in router.layers.values() if not isinstance(v, str))
             run = layer.kernel.bound[fast.stream][0]
-            rows.append(("BoundLaunch() alone (cuda.bindings cuLaunchKernel)", per_call_us(run)))
-            # the same launch through ctypes, straight into libcuda
-            lib = ctypes.CDLL("libcuda.so.1")
-            launch_fn = run._queued[-1]
-            cells = launch_fn.__defaults__  # (f, g, b, s, p, name)
-            f, g, b, s, p = cells[0], cells[1], cells[2], cells[3], cells[4]
-            fptr = ctypes.c_void_p(int(f))
-            stream = ctypes.c_void_p(fast.stream)
-            params = ctypes.c_void_p(ctypes.addressof(p))
-            cu = lib.cuLaunchKernel
-            cu.restype = ctypes.c_int
-            args = (fptr, *map(ctypes.c_uint, g), *map(ctypes.c_uint, b), ctypes.c_uint(s), stream, params, None)
-            rows.append(("cuLaunchKernel through ctypes", per_call_us(lambda: cu(*args))))
+            rows.append(("BoundLaunch() alone", per_call_us(run)))
+            # the same launch through cuda.bindings' wrapper, for comparison with the ctypes route BoundLaunch takes
+            from cuda.bindings import driver as d
+
+            raw = run._queued[-1].__defaults__[0]  # (function, grid x3, block x3, smem, stream, params, extra)
+            if isinstance(raw, tuple):
+                f, stream = d.CUfunction(raw[0].value), d.CUstream(raw[8].value)
+                rest, params = raw[1:8], raw[9].value
+                rows.append(("cuLaunchKernel through cuda.bindings", per_call_us(
+                    lambda: d.cuLaunchKernel(f, *rest, stream, params, 0))))
     torch.cuda.synchronize()
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# Host time of a routed conv2d call, part by part ({stamp}, {torch.cuda.get_device_name()})", "",

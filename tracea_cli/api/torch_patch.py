@@ -238,7 +238,8 @@ class _Router:
         """The routed call through the module's fast path, or None where this call differs from the one it was made
         for (the full path then decides again)."""
         torch = _torch()
-        weight, bias = module.weight, module.bias
+        params = module._parameters  # one dict instead of nn.Module.__getattr__ per name: this path is per call
+        weight, bias = params["weight"], params["bias"]
         if (x.shape != fast.shape or x.stride() != fast.stride or x.dtype != fast.dtype
                 or x.get_device() != fast.device or bias is not fast.bias
                 or (weight.data_ptr(), weight._version) != fast.weight_version):

@@ -74,6 +74,35 @@ def _ok(result: Any, what: str) -> Any:
     return rest[0] if len(rest) == 1 else rest
 
 
+_raw_launch_fn: list[Any] = []
+
+
+def _raw_launch() -> Any:
+    """libcuda's cuLaunchKernel through ctypes, or None where it cannot be had. cuda.bindings' wrapper of it costs
+    about 16 µs of host time per call on the H200's host against 5 µs for this (benchmarks/conv_call_parts.py),
+    which a small kernel called from a model's forward pass feels."""
+    if not _raw_launch_fn:
+        try:
+            fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        except (OSError, AttributeError):
+            fn = None
+        _raw_launch_fn.append(fn)
+    return _raw_launch_fn[0]
+
+
+def _ok_code(code: int, what: str) -> None:
+    """_ok for a driver call made through ctypes (its CUresult as a plain int)."""
+    if code:
+        driver = _driver()
+        try:
+            name = driver.CUresult(code).name
+        except ValueError:
+            name = f"CUresult {code}"
+        raise LaunchFailed(f"{what} failed: {name}")
+
+
 # ---- compiling (no GPU) -----------------------------------------------------------------------------------------------
 
 _COMPILED_KEEP = 256  # programs kept per process
@@ -428,6 +457,11 @@ def bind(loaded: LoadedModule, values: Mapping[str, Any], stream_ptr: int | None
             keep.append(cfg)
             queued.append(lambda f=function, cfg=cfg, p=packed, name=step.name: _ok(
                 d.cuLaunchKernelEx(cfg, f, ctypes.addressof(p), 0), f"cuLaunchKernelEx({name})"))
+        elif _raw_launch() is not None:
+            raw_args = (ctypes.c_void_p(int(function)), *grid, *step.block, step.dynamic_smem_bytes,
+                        ctypes.c_void_p(stream_ptr), ctypes.c_void_p(ctypes.addressof(packed)), None)
+            queued.append(lambda a=raw_args, launch=_raw_launch(), what=f"cuLaunchKernel({step.name})":
+                          _ok_code(launch(*a), what))
         else:
             queued.append(lambda f=function, g=grid, b=step.block, s=step.dynamic_smem_bytes, p=packed, name=step.name:
                           _ok(d.cuLaunchKernel(f, *g, *b, s, stream, ctypes.addressof(p), 0), f"cuLaunchKernel({name})"))
