@@ -104,6 +104,7 @@ def _rel(a, b) -> float:
     return (torch.linalg.norm((a - b).float()) / torch.linalg.norm(b.float())).item()
 
 
+@pytest.mark.gpu
 def test_repeated_inference_calls_take_the_fast_path_and_stay_right_when_anything_changes():
     """After the first routed inference call a layer's calls skip every decision: new inputs each call, a weight
     changed in place, another stream, a misaligned view and a bias swapped for another all still give torch's
@@ -143,6 +144,42 @@ def test_repeated_inference_calls_take_the_fast_path_and_stay_right_when_anythin
             report = patch.report()
     assert sum(r.calls for r in report) == 4 + 1 + 1 + 1 + 1
     assert any(not r.routed and "multiple of" in r.reason for r in report)  # the misaligned view fell back
+
+
+@pytest.mark.gpu
+def test_only_faster_routes_a_shape_only_where_its_kernel_beat_the_baseline_measured_beside_it(tmp_path):
+    """The same layer patched twice on one cache: with only_faster=False it is routed; with the default the report
+    either routes it (the kernel measured faster than cuDNN in its tuning run) or names cuDNN's time and the kernel's,
+    and the two times are the ones the cache holds."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device for torch")
+    from tracea_cli.cache import TuningCache
+
+    conv = nn.Conv2d(16, 32, 3, padding=1).cuda().half().to(memory_format=torch.channels_last)
+    x = torch.rand(1, 16, 20, 20, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    ctx = tracea.Context(device="cuda", cache=tmp_path / "cache", mode="default")
+    with torch.no_grad():
+        with tracea.patch_conv2d(conv, context=ctx, only_faster=False) as patch:
+            conv(x)
+            (always,) = patch.report()
+        with tracea.patch_conv2d(conv, context=ctx) as patch:
+            conv(x)
+            (faster,) = patch.report()
+    if not always.routed:
+        pytest.skip(f"not routed here: {always.reason}")
+    with TuningCache.open(tmp_path / "cache" / "tuning.sqlite3") as cache:
+        (key,) = cache.keys()
+        kernel_ms, (name, base) = cache.winner(key).median_ms, cache.baseline(key)
+    if kernel_ms < base.median_ms:
+        assert faster.routed
+    else:
+        assert not faster.routed and faster.reason.startswith(f"{name} is faster here")
+        assert f"{base.median_ms:.4g} ms" in faster.reason and f"{kernel_ms:.4g} ms" in faster.reason
+
+
+def test_bad_only_faster_is_one_sentence():
+    with pytest.raises(tracea.TraceaError, match="only_faster must be True or False"):
+        tracea.patch_conv2d(only_faster="yes")
 
 
 def test_without_torch_patch_conv2d_says_torch_is_needed(monkeypatch):

@@ -37,6 +37,7 @@ class Choice:
     estimated_ms: float | None  # the roofline estimate from the profile's measured ceilings
     evaluations: int  # trials stored for its key
     tune_s: float = 0.0  # seconds this optimize_graph spent on it
+    baseline: tuple[str, float] | None = None  # (name, median ms) of the vendor baseline its tuning measured
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,13 @@ def _key(problem: Any, request: Request) -> Any:
     return cache_key(problem, OpBackend(problem.op, request.backend), request.target)
 
 
-def _stored(cache: Any, key: Any) -> tuple[Mapping[str, Any], float | None, int] | None:
+def _stored(cache: Any, key: Any) -> tuple[Mapping[str, Any], float | None, int, tuple[str, float] | None] | None:
     winner = cache.winner(key)
     if winner is None:
         return None
-    return dict(winner.config), winner.median_ms, len(cache.trials(key))
+    baseline = cache.baseline(key)
+    measured = (baseline[0], baseline[1].median_ms) if baseline and baseline[1].median_ms else None
+    return dict(winner.config), winner.median_ms, len(cache.trials(key)), measured
 
 
 def _tune(problem: Any, request: Request, *, budget: int, time_limit_s: float | None) -> None:
@@ -135,7 +138,7 @@ def choose(problems: Mapping[int, tuple[Any, str]], request: Request) -> dict[in
         if found[i] is None:
             raise UsageError(f"{where}: no configuration of {problem.label} ran correctly here (see `tracea cache show`).",
                              "Try another dtype or shape, or `tracea tune` it to see why.")
-        config, measured, evaluations = found[i]
+        config, measured, evaluations, baseline = found[i]
         out[i] = Choice(problem, keys[i], config, sources.get(i, "cached"), measured, estimates[i], evaluations,
-                        spent.get(i, 0.0))
+                        spent.get(i, 0.0), baseline)
     return out

@@ -93,10 +93,11 @@ class _Fast:
 class _Router:
     """The state of one patch: options, the lazily made Context, the layers seen, and the counts."""
 
-    def __init__(self, context: Any, dtypes: tuple[str, ...], min_flops: int) -> None:
+    def __init__(self, context: Any, dtypes: tuple[str, ...], min_flops: int, only_faster: bool = True) -> None:
         self.context = context
         self.dtypes = dtypes
         self.min_flops = min_flops
+        self.only_faster = only_faster
         self.layers: dict[tuple, _Layer | str] = {}  # a routed layer, or why the shape falls back
         # module -> (weight version, what it reads as); module -> its fast path (weak: a module may be collected)
         self.modules: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -170,6 +171,10 @@ class _Router:
             choice = choose({0: (problem, problem.label)}, ctx._request())[0]
         except UsageError as e:
             return e.message
+        if self.only_faster and choice.baseline is not None and choice.measured_ms is not None \
+                and choice.measured_ms >= choice.baseline[1]:
+            name, ms = choice.baseline
+            return f"{name} is faster here ({ms:.4g} ms against the kernel's {choice.measured_ms:.4g} ms)"
         backend = OpBackend(problem.op, "cuda")
         alignment = backend.family_of(choice.config).launch(problem, choice.config).alignment_bytes
         return _Layer(problem, Kernel(backend, problem, choice.config, ctx.target), choice.source, alignment)
@@ -333,10 +338,12 @@ _original: Any = None
 
 
 def patch_conv2d(model: Any = None, *, context: Any = None, dtypes: tuple[str, ...] = ROUTED_DTYPES,
-                 min_flops: int = DEFAULT_MIN_FLOPS) -> Patch:
+                 min_flops: int = DEFAULT_MIN_FLOPS, only_faster: bool = True) -> Patch:
     """Route torch.nn.Conv2d's forward (of every Conv2d, or of `model`'s) through Tracea's kernels where they apply.
     `context`: the tracea.Context to choose kernels with (default: one with mode "default", made on the first routed
-    call). Idempotent: patching what is patched returns the live patch."""
+    call). `only_faster`: route a layer shape only where its kernel measured faster than the vendor baseline (cuDNN)
+    that its tuning measured beside it; elsewhere torch's own call runs and the report gives both times.
+    Idempotent: patching what is patched returns the live patch."""
     global _global, _original
     torch = _torch()
     bad = [d for d in dtypes if d not in ROUTED_DTYPES]
@@ -344,6 +351,8 @@ def patch_conv2d(model: Any = None, *, context: Any = None, dtypes: tuple[str, .
         raise UsageError(f"patch_conv2d cannot route dtype {bad[0]!r}.", f"Use some of {', '.join(ROUTED_DTYPES)}.")
     if not isinstance(min_flops, int) or min_flops < 0:
         raise UsageError(f"min_flops must be a whole number, 0 or more, not {min_flops!r}.")
+    if not isinstance(only_faster, bool):
+        raise UsageError(f"only_faster must be True or False, not {only_faster!r}.")
     made: list[Any] = []
 
     def ctx() -> Any:
@@ -361,7 +370,7 @@ def patch_conv2d(model: Any = None, *, context: Any = None, dtypes: tuple[str, .
         original = _original
         if model is None:
             if _global is None:
-                router = _Router(ctx, tuple(dtypes), min_flops)
+                router = _Router(ctx, tuple(dtypes), min_flops, only_faster)
                 torch.nn.Conv2d.forward = lambda module, x: router.forward(original, module, x)
                 _global = Patch(router, None)
             return _global
@@ -369,7 +378,7 @@ def patch_conv2d(model: Any = None, *, context: Any = None, dtypes: tuple[str, .
             raise UsageError(f"patch_conv2d takes a torch.nn.Module, not {type(model).__name__}.")
         if id(model) in _models:
             return _models[id(model)]
-        router = _Router(ctx, tuple(dtypes), min_flops)
+        router = _Router(ctx, tuple(dtypes), min_flops, only_faster)
         import types
 
         for m in model.modules():
