@@ -48,7 +48,7 @@ def main(out: str) -> None:
     small = torch.randn(1, 64, 14, 14, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
     with torch.no_grad():
         rows.append(("torch conv (nn.Conv2d, cudnn)", per_call_us(lambda: conv(small))))
-        with tracea.patch_conv2d(conv, context=tracea.Context(device="cuda", mode="default")) as patch:
+        with tracea.patch_conv2d(conv, context=tracea.Context(device="cuda", mode="default"), only_faster=False) as patch:
             conv(small)
             routed = patch.report()
             if routed and routed[0].routed:

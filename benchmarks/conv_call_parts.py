@@ -39,7 +39,7 @@ def main(out: str) -> None:
             lambda: torch.nn.functional.conv2d(x, conv.weight, conv.bias, padding=1))))
         ident = torch.nn.Identity()
         rows.append(("nn.Module call of Identity", per_call_us(lambda: ident(x))))
-        with tracea.patch_conv2d(conv, context=tracea.Context(device="cuda", mode="default")) as patch:
+        with tracea.patch_conv2d(conv, context=tracea.Context(device="cuda", mode="default"), only_faster=False) as patch:
             conv(x)
             router = patch.router
             fast = router.fast.get(conv)
