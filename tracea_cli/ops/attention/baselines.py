@@ -23,8 +23,9 @@ bottom-right alignment as the op. scale = 1/sqrt(D) is passed explicitly.
 
 SDPA returns a new tensor: the first (checked) call copies it into the problem's out; the timed calls do not copy
 (the library's call is what is timed, its output allocation from torch's caching allocator included). SDPA returns
-no log-sum-exp, so on an lse problem the torch baselines fail saying so (compare the problem without lse); numpy's
-computes it (it is one reduction it already has). The shared check-then-time path (backends/checked.py) checks each
+no log-sum-exp: on an lse problem the torch baselines add what a torch user writes for it, torch.logsumexp over fp32
+scores in blocks of query rows, timed with the call (the label says "lse by logsumexp"); numpy's computes it from
+the sums it already has. The shared check-then-time path (backends/checked.py) checks each
 baseline against the float64 reference exactly as a tuned kernel. Libraries are imported when a baseline is prepared,
 never at import; a missing one raises ToolchainMissing.
 """
@@ -99,14 +100,38 @@ def _causal_lower_right(torch: Any, p: AttentionProblem, device: Any) -> tuple[A
     return causal_lower_right(p.seq, p.seq_k), "causal_lower_right"
 
 
+def _logsumexp_pass(torch: Any, p: AttentionProblem, q: Any, k: Any, lse_array: Any) -> Callable[[], None]:
+    """The log-sum-exp SDPA does not return, as a torch user gets it: torch.logsumexp over fp32 scores q·kᵀ·scale
+    (masked), in blocks of query rows. q and k are converted to fp32 (and k repeated per query head) once, here."""
+    lse = as_torch(torch, lse_array, "fp32")
+    q32 = q.float()
+    k32 = k.float().repeat_interleave(p.group, dim=1) if k.shape[1] != q.shape[1] else k.float()
+    kt = k32.transpose(-1, -2)
+    rows = max(1, min(p.seq, NUMPY_CHUNK_BYTES * 8 // (p.batch * p.heads * p.seq_k * 4)))
+    masks = []
+    for r0 in range(0, p.seq, rows):
+        r1 = min(p.seq, r0 + rows)
+        if p.causal:
+            i = torch.arange(r0, r1, device=q.device)[:, None] + p.causal_offset
+            masks.append((r0, r1, torch.arange(p.seq_k, device=q.device)[None, :] > i))
+        else:
+            masks.append((r0, r1, None))
+
+    def run() -> None:
+        for r0, r1, masked in masks:
+            s = torch.matmul(q32[:, :, r0:r1], kt).mul_(p.scale)
+            if masked is not None:
+                s.masked_fill_(masked, float("-inf"))
+            lse[:, :, r0:r1] = torch.logsumexp(s, dim=-1)
+
+    return run
+
+
 def prepare_sdpa(name: str) -> Callable[[AttentionProblem, Mapping[str, Any]], BaselineRun]:
     def prepare(problem: AttentionProblem, ops: Mapping[str, Any]) -> BaselineRun:
         torch = require_torch("Install PyTorch (pip install torch) for the SDPA baselines, or use --baseline numpy "
                               "on the cpu backend.")
         p = problem
-        if p.lse:
-            raise RuntimeError("torch's scaled_dot_product_attention returns no log-sum-exp; compare the same "
-                               "problem without lse")
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         q, k, v, out = (as_torch(torch, ops[t], p.dtype) for t in ("q", "k", "v", "out"))
@@ -138,11 +163,16 @@ def prepare_sdpa(name: str) -> Callable[[AttentionProblem, Mapping[str, Any]], B
         on_gpu = q.device.type != "cpu"
         with torch.inference_mode(), context():
             ran = which_backend_ran(torch, call, on_gpu)
+        lse_pass = _logsumexp_pass(torch, p, q, k, ops["lse"]) if p.lse else None
+        if lse_pass is not None:
+            notes.append("lse by logsumexp")
         checked = [False]
 
         def run() -> None:
             with torch.inference_mode():
                 result = call()
+                if lse_pass is not None:
+                    lse_pass()
                 if not checked[0]:  # the first call is the checked one; timed calls time the library call alone
                     out.copy_(result)
                     checked[0] = True

@@ -3,6 +3,7 @@ graph binding."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
 from tracea_cli.errors import UsageError
@@ -12,7 +13,22 @@ from tracea_cli.ops.attention.families.numba import NUMBA
 from tracea_cli.ops.attention.graph import GRAPH
 from tracea_cli.ops.attention.problem import AttentionProblem
 from tracea_cli.ops.attention.suites import suite
-from tracea_cli.ops.base import Option, Tensor, resolve_options
+from tracea_cli.ops.base import Baseline, Option, Tensor, resolve_options
+
+
+#: the dtypes each backend's kernels run, the softmax statistics always in fp32
+DTYPES_BY_BACKEND = {"cuda": ("fp16", "bf16"), "cpu": ("fp32", "fp64")}
+
+
+def dtypes_of(families: tuple[Any, ...]) -> dict[str, tuple[str, ...]]:
+    """DTYPES_BY_BACKEND for the backends some family of `families` runs on."""
+    return {b: d for b, d in DTYPES_BY_BACKEND.items() if any(f.backend == b for f in families)}
+
+
+def baselines_on(baselines: tuple[Baseline, ...], dtypes: Mapping[str, Any]) -> tuple[Baseline, ...]:
+    """`baselines` on the backends of `dtypes` only (those with none left out)."""
+    kept = (replace(b, backends=tuple(x for x in b.backends if x in dtypes)) for b in baselines)
+    return tuple(b for b in kept if b.backends)
 
 
 class AttentionOp:
@@ -38,10 +54,10 @@ class AttentionOp:
                default=False),
     )
     epilogues = ()
-    dtypes = {"cuda": ("fp16", "bf16"), "cpu": ("fp32", "fp64")}
     # In order of preference. The CUDA families (FA2, later FA3) go in front of NUMBA here.
     families = (NUMBA,)
-    baselines = BASELINES
+    dtypes = dtypes_of(families)  # a backend's dtypes once a family of it is in `families`
+    baselines = baselines_on(BASELINES, dtypes)  # those of the backends above
     export = None  # the C ABI (export/abi.py) is added with the CUDA families
     graph = GRAPH
 
