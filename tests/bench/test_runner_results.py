@@ -138,10 +138,10 @@ def test_built_in_suites():
     cpu = builtin_suite("default", backend="cpu", dtypes=("fp32", "fp64"))
     gemm_rows = [p for p in cpu.problems if p.op == "gemm"]
     assert {p.dtype for p in gemm_rows} == {"fp32", "fp64"} and all(p.m == p.n == p.k for p in gemm_rows)
-    assert {p.op for p in cpu.problems} == {"gemm", "conv2d", "lowrank-mlp"}  # every op's rows
+    assert {p.op for p in cpu.problems} == {"gemm", "conv2d", "lowrank-mlp", "attention"}  # every op's rows
     gpu = builtin_suite("default", backend="cuda", dtypes=("fp32", "tf32", "fp16", "bf16", "fp64"))
     gpu_gemm = [p for p in gpu.problems if p.op == "gemm"]
-    assert 8 <= len(gpu_gemm) <= 12 and {p.op for p in gpu.problems} == {"gemm", "conv2d", "lowrank-mlp"}
+    assert 8 <= len(gpu_gemm) <= 12 and {p.op for p in gpu.problems} == {"gemm", "conv2d", "lowrank-mlp", "attention"}
     assert {"fp32", "tf32", "fp16", "bf16"} <= {p.dtype for p in gpu_gemm}
     assert any((p.m, p.n, p.k) == (4096, 7168, 2048) for p in gpu_gemm)
     gpu_conv = [p for p in gpu.problems if p.op == "conv2d"]  # ResNet-50 layers, fp16, N = 32 and one at N = 1

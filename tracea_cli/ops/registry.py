@@ -18,6 +18,7 @@ BUILTIN: dict[str, str] = {
     "gemm": "tracea_cli.ops.gemm.op:OP",
     "conv2d": "tracea_cli.ops.conv2d.op:OP",
     "lowrank-mlp": "tracea_cli.ops.lowrank_mlp.op:OP",
+    "attention": "tracea_cli.ops.attention.op:OP",
 }
 ENTRY_POINT_GROUP = "tracea.ops"
 #: the op a bench suite-file entry without "op" means (files written when it was the only one)
