@@ -101,13 +101,17 @@ if [[ $part == resnet ]]; then
   timeout 560 python3 benchmarks/resnet50_patch.py "$OUT/resnet50_patch_h200.md" --budget ${BUDGET:-8} 2>&1 | tail -30
 fi
 if [[ $part == ray ]]; then
-  say "the same tune through the local executor and through Ray (one actor), each from an empty cache"
-  python3 -c "import ray; ray.init(num_gpus=1, include_dashboard=False); print('ray', ray.__version__, ray.cluster_resources()); ray.shutdown()" 2>&1 | tail -2
+  say "the same tune through the local executor and through a running one-node Ray cluster (one actor), A B A B, each from an empty cache"
+  ray start --head --num-gpus=1 --include-dashboard=false --disable-usage-stats > "$OUT/ray_start.txt" 2>&1; tail -2 "$OUT/ray_start.txt"
+  n=0
   for executor in local ray local ray; do
-    export TRACEA_CACHE_DIR=/tmp/tracea-cache-$executor-$RANDOM
-    tune_case "tune_executor_$executor" --m 4096 --dtype bf16 --budget 40 --executor $executor
-    cp "$OUT/tune_executor_$executor.json" "$OUT/tune_executor_${executor}_$(date +%s).json"
+    n=$((n + 1))
+    export TRACEA_CACHE_DIR=/tmp/tracea-cache-$executor-$n
+    extra=(); [[ $executor == ray ]] && extra=(--ray-address auto)
+    tune_case "tune_executor_${n}_$executor" --m 4096 --dtype bf16 --budget 40 --executor $executor "${extra[@]}"
+    python3 -c "import sqlite3,sys; print('trials in the cache', sqlite3.connect(sys.argv[1]).execute('select count(*), count(distinct config_key) from trials').fetchone())" "$TRACEA_CACHE_DIR/tuning.sqlite3"
   done
+  ray stop > /dev/null 2>&1
 fi
 if [[ $part == conv2d-tune ]]; then
   say "tracea tune conv2d at budget 40 (fp16, N = 32, 64@56 3x3), empty cache"
