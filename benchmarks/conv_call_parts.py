@@ -70,8 +70,11 @@ def main(out: str) -> None:
 
             raw = run._queued[-1].__defaults__[0]  # (function, grid x3, block x3, smem, stream, params, extra)
             if isinstance(raw, tuple):
-                f, stream = d.CUfunction(raw[0].value), d.CUstream(raw[8].value)
-                rest, params = raw[1:8], raw[9].value
+                def plain(v):  # a ctypes value as the int cuda.bindings takes (a null c_void_p reads None)
+                    return getattr(v, "value", v) or 0
+
+                f, stream = d.CUfunction(plain(raw[0])), d.CUstream(plain(raw[8]))
+                rest, params = [plain(v) for v in raw[1:8]], plain(raw[9])
                 rows.append(("cuLaunchKernel through cuda.bindings", per_call_us(
                     lambda: d.cuLaunchKernel(f, *rest, stream, params, 0))))
     torch.cuda.synchronize()
