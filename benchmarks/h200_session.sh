@@ -102,7 +102,9 @@ if [[ $part == resnet ]]; then
 fi
 if [[ $part == ray ]]; then
   say "the same tune through the local executor and through a running one-node Ray cluster (one actor), A B A B, each from an empty cache"
-  ray start --head --num-gpus=1 --include-dashboard=false --disable-usage-stats > "$OUT/ray_start.txt" 2>&1; tail -2 "$OUT/ray_start.txt"
+  # Ray unpacked into a --target folder brings no `ray` command on PATH: its CLI module does the same
+  ray_cli() { if command -v ray > /dev/null; then ray "$@"; else python3 -m ray.scripts.scripts "$@"; fi; }
+  ray_cli start --head --num-gpus=1 --include-dashboard=false --disable-usage-stats > "$OUT/ray_start.txt" 2>&1; tail -2 "$OUT/ray_start.txt"
   n=0
   for executor in local ray local ray; do
     n=$((n + 1))
@@ -111,7 +113,7 @@ if [[ $part == ray ]]; then
     tune_case "tune_executor_${n}_$executor" --m 4096 --dtype bf16 --budget 40 --executor $executor "${extra[@]}"
     python3 -c "import sqlite3,sys; print('trials in the cache', sqlite3.connect(sys.argv[1]).execute('select count(*), count(distinct config_key) from trials').fetchone())" "$TRACEA_CACHE_DIR/tuning.sqlite3"
   done
-  ray stop > /dev/null 2>&1
+  ray_cli stop > /dev/null 2>&1
 fi
 if [[ $part == conv2d-tune ]]; then
   say "tracea tune conv2d at budget 40 (fp16, N = 32, 64@56 3x3), empty cache"
