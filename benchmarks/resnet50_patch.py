@@ -102,9 +102,12 @@ def main() -> None:
         with tracea.patch_conv2d(conv, context=ctx, only_faster=False) as patch:
             routed_us = host_us(lambda: conv(small))
             small_report = patch.report()
+        with tracea.patch_conv2d(conv, context=ctx, min_flops=10**18):  # declined: every call goes to torch
+            declined_us = host_us(lambda: conv(small))
     lines += ["", "## Host time per call (small 64->64 3x3 layer at 14x14, batch 1; best of 5 x 500 calls)", "",
               "| call | µs per call |", "| --- | ---: |", f"| stock torch conv | {stock_us:.1f} |",
-              f"| routed through tracea ({'routed' if small_report and small_report[0].routed else 'NOT routed: ' + (small_report[0].reason if small_report else '?')}) | {routed_us:.1f} |"]
+              f"| routed through tracea ({'routed' if small_report and small_report[0].routed else 'NOT routed: ' + (small_report[0].reason if small_report else '?')}) | {routed_us:.1f} |",
+              f"| declined by the patch (min_flops above the layer's), torch's forward | {declined_us:.1f} |"]
     text = "\n".join(lines) + "\n"
     open(args.out, "w").write(text)
     print(text)

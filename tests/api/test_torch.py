@@ -105,6 +105,32 @@ def _rel(a, b) -> float:
 
 
 @pytest.mark.gpu
+def test_a_declined_layer_shape_goes_straight_to_torch_after_its_first_call():
+    """A shape the patch declines (here: under min_flops) is decided once per module and geometry; the calls after
+    go to torch's forward without deciding again, the report counts them all, and a new weight version or another
+    input size decides again."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device for torch")
+    conv = nn.Conv2d(16, 16, 3, padding=1).cuda().half().to(memory_format=torch.channels_last)
+    x = torch.rand(1, 16, 8, 8, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    with torch.no_grad():
+        ref = conv(x)
+        with tracea.patch_conv2d(conv, min_flops=10**18) as patch:
+            outs = [conv(x) for _ in range(3)]
+            fast = patch.router.fast[conv]
+            assert fast.launch is None and "min_flops" in fast.outcome
+            conv.weight.mul_(1.0)  # a new weight version: decided again, declined again
+            outs.append(conv(x))
+            assert patch.router.fast[conv] is not fast
+            bigger = torch.rand(1, 16, 9, 9, device="cuda", dtype=torch.half)
+            assert torch.equal(conv(bigger), torch.nn.functional.conv2d(bigger, conv.weight, conv.bias, padding=1))
+            report = patch.report()
+    assert all(torch.equal(o, ref) for o in outs)
+    assert [(r.routed, r.calls) for r in report if "8, 8" in r.shape] == [(False, 4)], report
+    assert all("min_flops" in r.reason for r in report)
+
+
+@pytest.mark.gpu
 def test_repeated_inference_calls_take_the_fast_path_and_stay_right_when_anything_changes():
     """After the first routed inference call a layer's calls skip every decision: new inputs each call, a weight
     changed in place, another stream, a misaligned view and a bias swapped for another all still give torch's

@@ -69,9 +69,10 @@ class _Layer:
 
 @dataclass
 class _Fast:
-    """A layer's routed call as it last ran (inference, channels_last input): while the next call brings the same
+    """A layer's call as it last went. Routed (inference, channels_last input): while the next call brings the same
     module, input geometry, weight version, bias and stream, it skips every decision and only moves the launch to
-    the new pointers."""
+    the new pointers. Declined for its layer shape (`launch` None: e.g. the baseline was faster): while the geometry,
+    weight version and bias are the same, the next call goes straight to torch's forward."""
 
     shape: tuple[int, ...]
     stride: tuple[int, ...]
@@ -85,9 +86,15 @@ class _Fast:
     alignment: int  # what the kernel's addresses must be a multiple of
     out_size: tuple[int, ...]
     out_stride: tuple[int, ...]
-    launch: Any  # run.Kernel.pointer_launch's launch: (X, W, Y[, bias]) addresses
+    launch: Any  # run.Kernel.pointer_launch's launch: (X, W, Y[, bias]) addresses; None for a declined shape
     label: str
     outcome: str
+
+    def same_call(self, x: Any, weight: Any, bias: Any) -> bool:
+        """Whether this call brings what the entry was made for (input geometry, weight version, bias)."""
+        return (x.shape == self.shape and x.stride() == self.stride and x.dtype == self.dtype
+                and x.get_device() == self.device and bias is self.bias
+                and (weight.data_ptr(), weight._version) == self.weight_version)
 
 
 class _Router:
@@ -188,13 +195,20 @@ class _Router:
     def forward(self, original: Any, module: Any, x: Any) -> Any:
         fast = self.fast.get(module)
         if fast is not None:
-            out = self._fast_call(fast, module, x)
-            if out is not None:
-                return out
+            if fast.launch is None:
+                params = module._parameters  # one dict instead of nn.Module.__getattr__ per name: this path is per call
+                if fast.same_call(x, params["weight"], params["bias"]):
+                    self.record(fast.label, fast.outcome)
+                    return original(module, x)
+            else:
+                out = self._fast_call(fast, module, x)
+                if out is not None:
+                    return out
         why = self._why_not(module, x)
         layer = None if why else self._layer(module, x)
         if why is None and isinstance(layer, str):
             why = layer
+            self._remember_declined(module, x, why)
         if why is None and any(t is not None and t.data_ptr() % layer.alignment for t in (x, module.bias)):
             why = f"the input or bias is not at an address that is a multiple of {layer.alignment} bytes"
         shape = f"{tuple(x.shape)} -> {module.out_channels} {tuple(module.kernel_size)}" if hasattr(x, "shape") else "?"
@@ -207,6 +221,16 @@ class _Router:
                                         (module.bias is not None and module.bias.requires_grad)):
             return _conv_function().apply(x, module.weight, module.bias, self, module, layer, shape)
         return self.run(module, layer, x, shape, remember=True)
+
+    def _remember_declined(self, module: Any, x: Any, why: str) -> None:
+        """The module's next calls with this geometry go straight to torch: its layer shape was declined (the
+        decision depends on the geometry, dtypes and weight only, never on addresses or autograd)."""
+        weight = module.weight
+        shape = f"{tuple(x.shape)} -> {module.out_channels} {tuple(module.kernel_size)}"
+        with self.lock:
+            self.fast[module] = _Fast(tuple(x.shape), x.stride(), x.dtype, x.get_device(),
+                                      (weight.data_ptr(), weight._version), module.bias, -1, None, 0, 1, (), (),
+                                      None, shape, why)
 
     def run(self, module: Any, layer: _Layer, x: Any, shape: str, remember: bool = False) -> Any:
         """The routed call; with `remember`, an inference call on channels_last input also sets up the module's fast
@@ -245,9 +269,7 @@ class _Router:
         torch = _torch()
         params = module._parameters  # one dict instead of nn.Module.__getattr__ per name: this path is per call
         weight, bias = params["weight"], params["bias"]
-        if (x.shape != fast.shape or x.stride() != fast.stride or x.dtype != fast.dtype
-                or x.get_device() != fast.device or bias is not fast.bias
-                or (weight.data_ptr(), weight._version) != fast.weight_version):
+        if not fast.same_call(x, weight, bias):
             return None
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or
                                         (bias is not None and bias.requires_grad)):
