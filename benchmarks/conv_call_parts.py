@@ -64,7 +64,8 @@ def main(out: str) -> None:
             rows.append(("router.record", per_call_us(lambda: router.record(fast.label, fast.outcome))))
             layer = next(v for v in router.layers.values() if not isinstance(v, str))
             run = layer.kernel.bound[fast.stream][0]
-            rows.append(("BoundLaunch() alone", per_call_us(run)))
+            rows.append((f"BoundLaunch() alone ({len(run._queued)} launches queued; kernel "
+                         f"{layer.kernel.config})", per_call_us(run)))
             # the same launch through cuda.bindings' wrapper, for comparison with the ctypes route BoundLaunch takes
             from cuda.bindings import driver as d
 
