@@ -9,22 +9,13 @@ torch's own call of the same layer. Writes a markdown table to OUT (argument).
 from __future__ import annotations
 
 import sys
-import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 
-
-def per_call_us(fn, n: int = 2000) -> float:
-    for _ in range(50):
-        fn()
-    best = float("inf")
-    for _ in range(5):  # the best of five batches: host time, not the GPU's
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / n)
-    return best * 1e6
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from host_timing import host_us  # noqa: E402
 
 
 def main(out: str) -> None:
@@ -33,6 +24,7 @@ def main(out: str) -> None:
 
     import tracea
 
+    sync = torch.cuda.synchronize  # empties the GPU queue before each timed call (benchmarks/host_timing.py)
     rng = np.random.default_rng(0)
     w, b = rng.uniform(-1, 1, (64, 64)).astype(np.float16), rng.uniform(-1, 1, 64).astype(np.float16)
     g = tracea.Graph("fp16")
@@ -41,26 +33,26 @@ def main(out: str) -> None:
     xt = torch.rand(16, 64, device="cuda", dtype=torch.float16)
     xc = cupy.asarray(rng.uniform(-1, 1, (16, 64)).astype(np.float16))
     wt, bt = torch.from_numpy(w).cuda(), torch.from_numpy(b).cuda()
-    rows = [("plan(x=torch tensor)", per_call_us(lambda: plan(x=xt))),
-            ("plan(x=CuPy array)", per_call_us(lambda: plan(x=xc))),
-            ("torch.nn.functional.linear", per_call_us(lambda: torch.nn.functional.linear(xt, wt, bt)))]
+    rows = [("plan(x=torch tensor)", host_us(sync, lambda: plan(x=xt))),
+            ("plan(x=CuPy array)", host_us(sync, lambda: plan(x=xc))),
+            ("torch.nn.functional.linear", host_us(sync, lambda: torch.nn.functional.linear(xt, wt, bt)))]
     conv = torch.nn.Conv2d(64, 64, 3, padding=1).cuda().half().to(memory_format=torch.channels_last)
     small = torch.randn(1, 64, 14, 14, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
     with torch.no_grad():
-        rows.append(("torch conv (nn.Conv2d, cudnn)", per_call_us(lambda: conv(small))))
+        rows.append(("torch conv (nn.Conv2d, cudnn)", host_us(sync, lambda: conv(small))))
         with tracea.patch_conv2d(conv, context=tracea.Context(device="cuda", mode="default"), only_faster=False) as patch:
             conv(small)
             routed = patch.report()
             if routed and routed[0].routed:
-                rows.append(("conv routed by patch_conv2d", per_call_us(lambda: conv(small))))
+                rows.append(("conv routed by patch_conv2d", host_us(sync, lambda: conv(small))))
             else:
                 rows.append((f"conv NOT routed: {routed[0].reason if routed else '?'}", float("nan")))
     torch.cuda.synchronize()
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# Python API host overhead per call ({stamp}, {torch.cuda.get_device_name()})", "",
              f"Command: `python3 benchmarks/api_overhead.py OUT.md`. One-kernel plan: {plan.rows[0].shape}, "
-             f"kernel `{plan.rows[0].kernel}`. Best of 5 batches of 2000 calls, host time per call (the GPU queue is "
-             "not waited for).", "", "| call | µs per call |", "| --- | ---: |"]
+             f"kernel `{plan.rows[0].kernel}`. Host time per call: the median of 2000 calls, "
+             "each timed alone with the GPU queue empty.", "", "| call | µs per call |", "| --- | ---: |"]
     lines += [f"| {name} | {us:.1f} |" for name, us in rows]
     open(out, "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -8,7 +8,8 @@ torch with cudnn.benchmark = True, on the GPU, in one run; plus the host time of
    layer shape once (tuning the ones the cache lacks: its time is reported apart), then the same 30 timed passes.
 3. Outputs compared: relative Frobenius error of the logits, patched against stock.
 4. Host overhead: one routed 3x3 conv call (a small layer, so the GPU is not the limit) against the same call
-   unpatched, best of 5 batches of 500 calls, host time only.
+   unpatched and the call declined by the patch: the median of 2000 calls, each timed alone with the GPU queue empty
+   (benchmarks/host_timing.py).
 The report says which layers were routed and why the others fell back (patch_report()).
 """
 
@@ -16,7 +17,12 @@ from __future__ import annotations
 
 import argparse
 import time
+import sys
 from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from host_timing import host_us  # noqa: E402
 
 
 def timed_ms(fn, n: int = 30) -> float:
@@ -36,22 +42,6 @@ def timed_ms(fn, n: int = 30) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def host_us(fn, n: int = 500) -> float:
-    import torch
-
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / n)
-        torch.cuda.synchronize()
-    return best * 1e6
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
@@ -64,6 +54,7 @@ def main() -> None:
 
     import tracea
 
+    sync = torch.cuda.synchronize
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     model = torchvision.models.resnet50(weights=None).eval().half().cuda().to(memory_format=torch.channels_last)
@@ -98,13 +89,14 @@ def main() -> None:
     conv = torch.nn.Conv2d(64, 64, 3, padding=1, bias=True).cuda().half().to(memory_format=torch.channels_last)
     small = torch.randn(1, 64, 14, 14, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
     with torch.no_grad():
-        stock_us = host_us(lambda: conv(small))
+        stock_us = host_us(sync, lambda: conv(small))
         with tracea.patch_conv2d(conv, context=ctx, only_faster=False) as patch:
-            routed_us = host_us(lambda: conv(small))
+            routed_us = host_us(sync, lambda: conv(small))
             small_report = patch.report()
         with tracea.patch_conv2d(conv, context=ctx, min_flops=10**18):  # declined: every call goes to torch
-            declined_us = host_us(lambda: conv(small))
-    lines += ["", "## Host time per call (small 64->64 3x3 layer at 14x14, batch 1; best of 5 x 500 calls)", "",
+            declined_us = host_us(sync, lambda: conv(small))
+    lines += ["", "## Host time per call (small 64->64 3x3 layer at 14x14, batch 1; median of 2000 calls, each alone with "
+              "the GPU queue empty)", "",
               "| call | µs per call |", "| --- | ---: |", f"| stock torch conv | {stock_us:.1f} |",
               f"| routed through tracea ({'routed' if small_report and small_report[0].routed else 'NOT routed: ' + (small_report[0].reason if small_report else '?')}) | {routed_us:.1f} |",
               f"| declined by the patch (min_flops above the layer's), torch's forward | {declined_us:.1f} |"]
