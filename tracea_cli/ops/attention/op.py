@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from tracea_cli.errors import UsageError
 from tracea_cli.ops.attention import problem as ap
 from tracea_cli.ops.attention.baselines import BASELINES
+from tracea_cli.ops.attention.families.fa2 import FA2
 from tracea_cli.ops.attention.families.numba import NUMBA
 from tracea_cli.ops.attention.graph import GRAPH
 from tracea_cli.ops.attention.problem import AttentionProblem
@@ -54,8 +55,8 @@ class AttentionOp:
                default=False),
     )
     epilogues = ()
-    # In order of preference. The CUDA families (FA2, later FA3) go in front of NUMBA here.
-    families = (NUMBA,)
+    # In order of preference (an FA3-style family for sm_90a goes in front of FA2 when it exists).
+    families = (FA2, NUMBA)
     dtypes = dtypes_of(families)  # a backend's dtypes once a family of it is in `families`
     baselines = baselines_on(BASELINES, dtypes)  # those of the backends above
     export = None  # the C ABI (export/abi.py) is added with the CUDA families
