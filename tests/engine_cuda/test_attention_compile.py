@@ -1,6 +1,7 @@
 """The FA2-style attention family without a GPU: its space (every rejection explained, the picks valid, the rules'
 sentences), where it applies, the launch plan and arguments for both layouts, and NVRTC cubins for sm_80 and sm_90a
-of every dtype x head dim x the configurations tune tries first, which ptxas builds without spilling. TRACEA_SLOW_TESTS=1 compiles every pick of every GPU suite row as well."""
+of every dtype x head dim x the configurations tune tries first, which ptxas builds without spilling.
+TRACEA_SLOW_TESTS=1 compiles every pick of every GPU suite row as well."""
 
 from __future__ import annotations
 

@@ -16,7 +16,6 @@ from tracea_cli.ops.attention.problem import AttentionProblem
 from tracea_cli.ops.attention.suites import suite
 from tracea_cli.ops.base import Baseline, Option, Tensor, resolve_options
 
-
 #: the dtypes each backend's kernels run, the softmax statistics always in fp32
 DTYPES_BY_BACKEND = {"cuda": ("fp16", "bf16"), "cpu": ("fp32", "fp64")}
 

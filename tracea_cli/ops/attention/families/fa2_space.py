@@ -81,7 +81,8 @@ def _next_pow2(x: int) -> int:
 
 def _params() -> tuple[Param, ...]:
     return (
-        Param("family", (FAMILY,), "categorical", "kernel family: fa2 (mma.sync, online softmax, FlashAttention-2 style)"),
+        Param("family", (FAMILY,), "categorical",
+              "kernel family: fa2 (mma.sync, online softmax, FlashAttention-2 style)"),
         Param("block_m", BLOCK_M, doc="query rows per block (split across the warps, 16-row tiles each)"),
         Param("block_n", BLOCK_N, doc="keys per pipeline step (one K and one V tile in shared memory)"),
         Param("warps", WARPS, doc="warps per block, each owning block_m / warps query rows"),
