@@ -2,7 +2,8 @@
 // accumulation and softmax statistics (docs/attention.md).
 //
 // The kernel ABI: q, out are (batch, heads, seq_q, D) and k, v (batch, kv_heads, seq_k, D) with any (batch, head, row)
-// element strides (the last axis contiguous): the layouts (B, H, L, D) and (B, L, H, D) are two sets of strides.
+// element strides (the last axis contiguous; out has q's, v has k's): the layouts (B, H, L, D) and (B, L, H, D) are
+// two sets of strides.
 // Query head h reads key/value head h / (heads / kv_heads) (grouped-query attention). `lse` (fp32, batch x heads x
 // seq_q, contiguous) receives each row's natural-log log-sum-exp of its scaled scores when the kernel is built with
 // LSE. With CAUSAL the mask is aligned bottom-right: query row i sees keys j <= i + (seq_k - seq_q).
@@ -33,10 +34,9 @@
 #define TRACEA_ATTENTION_PARAMS                                                                                  \
   const void *__restrict__ q, const void *__restrict__ k, const void *__restrict__ v, void *__restrict__ out,  \
       float *__restrict__ lse, int seq_q, int seq_k, int heads, int kv_heads, int q_sb, int q_sh, int q_sr,     \
-      int kv_sb, int kv_sh, int kv_sr, int o_sb, int o_sh, int o_sr
+      int kv_sb, int kv_sh, int kv_sr
 #define TRACEA_ATTENTION_ARGS                                                                                   \
-  tracea::AttentionArgs{q, k, v, out, lse, seq_q, seq_k, heads, kv_heads, q_sb, q_sh, q_sr, kv_sb, kv_sh, kv_sr, \
-                        o_sb, o_sh, o_sr}
+  tracea::AttentionArgs{q, k, v, out, lse, seq_q, seq_k, heads, kv_heads, q_sb, q_sh, q_sr, kv_sb, kv_sh, kv_sr}
 
 namespace tracea {
 
@@ -47,9 +47,8 @@ struct AttentionArgs {
   void *out;
   float *lse;
   int seq_q, seq_k, heads, kv_heads;
-  int q_sb, q_sh, q_sr;     // element strides of q: batch, head, row
+  int q_sb, q_sh, q_sr;     // element strides of q and out: batch, head, row
   int kv_sb, kv_sh, kv_sr;  // of k and v
-  int o_sb, o_sh, o_sr;     // of out
 };
 
 #ifndef TRACEA_HOST_EMULATION
@@ -282,13 +281,13 @@ template <class F> __device__ void fa2_forward(const AttentionArgs &args) {
       }
     }
   __syncwarp();
-  T *go = static_cast<T *>(args.out) + batch * (long long)args.o_sb + head * (long long)args.o_sh;
+  T *go = static_cast<T *>(args.out) + batch * (long long)args.q_sb + head * (long long)args.q_sh;
   constexpr int CHUNKS = F::D / F::VEC;
   for (int c = lane; c < F::WARP_ROWS * CHUNKS; c += 32) {
     const int r = c / CHUNKS, col = (c % CHUNKS) * F::VEC;
     const int row = m0 + wm0 + r;
     if (row < args.seq_q)
-      *reinterpret_cast<Chunk16 *>(go + row * (long long)args.o_sr + col) =
+      *reinterpret_cast<Chunk16 *>(go + row * (long long)args.q_sr + col) =
           *reinterpret_cast<const Chunk16 *>(so + r * F::LD + col);
   }
 }

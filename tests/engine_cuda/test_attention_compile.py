@@ -87,7 +87,6 @@ def test_the_launch_and_the_arguments_follow_the_layout(layout):
     else:
         assert (args["q_sb"], args["q_sh"], args["q_sr"]) == (100 * 8 * 64, 64, 8 * 64)
         assert (args["kv_sb"], args["kv_sh"], args["kv_sr"]) == (300 * 2 * 64, 64, 2 * 64)
-    assert (args["o_sb"], args["o_sh"], args["o_sr"]) == (args["q_sb"], args["q_sh"], args["q_sr"])
 
 
 def _compile(p, config, arch, make_target):

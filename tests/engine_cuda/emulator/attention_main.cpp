@@ -1,6 +1,6 @@
 // Runs one compiled attention configuration on the CPU (see tracea_host_emulation.h, attention_emulation.h). Usage:
 // attention_emulator DIR. DIR/launch.txt holds two lines:
-//   ints SEQ_Q SEQ_K HEADS KV_HEADS Q_SB Q_SH Q_SR KV_SB KV_SH KV_SR O_SB O_SH O_SR   (TRACEA_ATTENTION_PARAMS' ints)
+//   ints SEQ_Q SEQ_K HEADS KV_HEADS Q_SB Q_SH Q_SR KV_SB KV_SH KV_SR   (TRACEA_ATTENTION_PARAMS' ints)
 //   kernel GRID_X GRID_Y BLOCK_X LSE_ELEMENTS                                            (0: no lse)
 // DIR/q.bin, k.bin, v.bin, out.bin hold the operands; out.bin (and lse.bin, NaN-poisoned) are written back.
 #include <cstdlib>
@@ -14,7 +14,7 @@
 
 extern "C" void attention_fa2(const void *q, const void *k, const void *v, void *out, float *lse, int seq_q,
                               int seq_k, int heads, int kv_heads, int q_sb, int q_sh, int q_sr, int kv_sb, int kv_sh,
-                              int kv_sr, int o_sb, int o_sh, int o_sr);
+                              int kv_sr);
 
 namespace {
 
@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
   const std::string dir = argv[1];
   std::ifstream launch(dir + "/launch.txt");
   std::string line, word;
-  int ints[13] = {};
+  int ints[10] = {};
   unsigned grid_x = 0, grid_y = 0;
   int threads = 0;
   size_t lse_elements = 0;
@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
           emu::block = &block;
           emu::warp = &warps[th / emu::WARP];
           attention_fa2(q, k, v, out, lse, ints[0], ints[1], ints[2], ints[3], ints[4], ints[5], ints[6], ints[7],
-                        ints[8], ints[9], ints[10], ints[11], ints[12]);
+                        ints[8], ints[9]);
         });
       for (auto &worker : pool) worker.join();
     }

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from tracea_cli.errors import UsageError
 from tracea_cli.ops.attention import problem as ap
 from tracea_cli.ops.attention.baselines import BASELINES
+from tracea_cli.ops.attention.export.abi import ABI
 from tracea_cli.ops.attention.families.fa2 import FA2
 from tracea_cli.ops.attention.families.numba import NUMBA
 from tracea_cli.ops.attention.graph import GRAPH
@@ -58,7 +59,7 @@ class AttentionOp:
     families = (FA2, NUMBA)
     dtypes = dtypes_of(families)  # a backend's dtypes once a family of it is in `families`
     baselines = baselines_on(BASELINES, dtypes)  # those of the backends above
-    export = None  # the C ABI (export/abi.py) is added with the CUDA families
+    export = ABI  # the C ABI: export/abi.py, tracea_attention.h
     graph = GRAPH
 
     def problem(self, **values: Any) -> AttentionProblem:

@@ -24,9 +24,10 @@ from tracea_cli.target import Target
 GENERATOR_VERSION = 1  # bump when the text `fa2_source` generates around the template changes
 TEMPLATE = "cuda/attention_fa2.cuh"
 KERNEL = "attention_fa2"
-# TRACEA_ATTENTION_PARAMS: the pointers by tensor name, then sizes and (batch, head, row) element strides
-PARAMS = ("q", "k", "v", "out", "lse", "seq_q", "seq_k", "heads", "kv_heads", "q_sb", "q_sh", "q_sr", "kv_sb",
-          "kv_sh", "kv_sr", "o_sb", "o_sh", "o_sr")
+# TRACEA_ATTENTION_PARAMS: the pointers by tensor name, then sizes and (batch, head, row) element strides (out has
+# q's, v has k's)
+PARAMS = ("q", "k", "v", "out", "lse", "seq", "seq_k", "heads", "kv_heads", "q_sb", "q_sh", "q_sr", "kv_sb",
+          "kv_sh", "kv_sr")
 ELEMENT = {"fp16": "__half", "bf16": "__nv_bfloat16"}
 
 
@@ -71,12 +72,13 @@ def fa2_args(problem: AttentionProblem, operands: Mapping[str, Any]) -> dict[str
     """The values of TRACEA_ATTENTION_PARAMS (lse null unless the problem has it) and the sizes the grid reads."""
     p = problem
     check_operands(p, operands)
-    q_s, kv_s, o_s = p.strides("q"), p.strides("k"), p.strides("out")
+    q_s, kv_s = p.strides("q"), p.strides("k")
     values: dict[str, Any] = {"q": operands["q"], "k": operands["k"], "v": operands["v"], "out": operands["out"],
                               "lse": operands.get("lse") if p.lse else None,
                               "M": p.seq, "N": p.batch * p.heads, "K": p.seq_k,
-                              "seq_q": p.seq, "seq_k": p.seq_k, "heads": p.heads, "kv_heads": p.kv_heads}
-    for prefix, strides in (("q", q_s), ("kv", kv_s), ("o", o_s)):
+                              "seq": p.seq, "seq_k": p.seq_k, "bh": p.batch * p.heads, "heads": p.heads,
+                              "kv_heads": p.kv_heads, "batch": p.batch, "head_dim": p.head_dim}
+    for prefix, strides in (("q", q_s), ("kv", kv_s)):
         for axis, stride in zip(("sb", "sh", "sr"), strides):
             values[f"{prefix}_{axis}"] = stride
     return values
