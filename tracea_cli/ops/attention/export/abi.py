@@ -50,9 +50,9 @@ def prefix(problem: Any) -> str:
 
 def api(p: str, staged: bool) -> str:
     """The prefix functions of an export's header (`p` its prefix; attention stages nothing)."""
-    return f"""/* out = softmax(q.k^T / sqrt(D) + mask).v on `stream`: the device is the stream's (for the default stream, the
- * calling thread's current context's, else device 0). Loads the binaries on first use. Returns TRACEA_OK or the
- * reason it did not launch. */
+    return f"""/* out = softmax(q.k^T / sqrt(D) + mask).v on `stream`: the device is the stream's (for the default
+ * stream, the calling thread's current context's, else device 0). Loads the binaries on first use. Returns TRACEA_OK or
+ * the reason it did not launch. */
 static inline tracea_status {p}_launch(const tracea_attention_args* args, CUstream stream) {{
   return tracea__attention(&{p}__export, args, stream);
 }}"""
