@@ -151,3 +151,24 @@ def test_calls_the_export_cannot_serve_are_refused(exported, toolchain, fake_dri
     program = probe(exported, toolchain)
     out, log = run_with_fake(program, ["2", "16", "4096", "16", "5000", case], fake_driver, cc="9.0")
     assert out[0].startswith(f"status={status} ") and not launches(log), (out, log)
+
+
+@pytest.mark.parametrize("options, expected", [
+    (["--head-dim", "64", "--layout", "blhd", "--lse"], {"block_m": 128, "block_n": 64, "warps": 4}),
+    (["--head-dim", "128", "--causal"], {"block_m": 128, "block_n": 64, "warps": 8}),
+    (["--head-dim", "256"], {"block_m": 64, "block_n": 16, "warps": 4}),
+    (["--head-dim", "128", "--seq", "1", "--seq-k", "8192", "--kv-heads", "4"], {"block_m": 16, "block_n": 64,
+                                                                                  "warps": 1}),
+], ids=["d64-blhd-lse", "d128-causal", "d256", "decode"])
+def test_the_shipped_defaults_export_the_first_entry_that_fits_and_say_they_are_unverified(options, expected,
+                                                                                            tmp_path):
+    result = cli(["attention", "--batch", "4", "--heads", "16", "--seq", "4096", *options, "--dtype", "fp16",
+                  "--backend", "cuda", "--arch", "sm_80,sm_90", "--config", "default", "--out", str(tmp_path / "o")],
+                 tmp_path)
+    assert result.exit_code == 0, result.output
+    doc = read_manifest(tmp_path / "o")
+    assert validate(doc) == [] and len(doc["config"]) == 2  # one per architecture
+    for choice in doc["config"]:
+        assert choice["origin"] == "default" and all(choice["values"][k] == v for k, v in expected.items()), choice
+    assert {e["status"] for e in doc["verification"]} == {COMPILED_ONLY}
+    assert all("profiles/defaults/attention.json" in e["evidence"] for e in doc["verification"])
