@@ -154,15 +154,15 @@ def test_calls_the_export_cannot_serve_are_refused(exported, toolchain, fake_dri
 
 
 @pytest.mark.parametrize("options, expected", [
-    (["--head-dim", "64", "--layout", "blhd", "--lse"], {"block_m": 128, "block_n": 64, "warps": 4}),
-    (["--head-dim", "128", "--causal"], {"block_m": 128, "block_n": 64, "warps": 8}),
-    (["--head-dim", "256"], {"block_m": 64, "block_n": 16, "warps": 4}),
+    (["--seq", "4096", "--head-dim", "64", "--layout", "blhd", "--lse"], {"block_m": 128, "block_n": 64, "warps": 4}),
+    (["--seq", "4096", "--head-dim", "128", "--causal"], {"block_m": 128, "block_n": 64, "warps": 8}),
+    (["--seq", "4096", "--head-dim", "256"], {"block_m": 64, "block_n": 16, "warps": 4}),
     (["--head-dim", "128", "--seq", "1", "--seq-k", "8192", "--kv-heads", "4"], {"block_m": 16, "block_n": 64,
                                                                                   "warps": 1}),
 ], ids=["d64-blhd-lse", "d128-causal", "d256", "decode"])
 def test_the_shipped_defaults_export_the_first_entry_that_fits_and_say_they_are_unverified(options, expected,
                                                                                             tmp_path):
-    result = cli(["attention", "--batch", "4", "--heads", "16", "--seq", "4096", *options, "--dtype", "fp16",
+    result = cli(["attention", "--batch", "4", "--heads", "16", *options, "--dtype", "fp16",
                   "--backend", "cuda", "--arch", "sm_80,sm_90", "--config", "default", "--out", str(tmp_path / "o")],
                  tmp_path)
     assert result.exit_code == 0, result.output
