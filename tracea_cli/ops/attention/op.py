@@ -9,12 +9,13 @@ from typing import Any, Mapping
 from tracea_cli.errors import UsageError
 from tracea_cli.ops.attention import problem as ap
 from tracea_cli.ops.attention.baselines import BASELINES
+from tracea_cli.ops.attention.export.abi import ABI
+from tracea_cli.ops.attention.families.fa2 import FA2
 from tracea_cli.ops.attention.families.numba import NUMBA
 from tracea_cli.ops.attention.graph import GRAPH
 from tracea_cli.ops.attention.problem import AttentionProblem
 from tracea_cli.ops.attention.suites import suite
 from tracea_cli.ops.base import Baseline, Option, Tensor, resolve_options
-
 
 #: the dtypes each backend's kernels run, the softmax statistics always in fp32
 DTYPES_BY_BACKEND = {"cuda": ("fp16", "bf16"), "cpu": ("fp32", "fp64")}
@@ -54,11 +55,11 @@ class AttentionOp:
                default=False),
     )
     epilogues = ()
-    # In order of preference. The CUDA families (FA2, later FA3) go in front of NUMBA here.
-    families = (NUMBA,)
+    # In order of preference (an FA3-style family for sm_90a goes in front of FA2 when it exists).
+    families = (FA2, NUMBA)
     dtypes = dtypes_of(families)  # a backend's dtypes once a family of it is in `families`
     baselines = baselines_on(BASELINES, dtypes)  # those of the backends above
-    export = None  # the C ABI (export/abi.py) is added with the CUDA families
+    export = ABI  # the C ABI: export/abi.py, tracea_attention.h
     graph = GRAPH
 
     def problem(self, **values: Any) -> AttentionProblem:

@@ -1,0 +1,194 @@
+"""attention on a GPU (issue 16): the FA2-style CUDA family against torch's SDPA in the same run, fp16 and bf16.
+
+    python benchmarks/attention_h200.py [--out DIR] [--seconds 150] [--dry-run]
+
+Problems (most important first; the deadline cuts the tail): B = 4, H = 16, L = 4096, head dim 128 and 64, causal and
+not, bf16 and fp16; grouped-query attention (32 query heads, 8 K/V heads, L = 4096, D = 128, causal and not); decode
+(L_q = 1 against L_k = 8192, 32/8 heads, D = 128).
+
+Per problem, in one process, A B A B: torch SDPA as a user calls it (torch picks the backend; the label names the
+one that ran), every hand-picked FA2 configuration (each checked against the float64 reference through the one
+check path before it is timed; a wrong one is reported, never timed), then SDPA pinned to cuDNN, flash and
+efficient (each checked the same way; a backend torch refuses for the shape is reported with its reason), then SDPA
+default again. ratio = the faster of the two default medians / ours (> 1: ours is faster); each backend's ratio is
+against its own median.
+
+Writes OUT/attention_h200.md and .json (OUT: --out, else $OUT, else /tmp/out) after every problem, so a run cut short
+keeps what it measured. `--dry-run` (no GPU): compiles every problem's candidates for sm_90a here and prints their
+registers and spills.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_run import compile_all, median_ms, num, provenance_lines, resources_of, run_meta  # noqa: E402
+
+from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
+from tracea_cli.ops.attention.families.fa2_space import describe, hand_picked  # noqa: E402
+from tracea_cli.ops.attention.problem import AttentionProblem  # noqa: E402
+from tracea_cli.stats import summarize  # noqa: E402
+from tracea_cli.timing import TimingPolicy  # noqa: E402
+
+OP = "attention"
+POLICY = TimingPolicy(warmup=3, min_samples=10, max_samples=30, target_cv=0.02, max_seconds=0.4)
+PINNED = ("sdpa-cudnn", "sdpa-flash", "sdpa-efficient")
+
+
+def _problems() -> tuple[AttentionProblem, ...]:
+    out = []
+    for d in (128, 64):
+        for dtype in ("bf16", "fp16"):
+            for causal in (False, True):
+                out.append(AttentionProblem(4, 16, 4096, d, 16, 4096, dtype, causal=causal))
+    out += [AttentionProblem(4, 32, 4096, 128, 8, 4096, "bf16", causal=c) for c in (False, True)]
+    out.append(AttentionProblem(4, 32, 1, 128, 8, 8192, "bf16"))
+    # the most important first: D 128 and D 64 bf16 before fp16, then GQA and decode
+    order = [0, 1, 4, 5, 8, 9, 10, 2, 3, 6, 7]
+    return tuple(out[i] for i in order)
+
+
+PROBLEMS = _problems()
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _row(problem: AttentionProblem, label: str, ev: Any, extra: dict | None = None) -> dict[str, Any]:
+    med = median_ms(ev)
+    s = summarize(ev.samples.times_ms) if med else None
+    row = {"name": label, "status": ev.status.value, "reason": ev.reason, "rel_error": ev.rel_error,
+           "median_ms": med, "cv": s.cv if s else None, "n": s.n if s else 0,
+           "tflops": problem.flops / (med * 1e-3) / 1e12 if med else None,
+           "samples_ms": list(ev.samples.times_ms) if ev.samples else [], **(extra or {})}
+    log(f"  {label}: {row['status']} {med and round(med, 4)} ms {row['tflops'] and round(row['tflops'], 1)} TFLOP/s "
+        f"err {ev.rel_error} {ev.reason[:200]}")
+    return row
+
+
+def measure(backend: OpBackend, problem: AttentionProblem, target: Any) -> dict[str, Any]:
+    configs = hand_picked(problem, target)
+    built = compile_all(backend, [(problem, c) for c in configs], target)
+    baselines: dict[str, list[dict]] = {}
+
+    def baseline(name: str) -> None:
+        try:
+            label, ev = backend.baseline(problem, target, policy=POLICY, seed=1, name=name)
+            baselines.setdefault(name, []).append(_row(problem, label, ev))
+        except Exception as e:  # a backend torch refuses for this shape is a finding, not the end of the run
+            baselines.setdefault(name, []).append({"name": name, "status": "error", "reason": str(e)[:300]})
+            log(f"  {name}: error {str(e)[:200]}")
+
+    baseline("sdpa")
+    rows = []
+    for config, (artifact, error) in zip(configs, built):
+        if artifact is None:
+            rows.append({"name": describe(config), "config": config, "status": "compile_error", "reason": error[:300]})
+            log(f"  {describe(config)}: compile_error {error[:300]}")
+            continue
+        ev = backend.evaluate(artifact, problem, target, policy=POLICY, seed=1)
+        rows.append(_row(problem, describe(config), ev, {"config": config, **resources_of(artifact)}))
+    for name in PINNED:
+        baseline(name)
+    baseline("sdpa")
+    default_ms = [r["median_ms"] for r in baselines["sdpa"] if r.get("median_ms")]
+    timed = [r for r in rows if r.get("median_ms")]
+    best = min(timed, key=lambda r: r["median_ms"], default=None)
+    result = {"problem": problem.label, "rows": rows, "baselines": baselines,
+              "default_ms": min(default_ms) if default_ms else None, "best": best["name"] if best else None,
+              "best_ms": best["median_ms"] if best else None}
+    if best:
+        result["ratios"] = {name: (runs[0]["median_ms"] / best["median_ms"] if runs[0].get("median_ms") else None)
+                            for name, runs in baselines.items() if name != "sdpa"}
+        result["ratios"]["sdpa"] = result["default_ms"] / best["median_ms"] if result["default_ms"] else None
+    return result
+
+
+def render(results: list[dict], meta: dict) -> str:
+    lines = ["# attention on the GPU: the FA2-style family against torch SDPA (issue 16)", "", *provenance_lines(meta),
+             "- method: per problem in one process: SDPA default, every hand-picked fa2 configuration, SDPA pinned to "
+             "cudnn, flash, efficient, SDPA default again; every kernel and baseline checked against the float64 "
+             "reference before it is timed (CUDA events, median). ratio = the library's median / ours (> 1: ours "
+             "faster); for the default the faster of its two runs.", "",
+             "| problem | best fa2 | ms | TFLOP/s | SDPA default (ran) ms | x default | x cudnn | x flash | "
+             "x efficient |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        if "rows" not in r:
+            lines.append(f"| {r['problem']} | {r.get('error', '')} | | | | | | | |")
+            continue
+        ratios = r.get("ratios", {})
+        best = next((x for x in r["rows"] if x["name"] == r.get("best")), {})
+        ran = r["baselines"]["sdpa"][0].get("name", "")
+        lines.append(f"| {r['problem']} | {r.get('best') or ''} | {num(r.get('best_ms'), 3)} | "
+                     f"{num(best.get('tflops'), 1)} | {num(r.get('default_ms'), 3)} ({ran}) | "
+                     + " | ".join(num(ratios.get(n), 2) for n in ("sdpa", *PINNED)) + " |")
+    for r in results:
+        if "rows" not in r:
+            continue
+        lines += ["", f"## {r['problem']}", "", "| what | status | ms | TFLOP/s | cv | rel. error | regs | spill B | "
+                  "reason |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        every = [x for runs in r["baselines"].values() for x in runs] + r["rows"]
+        for x in every:
+            lines.append(f"| {x['name']} | {x['status']} | {num(x.get('median_ms'), 4)} | {num(x.get('tflops'), 1)} | "
+                         f"{num(x.get('cv'), 3)} | {x.get('rel_error', '')} | {x.get('registers', '')} | "
+                         f"{x.get('spill_bytes', '')} | {str(x.get('reason', ''))[:200]} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python benchmarks/attention_h200.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/out")))
+    parser.add_argument("--seconds", type=float, default=150.0, help="the whole run's deadline")
+    parser.add_argument("--dry-run", action="store_true", help="no GPU: compile every candidate for sm_90a")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    backend = OpBackend(OP, "cuda")
+    if args.dry_run:
+        from tracea_cli.target import arch_target
+
+        target = arch_target("sm_90a")
+        for problem in PROBLEMS:
+            configs = hand_picked(problem, target)
+            for config, (artifact, error) in zip(configs, compile_all(backend, [(problem, c) for c in configs],
+                                                                       target)):
+                log(f"{problem.label}: {describe(config)}: {artifact.resources['kernels'] if artifact else error}")
+        return 0
+
+    from tracea_cli.backends.cuda import device_target
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    target = device_target(0)
+    meta = run_meta(target, argv)
+    results: list[dict[str, Any]] = []
+    md, js = out / "attention_h200.md", out / "attention_h200.json"
+    for i, problem in enumerate(PROBLEMS):
+        left = args.seconds - (time.perf_counter() - start)
+        if left < 6:
+            results.append({"problem": problem.label, "error": "not run: the run's deadline"})
+            continue
+        log(f"{problem.label} ({left:.0f} s left)")
+        try:
+            results.append(measure(backend, problem, target))
+        except Exception as e:  # the next problem still runs
+            results.append({"problem": problem.label, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            log(f"  {results[-1]['error']}")
+        meta["wall_s"] = time.perf_counter() - start
+        md.write_text(render(results, meta))
+        js.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str))
+    log(f"wrote {md} and {js} in {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

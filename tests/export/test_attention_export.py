@@ -1,0 +1,174 @@
+"""`tracea export attention` without a GPU: an export of the issue's acceptance shape (bf16, head dim 128, causal,
+a configuration file, sm_90, NVRTC), a valid manifest that says the configuration is unverified, a C header that
+compiles as strict C, an example that builds and says when there is no driver, and the exported runtime run against
+the fake driver through `tracea::attention(q, k, v, out, params)` with the seed's TensorViews: one launch over
+(query blocks, batch·heads) with the plan's block and shared memory and the views' strides, and bad calls refused."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+from export_helpers import build, cli, fields, needs_nvrtc, read_manifest, run_probe, run_with_fake
+
+from tracea_cli.export.elf import function_symbols
+from tracea_cli.export.manifest import COMPILED_ONLY, validate
+
+pytestmark = [needs_nvrtc, pytest.mark.timeout(600)]
+
+CONFIG = {"family": "fa2", "block_m": 128, "block_n": 64, "warps": 8, "stages": 2}
+
+PROBE = r"""
+// Calls an attention export through tracea.hpp the way a program would, against the fake driver.
+//   probe B H L H_KV L_K CASE   (CASE: ok, blhd, lse, not-causal, bad-kv)
+#include EXPORT_HEADER
+#include "tracea.hpp"
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+int main(int argc, char** argv) {
+  if (argc != 7) return 4;
+  const int b = std::atoi(argv[1]), h = std::atoi(argv[2]), l = std::atoi(argv[3]), hkv = std::atoi(argv[4]);
+  const int lk = std::atoi(argv[5]), d = 128;
+  const std::string what = argv[6];
+  const tracea_driver* cu = nullptr;
+  if (tracea_driver_get(&cu) != TRACEA_OK) return 3;
+  CUdeviceptr q = 0, k = 0, v = 0, out = 0, lse = 0;
+  cu->mem_alloc(&q, size_t(b) * h * l * d * 2);
+  cu->mem_alloc(&k, size_t(b) * hkv * lk * d * 2);
+  cu->mem_alloc(&v, size_t(b) * hkv * lk * d * 2);
+  cu->mem_alloc(&out, size_t(b) * h * l * d * 2);
+  cu->mem_alloc(&lse, size_t(b) * h * l * 4);
+  using tracea::TensorView;
+  const tracea::DType bf16 = tracea::DType::BFloat16;
+  auto view = [&](CUdeviceptr p, int heads, int rows) {
+    void* data = reinterpret_cast<void*>(p);
+    if (what == "blhd")
+      return TensorView(data, {b, heads, rows, d}, {int64_t(rows) * heads * d, d, int64_t(heads) * d, 1}, bf16, 0);
+    return TensorView(data, {b, heads, rows, d}, bf16, 0);
+  };
+  tracea::AttentionParams params;
+  params.causal = what != "not-causal";
+  if (what == "lse") params.lse = TensorView(reinterpret_cast<void*>(lse), {b, h, l}, tracea::DType::fp32, 0);
+  const int kv = what == "bad-kv" ? hkv + 1 : hkv;
+  const tracea::Status s = tracea::attention(view(q, h, l), view(k, kv, lk), view(v, kv, lk), view(out, h, l), params);
+  std::fprintf(stderr, "probe: q=%llu k=%llu v=%llu out=%llu\n", (unsigned long long)q, (unsigned long long)k,
+               (unsigned long long)v, (unsigned long long)out);
+  std::printf("status=%d %s\n", int(s), tracea::status_string(s));
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """bf16, B 4, H 16, L 4096, head dim 128, causal, the configuration from a file, sm_90."""
+    tmp = tmp_path_factory.mktemp("attention-export")
+    (tmp / "config.json").write_text(json.dumps(CONFIG))
+    result = cli(["attention", "--batch", "4", "--heads", "16", "--seq", "4096", "--head-dim", "128", "--dtype",
+                  "bf16", "--causal", "--backend", "cuda", "--arch", "sm_90", "--config", str(tmp / "config.json"),
+                  "--out", str(tmp / "out")], tmp)
+    assert result.exit_code == 0, result.output
+    return tmp / "out"
+
+
+def probe(folder: Path, toolchain) -> Path:
+    doc = read_manifest(folder)
+    (folder / "probe.cpp").write_text(PROBE)
+    return build(toolchain["cxx"], [str(folder / "probe.cpp")], folder / "probe", [str(folder), toolchain["include"]],
+                 "-std=c++17", "-Wall", "-Wextra", "-Werror", f'-DEXPORT_HEADER="{doc["files"]["c_header"]}"',
+                 "-ldl", "-lpthread")
+
+
+def launches(log: list[str]) -> list[dict[str, str]]:
+    return [fields(line) for line in log if line.startswith("launch ")]
+
+
+def test_the_export_is_valid_compiled_only_and_holds_its_kernel(exported):
+    doc = read_manifest(exported)
+    assert validate(doc) == [] and doc["op"] == "attention" and doc["dtype"] == "bf16"
+    assert (doc["causal"], doc["layout"], doc["lse"]) == (True, "bhld", False)
+    assert doc["shape"] == [{"batch": 4, "heads": 16, "seq": 4096, "head_dim": 128, "kv_heads": 16, "seq_k": 4096}]
+    (entry,) = doc["verification"]
+    assert entry["status"] == COMPILED_ONLY and entry["device"] is None and doc["measurement"] is None
+    (launch,) = doc["launch"]
+    assert launch["valid_for"]["head_dim_min"] == launch["valid_for"]["head_dim_max"] == 128  # compiled in
+    (cubin,) = [k["file"] for k in doc["kernels"]]
+    assert function_symbols((exported / cubin).read_bytes()) >= {"attention_fa2"}
+    assert doc["files"]["op_header"] == "tracea_attention.h" and (exported / "tracea_attention.h").is_file()
+    # the export's header points to where whether (and where) it was verified is recorded: the manifest above
+    assert "configuration was verified" in (exported / doc["files"]["c_header"]).read_text()
+
+
+def test_the_c_header_compiles_as_strict_c(exported, toolchain, tmp_path):
+    doc = read_manifest(exported)
+    p = doc["prefix"]
+    (tmp_path / "use.c").write_text(
+        f'#include "{doc["files"]["c_header"]}"\n#include <stdio.h>\n'
+        f"int main(void) {{ tracea_attention_args a; memset(&a, 0, sizeof a);\n"
+        f'  printf("%d\\n", (int){p}_launch(&a, NULL)); {p}_unload(); return 0; }}\n')
+    program = build(toolchain["cc"], [str(tmp_path / "use.c")], tmp_path / "use", [str(exported), toolchain["include"]],
+                    "-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-ldl", "-lpthread")
+    out = subprocess.run([str(program)], capture_output=True, text=True, timeout=30).stdout.split()
+    assert out == ["7"]  # invalid argument for null pointers
+
+
+def test_the_example_builds_and_says_when_there_is_no_driver(exported, toolchain, tmp_path):
+    program = build(toolchain["cxx"], [str(exported / "example.cpp")], tmp_path / "example",
+                    [str(exported), toolchain["include"]], "-std=c++17", "-Wall", "-Wextra", "-Werror", "-ldl",
+                    "-lpthread")
+    done = subprocess.run([str(program)], capture_output=True, text=True, timeout=30,
+                          env={"LD_LIBRARY_PATH": str(tmp_path)})
+    assert done.returncode == 2 and '"ok": false' in done.stdout and "driver" in done.stdout
+
+
+def test_a_call_launches_the_kernel_as_its_plan_says(exported, toolchain, fake_driver):
+    doc = read_manifest(exported)
+    (step,) = next(e for e in doc["launch"] if e["arch"] == "sm_90")["description"]["steps"]
+    program = probe(exported, toolchain)
+    # another batch and a longer cache than the tuned shape: sizes are run-time arguments. (The export's dispatch
+    # keeps seq, heads and kv_heads at the tuned values: see docs/attention.md, "Export".)
+    out, log, pointers = run_probe(program, ["2", "16", "4096", "16", "5000", "ok"], fake_driver, cc="9.0")
+    assert out == ["status=0 ok"], (out, log)
+    (launch,) = launches(log)
+    assert launch["name"] == "attention_fa2" and launch["grid"] == f"{math.ceil(4096 / 128)},32,1"
+    assert launch["block"] == ",".join(map(str, step["block"])) and launch["smem"] == str(step["dynamic_smem_bytes"])
+    # the fake driver prints the first parameters in GEMM's names: a..bias are q, k, v, out; then the ints from
+    # seq_k on (m = seq_k, n = heads, k = kv_heads, lda..ldc = q's batch, head and row strides)
+    assert [launch[n] for n in ("a", "b", "c", "bias")] == [pointers[n] for n in ("q", "k", "v", "out")]
+    assert [launch[n] for n in ("m", "n", "k", "lda", "ldb", "ldc")] == \
+        ["5000", "16", "16", str(16 * 4096 * 128), str(4096 * 128), "128"]
+
+
+@pytest.mark.parametrize("case, status", [("blhd", "11"), ("lse", "11"), ("not-causal", "11"), ("bad-kv", "7")])
+def test_calls_the_export_cannot_serve_are_refused(exported, toolchain, fake_driver, case, status):
+    """Another layout, an lse output or no mask than the export was made for: not exported; K/V heads (17) that do
+    not divide the query heads: an invalid argument. Nothing is launched."""
+    program = probe(exported, toolchain)
+    out, log = run_with_fake(program, ["2", "16", "4096", "16", "5000", case], fake_driver, cc="9.0")
+    assert out[0].startswith(f"status={status} ") and not launches(log), (out, log)
+
+
+@pytest.mark.parametrize("options, expected", [
+    (["--seq", "4096", "--head-dim", "64", "--layout", "blhd", "--lse"], {"block_m": 128, "block_n": 64, "warps": 4}),
+    (["--seq", "4096", "--head-dim", "128", "--causal"], {"block_m": 128, "block_n": 64, "warps": 8}),
+    (["--seq", "4096", "--head-dim", "256"], {"block_m": 64, "block_n": 16, "warps": 4}),
+    (["--head-dim", "128", "--seq", "1", "--seq-k", "8192", "--kv-heads", "4"], {"block_m": 16, "block_n": 64,
+                                                                                  "warps": 1}),
+], ids=["d64-blhd-lse", "d128-causal", "d256", "decode"])
+def test_the_shipped_defaults_export_the_first_entry_that_fits_and_say_they_are_unverified(options, expected,
+                                                                                            tmp_path):
+    result = cli(["attention", "--batch", "4", "--heads", "16", *options, "--dtype", "fp16",
+                  "--backend", "cuda", "--arch", "sm_80,sm_90", "--config", "default", "--out", str(tmp_path / "o")],
+                 tmp_path)
+    assert result.exit_code == 0, result.output
+    doc = read_manifest(tmp_path / "o")
+    assert validate(doc) == [] and len(doc["config"]) == 2  # one per architecture
+    for choice in doc["config"]:
+        assert choice["origin"] == "default" and all(choice["values"][k] == v for k, v in expected.items()), choice
+    assert {e["status"] for e in doc["verification"]} == {COMPILED_ONLY}
+    assert all("profiles/defaults/attention.json" in e["evidence"] for e in doc["verification"])

@@ -1,0 +1,120 @@
+"""The CUDA FlashAttention-2-style family: one kernel per configuration, `fa2_forward` of
+kernels/cuda/attention_fa2.cuh (mma.sync m16n8k16, online softmax in the log2 domain, Q split across warps, K/V
+through a cp.async pipeline, causal blocks skipped), one block per (query block, batch·head). Its space and
+hand-picked configurations are in fa2_space.py. Pure: no GPU.
+
+The template is instantiated with the dtype, the head dim, the mask and whether lse is written; sizes, heads and the
+layout (as element strides) are run-time arguments (TRACEA_ATTENTION_PARAMS). Grid rules read M = seq (query rows),
+N = batch·heads and K = seq_k.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from tracea_cli.ops.attention.families.fa2_space import FAMILY, applies, fa2_space, hand_picked, tiling
+from tracea_cli.ops.attention.problem import AttentionProblem, check_operands
+from tracea_cli.ops.launch import KernelStep, LaunchPlan
+from tracea_cli.resources import kernel_translation_unit
+from tracea_cli.space import SearchSpace, Value, config_key
+from tracea_cli.target import Target
+
+GENERATOR_VERSION = 1  # bump when the text `fa2_source` generates around the template changes
+TEMPLATE = "cuda/attention_fa2.cuh"
+KERNEL = "attention_fa2"
+# TRACEA_ATTENTION_PARAMS: the pointers by tensor name, then sizes and (batch, head, row) element strides (out has
+# q's, v has k's)
+PARAMS = ("q", "k", "v", "out", "lse", "seq", "seq_k", "heads", "kv_heads", "q_sb", "q_sh", "q_sr", "kv_sb",
+          "kv_sh", "kv_sr")
+ELEMENT = {"fp16": "__half", "bf16": "__nv_bfloat16"}
+
+
+@functools.lru_cache(maxsize=None)
+def template_text() -> str:
+    """kernels/cuda/attention_fa2.cuh with the GEMM engine's PTX wrappers pasted in: one translation unit."""
+    return kernel_translation_unit(TEMPLATE)
+
+
+def fa2_source(problem: AttentionProblem, config: Mapping[str, Value]) -> str:
+    """The exact, self-contained CUDA source of one configuration (what is compiled, hashed and exported)."""
+    p = problem
+    t = tiling(p, config)
+    flag = {True: "true", False: "false"}
+    args = [ELEMENT[p.dtype], str(p.head_dim), *(str(int(config[n])) for n in ("block_m", "block_n", "warps",
+                                                                              "stages")),
+            flag[p.causal], flag[p.lse]]
+    lines = [
+        f"// Tracea CUDA attention, fa2 family ({p.dtype}, head dim {p.head_dim}, "
+        f"{'causal' if p.causal else 'no mask'}{', lse' if p.lse else ''})",
+        f"// configuration {config_key(config)}",
+        template_text(),
+        f"using Tile = tracea::Fa2<{', '.join(args)}>;",
+        f'static_assert(Tile::THREADS == {t.threads}, "block size differs from the launch description");',
+        f'static_assert(Tile::SMEM_BYTES == {t.smem_bytes}, "shared memory differs from the launch description");',
+        f'extern "C" __global__ void __launch_bounds__(Tile::THREADS) {KERNEL}(TRACEA_ATTENTION_PARAMS) '
+        "{ tracea::fa2_forward<Tile>(TRACEA_ATTENTION_ARGS); }",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def fa2_launch(problem: AttentionProblem, config: Mapping[str, Value]) -> LaunchPlan:
+    """One kernel: grid x the query blocks (M = seq), y every (batch, head) pair (N = batch·heads)."""
+    t = tiling(problem, config)
+    bm = int(config["block_m"])
+    return LaunchPlan(steps=(KernelStep(KERNEL, grid=(f"m/{bm}", "n/1", 1), block=(t.threads, 1, 1),
+                                        dynamic_smem_bytes=t.smem_bytes),),
+                      params=PARAMS, tile_m=bm, alignment_bytes=t.copy_bytes, family=FAMILY)
+
+
+def fa2_args(problem: AttentionProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
+    """The values of TRACEA_ATTENTION_PARAMS (lse null unless the problem has it) and the sizes the grid reads."""
+    p = problem
+    check_operands(p, operands)
+    q_s, kv_s = p.strides("q"), p.strides("k")
+    values: dict[str, Any] = {"q": operands["q"], "k": operands["k"], "v": operands["v"], "out": operands["out"],
+                              "lse": operands.get("lse") if p.lse else None,
+                              "M": p.seq, "N": p.batch * p.heads, "K": p.seq_k,
+                              "seq": p.seq, "seq_k": p.seq_k, "bh": p.batch * p.heads, "heads": p.heads,
+                              "kv_heads": p.kv_heads, "batch": p.batch, "head_dim": p.head_dim}
+    for prefix, strides in (("q", q_s), ("kv", kv_s)):
+        for axis, stride in zip(("sb", "sh", "sr"), strides):
+            values[f"{prefix}_{axis}"] = stride
+    return values
+
+
+@dataclass(frozen=True)
+class Fa2Family:
+    """ops/base.Family for the FlashAttention-2-style kernel."""
+
+    name: str = FAMILY
+    backend: str = "cuda"
+
+    def space(self, problem: AttentionProblem, target: Target) -> SearchSpace | str:
+        return applies(problem) or fa2_space(problem, target)
+
+    def template(self, problem: AttentionProblem) -> str | None:
+        return None if applies(problem) else f"generator {GENERATOR_VERSION}\n{template_text()}"
+
+    def source(self, problem: AttentionProblem, config: Mapping[str, Value]) -> str:
+        return fa2_source(problem, config)
+
+    def launch(self, problem: AttentionProblem, config: Mapping[str, Value]) -> LaunchPlan:
+        return fa2_launch(problem, config)
+
+    def args(self, problem: AttentionProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
+        return fa2_args(problem, operands)
+
+    def suggested(self, problem: AttentionProblem, target: Target) -> list[dict[str, Value]]:
+        return [] if applies(problem) else hand_picked(problem, target, limit=3)
+
+    def serves(self, built_for: AttentionProblem, config: Mapping[str, Value],
+               problem: AttentionProblem) -> str | None:
+        """The head dim is a template parameter: a kernel serves its own head dim only."""
+        if problem.head_dim != built_for.head_dim:
+            return f"the kernel is built for head dim {built_for.head_dim}, not {problem.head_dim}"
+        return None
+
+
+FA2 = Fa2Family()

@@ -1,0 +1,173 @@
+"""The search space of the CUDA FlashAttention-2-style family (families/fa2.py, kernels/cuda/attention_fa2.cuh):
+parameters and the rules that reject a configuration before it is compiled.
+
+A configuration names the query rows per block (`block_m`, split across `warps` warps, each owning whole 16-row
+tiles whose Q fragments stay in its registers), the keys per step (`block_n`: one K and one V tile in shared memory
+per pipeline stage) and the depth of the cp.async pipeline (`stages`).
+
+Rules come from the device (threads, shared memory, registers: tile_limits.block_resources), from the register
+budget of a warp's tiles (Q fragments, the O accumulators and the S tile of one step, all per thread), from the
+shape (a query block larger than L_q needs only repeats a smaller one, as a key block larger than L_k does; a
+pipeline deeper than the key blocks it can hold in flight) and from the 32-bit kernel arguments. Pure: no GPU, no I/O,
+no randomness.
+
+`tiling(problem, config)` derives what the template computes (threads, shared memory, a register estimate); the
+generated source asserts the same figures at compile time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from tracea_cli.ops.attention.problem import AttentionProblem
+from tracea_cli.ops.tile_limits import block_resources
+from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
+from tracea_cli.target import DeviceLimits, Target
+
+FAMILY = "fa2"
+DTYPES = ("fp16", "bf16")
+HEAD_DIMS = (64, 128, 256)
+BLOCK_M = (16, 32, 64, 128)
+BLOCK_N = (16, 32, 64, 128)
+WARPS = (1, 2, 4, 8)
+STAGES = (2, 3)
+PAD = 8  # elements of padding per shared row (the template's PAD)
+ELEMENT_BYTES = 2
+# Addresses, loop counters, the row statistics, the softmax's temporaries and the P fragments of one step. Checked
+# against ptxas (tests/engine_cuda/test_attention_compile.py): head dim 256 with block_n 32 comes to 256 here and
+# spills 20-28 bytes in ptxas; with block_n 16 (248 here) ptxas uses 243-246 registers and spills nothing.
+REGISTER_OVERHEAD = 48
+INT32_MAX = (1 << 31) - 1
+MIN_CC = (8, 0)
+
+
+def applies(problem: AttentionProblem) -> str | None:
+    """Why the family has no kernel for `problem`, or None."""
+    if problem.dtype not in DTYPES:
+        return f"the fa2 family runs {' and '.join(DTYPES)}, not {problem.dtype}"
+    if problem.head_dim not in HEAD_DIMS:
+        return f"the fa2 family has kernels for head dims {', '.join(map(str, HEAD_DIMS))}, not {problem.head_dim}"
+    return None
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """What a configuration makes of its kernel (ops/tile_limits.block_resources reads these names)."""
+
+    threads: int
+    smem_bytes: int
+    accumulator_regs: int  # the O accumulators, fp32, per thread
+    estimated_regs: int
+    copy_bytes: int = 16  # every global access is a 16-byte vector: pointers 16-byte aligned
+
+
+def tiling(problem: AttentionProblem, config: Mapping[str, Value]) -> Tiling:
+    """Mirrors Fa2's constants (kernels/cuda/attention_fa2.cuh)."""
+    bm, bn, warps, stages = (int(config[n]) for n in ("block_m", "block_n", "warps", "stages"))
+    d = problem.head_dim
+    tiles_m = bm // warps // 16 if bm % warps == 0 else 0
+    smem = (bm + 2 * stages * bn) * (d + PAD) * ELEMENT_BYTES
+    q_regs = tiles_m * (d // 16) * 4
+    o_regs = tiles_m * (d // 8) * 4
+    s_regs = tiles_m * (bn // 8) * 4
+    return Tiling(threads=warps * 32, smem_bytes=smem, accumulator_regs=o_regs,
+                  estimated_regs=q_regs + o_regs + s_regs + REGISTER_OVERHEAD)
+
+
+def _next_pow2(x: int) -> int:
+    return 1 << max(0, (x - 1).bit_length())
+
+
+def _params() -> tuple[Param, ...]:
+    return (
+        Param("family", (FAMILY,), "categorical",
+              "kernel family: fa2 (mma.sync, online softmax, FlashAttention-2 style)"),
+        Param("block_m", BLOCK_M, doc="query rows per block (split across the warps, 16-row tiles each)"),
+        Param("block_n", BLOCK_N, doc="keys per pipeline step (one K and one V tile in shared memory)"),
+        Param("warps", WARPS, doc="warps per block, each owning block_m / warps query rows"),
+        Param("stages", STAGES, doc="key/value blocks in flight (cp.async pipeline depth)"),
+    )
+
+
+def _rules(problem: AttentionProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
+    p = problem
+
+    def architecture(c) -> str | None:
+        if limits.compute_capability < MIN_CC:
+            return (f"mma.sync with cp.async needs compute capability 8.0 or newer, {limits.arch} has "
+                    f"{limits.compute_capability[0]}.{limits.compute_capability[1]}")
+        return None
+
+    def warp_rows(c) -> str | None:
+        if c["block_m"] % (16 * c["warps"]):
+            return f"block_m={c['block_m']} does not give each of {c['warps']} warps whole 16-row tiles"
+        return None
+
+    def tiles_fit_problem(c) -> str | None:
+        for name, size, what in (("block_m", p.seq, "seq"), ("block_n", p.seq_k, "seq_k")):
+            cap = max(16, _next_pow2(size))
+            if c[name] > cap:
+                return f"{name}={c[name]} is larger than {what}={size} needs (at most {cap})"
+        return None
+
+    def pipeline_depth(c) -> str | None:
+        blocks = -(-p.seq_k // c["block_n"])
+        if c["stages"] > 2 and blocks < c["stages"]:
+            return f"a {c['stages']}-stage pipeline needs {c['stages']} key blocks; seq_k={p.seq_k} gives {blocks}"
+        return None
+
+    def grid(c) -> str | None:
+        if p.batch * p.heads > 65535:
+            return f"batch x heads = {p.batch * p.heads} exceeds the 65535 blocks of grid y"
+        return None
+
+    def int32_strides(c) -> str | None:
+        biggest = max(p.batch * p.heads, p.batch * p.kv_heads) * max(p.seq, p.seq_k) * p.head_dim
+        if biggest > INT32_MAX:
+            return f"a tensor of {biggest} elements has strides past the kernel's 32-bit arguments"
+        return None
+
+    def resources(c) -> str | None:
+        return block_resources(tiling(p, c), {"warp_m": c["block_m"] // c["warps"], "warp_n": p.head_dim, **c},
+                               limits)
+
+    return (architecture, warp_rows, tiles_fit_problem, pipeline_depth, grid, int32_strides, resources)
+
+
+def fa2_space(problem: AttentionProblem, target: Target) -> SearchSpace:
+    """The fa2 configurations for `problem` on `target` (limits from the target or its architecture)."""
+    return SearchSpace(params=_params(), rules=_rules(problem, target.cuda_limits()))
+
+
+# Hand-picked starting points (block_m, block_n, warps, stages) by head dim, best guesses first: FlashAttention-2's
+# own forward tiles (128 x 64 / 4 warps for D 64; 128 x 32 or 64 x 64 for D 128), then smaller ones for short
+# sequences and decode.
+_PICKS: dict[int, tuple[tuple[int, int, int, int], ...]] = {
+    64: ((128, 64, 4, 2), (128, 128, 8, 2), (64, 64, 4, 3), (64, 128, 4, 2), (128, 64, 8, 3), (16, 64, 1, 2),
+         (16, 128, 1, 2)),
+    128: ((128, 64, 8, 2), (64, 64, 4, 2), (128, 32, 8, 3), (64, 32, 4, 3), (16, 64, 1, 2), (16, 32, 1, 2)),
+    256: ((64, 16, 4, 2), (128, 16, 8, 2), (64, 16, 4, 3), (16, 16, 1, 2)),
+}
+
+
+def hand_picked(problem: AttentionProblem, target: Target, *, limit: int | None = None) -> list[Config]:
+    """A few valid configurations for `problem`, best guesses first; where the query blocks of a pick would leave
+    most SMs idle (decode: L_q of a few rows), the 16-row picks go first."""
+    space = fa2_space(problem, target)
+    picks: list[Config] = []
+    for bm, bn, warps, stages in _PICKS[problem.head_dim]:
+        for s in dict.fromkeys((stages, 2)):
+            cfg = {"family": FAMILY, "block_m": bm, "block_n": bn, "warps": warps, "stages": s}
+            if space.why_invalid(cfg) is None:
+                if cfg not in picks:
+                    picks.append(cfg)
+                break
+    if problem.seq <= 16:
+        picks.sort(key=lambda c: c["block_m"] != 16)  # stable
+    return picks[:limit] if limit else picks
+
+
+def describe(config: Mapping[str, Value]) -> str:
+    """A short human label: "fa2 128x64 w4 s2"."""
+    return f"fa2 {config['block_m']}x{config['block_n']} w{config['warps']} s{config['stages']}"
