@@ -5,8 +5,9 @@ TRACEA_SLOW_TESTS=1 compiles every pick of every GPU suite row as well."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
-from conftest import arch_target, slow_enabled
 
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.op_backend import OpBackend
@@ -15,6 +16,7 @@ from tracea_cli.ops.attention.families.fa2_space import fa2_space, tiling
 from tracea_cli.ops.registry import get_op
 
 OP = get_op("attention")
+SLOW = os.environ.get("TRACEA_SLOW_TESTS", "").strip().lower() in {"1", "true", "yes", "on"}
 BACKEND = OpBackend("attention", "cuda")
 needs_nvrtc = pytest.mark.skipif(not nvrtc.available(), reason="NVRTC is not installed (pip install 'tracea[cuda]')")
 
@@ -35,7 +37,7 @@ def test_every_rejection_is_explained_and_the_picks_are_valid(fields, sm80, sm90
             assert tiling(p, c).smem_bytes <= target.limits.max_shared_per_block_optin
 
 
-def test_the_rules_say_what_is_wrong(sm80, sm90):
+def test_the_rules_say_what_is_wrong(sm80, sm90, make_target):
     p = OP.problem(batch=4, heads=16, seq=4096, head_dim=128, dtype="bf16")
     space = fa2_space(p, sm90)
     base = {"family": "fa2", "block_m": 128, "block_n": 64, "warps": 8, "stages": 2}
@@ -50,7 +52,7 @@ def test_the_rules_say_what_is_wrong(sm80, sm90):
     assert "block_m=128 is larger than seq=17 needs (at most 32)" in fa2_space(short, sm90).why_invalid(base)
     assert "a 3-stage pipeline needs 3 key blocks; seq_k=17 gives 1" in fa2_space(short, sm90).why_invalid(
         {**base, "block_m": 32, "block_n": 32, "warps": 2, "stages": 3})
-    assert "compute capability 8.0 or newer, sm_75 has 7.5" in fa2_space(p, arch_target("sm_75")).why_invalid(base)
+    assert "compute capability 8.0 or newer, sm_75 has 7.5" in fa2_space(p, make_target("sm_75")).why_invalid(base)
 
 
 def test_where_the_family_applies(sm90):
@@ -109,7 +111,7 @@ def test_the_first_picks_compile_without_spills(head_dim, dtype, arch, make_targ
 
 
 @needs_nvrtc
-@pytest.mark.skipif(not slow_enabled(), reason="opt in: TRACEA_SLOW_TESTS=1 (minutes)")
+@pytest.mark.skipif(not SLOW, reason="opt in: TRACEA_SLOW_TESTS=1 (minutes)")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_the_suites_picks_compile(arch, make_target):
     for p in OP.suite("default", "cuda", ("fp16", "bf16")):
