@@ -119,3 +119,14 @@ def test_the_suites_picks_compile(arch, make_target):
     for p in OP.suite("default", "cuda", ("fp16", "bf16")):
         for config in BACKEND.suggested(p, make_target(arch)):
             _compile(p, config, arch, make_target)
+
+
+@pytest.mark.parametrize("seq", [1, 2, 17, 33, 1000])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_every_sequence_length_has_first_picks(seq, head_dim, sm90):
+    """Short sequences reject every larger block: the picks shrink to the blocks they need instead of vanishing
+    (the H200 run found none for L = 1 and 17 at head dims 64 and 128)."""
+    for causal in (False, True):
+        p = OP.problem(batch=2, heads=4, seq=seq, head_dim=head_dim, dtype="bf16", causal=causal)
+        picks = FA2.suggested(p, sm90)
+        assert picks and all(fa2_space(p, sm90).why_invalid(c) is None for c in picks), (seq, head_dim, causal)

@@ -156,7 +156,13 @@ def hand_picked(problem: AttentionProblem, target: Target, *, limit: int | None 
     most SMs idle (decode: L_q of a few rows), the 16-row picks go first."""
     space = fa2_space(problem, target)
     picks: list[Config] = []
+    values = {p.name: p.values for p in space.params}
+    fit_m = min((v for v in values["block_m"] if v >= problem.seq), default=max(values["block_m"]))
+    fit_n = min((v for v in values["block_n"] if v >= problem.seq_k), default=max(values["block_n"]))
     for bm, bn, warps, stages in _PICKS[problem.head_dim]:
+        # a short sequence takes the pick shrunk to the blocks it needs (seq = 1 or 17 rejects every larger block)
+        bm, bn = min(bm, fit_m), min(bn, fit_n)
+        warps = min(warps, max(1, bm // 16))
         for s in dict.fromkeys((stages, 2)):
             cfg = {"family": FAMILY, "block_m": bm, "block_n": bn, "warps": warps, "stages": s}
             if space.why_invalid(cfg) is None:
