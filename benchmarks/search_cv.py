@@ -103,6 +103,11 @@ DIMENSIONS: tuple[tuple[str, tuple[tuple[str, dict], ...]], ...] = (
         ("one step first, then any value of one parameter", {}),
         ("any value of one parameter", {"local_moves": "any", "local": 0.5}),
     )),
+    ("local search radius", (
+        ("one parameter changed", {}),
+        ("up to 2 parameters changed, half the moves", {"radius": 2, "local": 0.5, "local_moves": "any"}),
+        ("up to 3 parameters changed, half the moves", {"radius": 3, "local": 0.5, "local_moves": "any"}),
+    )),
     ("batch: proposals per model update", (
         ("1", {}),
         ("4", {"batch": 4}),
@@ -133,7 +138,7 @@ class Candidate:
 STRATEGY_VERSION = "8c5b1da4238c9aa5195510781661ff7403c72649c54baeec4e23c2d57d3c2026"
 # Settings added since that version, with the value that does what the search did before them: left out of a key
 # at that value, so that the traces made before they existed still count.
-_ADDED = {"main_effects": False, "portfolio": "fixed", "clip": 1.0}
+_ADDED = {"main_effects": False, "portfolio": "fixed", "clip": 1.0, "radius": 1}
 
 
 def landscape_files(folder: Path) -> list[Path]:
@@ -315,7 +320,7 @@ def report(args, files, kernels, runs: Runs, singles, start, folds, final_choice
         f"- {args.repeats} seeded repeats (seeds 0..{args.repeats - 1}) of every candidate on every landscape, "
         f"budget {args.budget}. Score of a landscape: the mean fraction of the optimum averaged over budgets "
         f"{scored}; of several landscapes: the mean of theirs.",
-        f"- Folds (one per kernel): " + "; ".join(f"{k} ({', '.join(short_name(p) for p in v)})"
+        "- Folds (one per kernel): " + "; ".join(f"{k} ({', '.join(short_name(p) for p in v)})"
                                                  for k, v in kernels.items()) + ".",
         "",
         "## Candidates: the start and one setting changed at a time",

@@ -44,6 +44,27 @@ def test_neighbourhood_moves_change_one_parameter_of_a_best_result():
     assert len(set(order)) == len(order)
 
 
+def test_a_wider_radius_moves_change_up_to_that_many_parameters_and_reach_beyond_one():
+    landscape = synthetic_landscape(1)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(local=1.0, initial=10, radius=2))
+    positions = encoding.levels(landscape.params, landscape.configs)
+    drive(strategy, landscape, 10)
+    distances = []
+    for _ in range(25):
+        ranked = strategy._ranked()[: strategy.settings.incumbents]
+        (index,) = strategy.ask(1)
+        nearest = min(encoding.hamming(positions, i)[index] for i in ranked)
+        assert 1 <= nearest <= 2
+        distances.append(nearest)
+        strategy.tell(index, landscape.times[index])
+    assert 2 in distances  # the model screens the whole ball, not only the one-parameter shell
+
+
+def test_a_radius_below_one_is_refused():
+    with pytest.raises(ValueError, match="radius"):
+        BayesSettings(radius=0)
+
+
 def test_adjacent_moves_come_before_any_other_change_of_one_parameter():
     landscape = synthetic_landscape(4)
     settings = BayesSettings(local=1.0, local_moves="adjacent", initial=8)
@@ -61,7 +82,8 @@ def test_adjacent_moves_come_before_any_other_change_of_one_parameter():
 def test_a_batch_setting_proposes_from_one_model_state_like_asking_for_a_batch():
     landscape = synthetic_landscape(2, small=True)
     # a start of 12 ends where a batch of four does, so both see the same results when the model first proposes
-    queued = drive(BayesSearch(landscape.candidates, seed=3, settings=BayesSettings(batch=4, initial=12)), landscape, 36)
+    batched = BayesSettings(batch=4, initial=12)
+    queued = drive(BayesSearch(landscape.candidates, seed=3, settings=batched), landscape, 36)
     asked = drive(BayesSearch(landscape.candidates, seed=3, settings=BayesSettings(initial=12)), landscape, 36, batch=4)
     assert queued == asked
 

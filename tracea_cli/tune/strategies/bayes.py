@@ -36,8 +36,14 @@ import numpy as np
 from tracea_cli.space import Candidates, Param
 from tracea_cli.tune.strategies import encoding
 from tracea_cli.tune.strategies.base import Bookkeeping
-from tracea_cli.tune.strategies.gp import (Posterior, expected_improvement, fit_kernel, lower_confidence, main_effects,
-                                           one_blas_thread)
+from tracea_cli.tune.strategies.gp import (
+    Posterior,
+    expected_improvement,
+    fit_kernel,
+    lower_confidence,
+    main_effects,
+    one_blas_thread,
+)
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,8 @@ class BayesSettings:
     exploration: float = 0.01  # EI's required improvement in log(time), or LCB's kappa
     local: float = 0.5  # share of the model's proposals taken from the best results' neighbourhoods
     local_moves: str = "any"  # "adjacent": one parameter one value up or down first, then any value; "any"
+    radius: int = 1  # a local move changes up to this many parameters of the incumbent (a Hamming ball that the
+    # model screens: on constrained spaces the fast configurations next to the best often differ in two at once)
     portfolio: str = "fixed"  # "fixed": `local` is the share of local moves; "credit": each model proposal is local
     # or global by Thompson sampling from how often each kind has improved the best result so far in this run
     # (Beta(1 + improvements, 1 + others) per kind), so the run itself decides where the model does well
@@ -85,6 +93,8 @@ class BayesSettings:
                                  f"got {getattr(self, name)!r}")
         if self.batch < 1:
             raise ValueError(f"BayesSettings.batch must be at least 1, got {self.batch}")
+        if self.radius < 1:
+            raise ValueError(f"BayesSettings.radius must be at least 1, got {self.radius}")
 
 
 def encode(params: tuple[Param, ...], configs, style: str = "rank") -> np.ndarray:
@@ -131,6 +141,7 @@ class BayesSearch(Bookkeeping):
                 self._X = np.hstack([self._X, indicators])
         self._neighbours: dict[int, np.ndarray] = {}  # candidate -> those differing from it in one parameter
         self._steps: dict[int, np.ndarray] = {}  # candidate -> those one step from it
+        self._balls: dict[int, np.ndarray] = {}  # candidate -> those differing from it in 1..radius parameters
         d = self._width
         self._initial = s.initial if s.initial is not None else min(20, max(8, 2 * (d + 1)))
         self._design: np.ndarray | None = None  # the space-filling start, in encoded coordinates
@@ -258,10 +269,13 @@ class BayesSearch(Bookkeeping):
 
     def _local_pool(self) -> np.ndarray | None:
         """The unproposed neighbours of the best result, or of the next best once those are spent (variable
-        neighbourhoods: one step away first, then anything that changes one parameter)."""
+        neighbourhoods: one step away first, then anything that changes one parameter, then, with `radius` > 1,
+        anything that changes up to `radius` of them)."""
         proposed = list(self.proposed) + self._queue
         for i in self._ranked()[: max(1, self.settings.incumbents)]:
             shells = (self._adjacent(i), self._near(i)) if self.settings.local_moves == "adjacent" else (self._near(i),)
+            if self.settings.radius > 1:
+                shells = (shells[0], self._ball(i)) if self.settings.local_moves == "adjacent" else (self._ball(i),)
             for near in shells:
                 near = near[~np.isin(near, proposed)]
                 if len(near):
@@ -273,6 +287,12 @@ class BayesSearch(Bookkeeping):
             ordinal = np.array([p.kind == "ordinal" for p in self.candidates.params])
             self._steps[i] = encoding.adjacent(self._levels, i, ordinal)
         return self._steps[i]
+
+    def _ball(self, i: int) -> np.ndarray:
+        if i not in self._balls:
+            distance = encoding.hamming(self._levels, i)
+            self._balls[i] = np.flatnonzero((distance >= 1) & (distance <= self.settings.radius))
+        return self._balls[i]
 
     def _ranked(self) -> list[int]:
         return [i for c, i in sorted((c, i) for i, c in self.costs.items() if math.isfinite(c))]
