@@ -138,7 +138,7 @@ class Candidate:
 STRATEGY_VERSION = "8c5b1da4238c9aa5195510781661ff7403c72649c54baeec4e23c2d57d3c2026"
 # Settings added since that version, with the value that does what the search did before them: left out of a key
 # at that value, so that the traces made before they existed still count.
-_ADDED = {"main_effects": False, "portfolio": "fixed", "clip": 1.0, "radius": 1}
+_ADDED = {"main_effects": False, "portfolio": "fixed", "clip": 1.0, "radius": 1, "local_from": 1, "escalate": 0}
 
 
 def landscape_files(folder: Path) -> list[Path]:

@@ -44,25 +44,45 @@ def test_neighbourhood_moves_change_one_parameter_of_a_best_result():
     assert len(set(order)) == len(order)
 
 
-def test_a_wider_radius_moves_change_up_to_that_many_parameters_and_reach_beyond_one():
+def test_a_wider_radius_is_walked_one_parameter_first_then_two_once_stale():
     landscape = synthetic_landscape(1)
-    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(local=1.0, initial=10, radius=2))
     positions = encoding.levels(landscape.params, landscape.configs)
+    settings = BayesSettings(local=1.0, initial=10, radius=2, escalate=3)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=settings)
     drive(strategy, landscape, 10)
     distances = []
-    for _ in range(25):
-        ranked = strategy._ranked()[: strategy.settings.incumbents]
+    for _ in range(30):
+        best = strategy._ranked()[0]
+        stale = strategy._stale
+        near = set(encoding.neighbours(positions, best).tolist()) - strategy.proposed
         (index,) = strategy.ask(1)
-        nearest = min(encoding.hamming(positions, i)[index] for i in ranked)
-        assert 1 <= nearest <= 2
-        distances.append(nearest)
+        distance = int(encoding.hamming(positions, best)[index])
+        if near and stale < settings.escalate:  # one parameter at a time while that is fresh and not spent
+            assert distance == 1
+        assert distance <= 2
+        distances.append(distance)
         strategy.tell(index, landscape.times[index])
-    assert 2 in distances  # the model screens the whole ball, not only the one-parameter shell
+    assert 2 in distances  # stale, the search reaches two parameters away
+
+
+def test_without_escalation_two_parameters_wait_until_one_is_spent():
+    landscape = synthetic_landscape(1)
+    positions = encoding.levels(landscape.params, landscape.configs)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(local=1.0, initial=10, radius=2))
+    drive(strategy, landscape, 10)
+    for _ in range(20):
+        best = strategy._ranked()[0]
+        near = set(encoding.neighbours(positions, best).tolist()) - strategy.proposed
+        (index,) = strategy.ask(1)
+        assert int(encoding.hamming(positions, best)[index]) == (1 if near else 2)
+        strategy.tell(index, landscape.times[index])
 
 
 def test_a_radius_below_one_is_refused():
     with pytest.raises(ValueError, match="radius"):
         BayesSettings(radius=0)
+    with pytest.raises(ValueError, match="escalate"):
+        BayesSettings(escalate=-1)
 
 
 def test_adjacent_moves_come_before_any_other_change_of_one_parameter():
