@@ -2,6 +2,12 @@
 
     nice -n 10 .venv/bin/python benchmarks/search_cv.py               # the procedure behind the defaults (hours)
     .venv/bin/python benchmarks/search_cv.py --repeats 2 --budget 40  # a smoke run (minutes)
+    nice -n 10 .venv/bin/python benchmarks/search_cv.py --variants    # whole-strategy variants (minutes)
+
+`--variants` runs a second, smaller procedure: leave-one-kernel-out over `VARIANTS`, whole strategies (the
+defaults and changes of them that issue 20 proposed), each fold choosing the variant that scores best on the
+other kernels; it writes docs/results/search_cv_variants.md. A variant replaces the defaults only if the held-out
+folds say so.
 
 The procedure (docs/search.md, "How the settings were chosen"):
 
@@ -103,10 +109,36 @@ DIMENSIONS: tuple[tuple[str, tuple[tuple[str, dict], ...]], ...] = (
         ("one step first, then any value of one parameter", {}),
         ("any value of one parameter", {"local_moves": "any", "local": 0.5}),
     )),
+    ("local search radius", (
+        ("one parameter changed", {}),
+        ("up to 2 parameters changed, half the moves", {"radius": 2, "local": 0.5, "local_moves": "any"}),
+        ("up to 3 parameters changed, half the moves", {"radius": 3, "local": 0.5, "local_moves": "any"}),
+    )),
     ("batch: proposals per model update", (
         ("1", {}),
         ("4", {"batch": 4}),
     )),
+)
+
+
+# The defaults as overrides of START (they were chosen by the full procedure, docs/results/search_cv.md).
+DEFAULTS: dict = {"nu": 1.5, "clip": 0.25, "local": 0.5, "local_moves": "any"}
+
+# Whole-strategy variants for `--variants`: the defaults, and the changes proposed for issue 20 (local search over
+# wider neighbourhoods, a local pool over several incumbents, more local moves, a portfolio by credit, a random
+# start). None is keyed to a landscape.
+VARIANTS: tuple[tuple[str, dict], ...] = (
+    ("the defaults", DEFAULTS),
+    ("variable neighbourhoods up to 2 parameters, wider after 4 stale local moves",
+     {**DEFAULTS, "radius": 2, "escalate": 4}),
+    ("variable neighbourhoods up to 2 parameters, wider after 8 stale local moves",
+     {**DEFAULTS, "radius": 2, "escalate": 8}),
+    ("variable neighbourhoods up to 3 parameters, wider after 4 stale local moves",
+     {**DEFAULTS, "radius": 3, "escalate": 4}),
+    ("local pool over the neighbourhoods of the best 3", {**DEFAULTS, "local_from": 3}),
+    ("2/3 of the model's moves local", {**DEFAULTS, "local": 2 / 3}),
+    ("portfolio by credit", {**DEFAULTS, "portfolio": "credit"}),
+    ("random start", {**DEFAULTS, "design": "random"}),
 )
 
 
@@ -133,7 +165,7 @@ class Candidate:
 STRATEGY_VERSION = "8c5b1da4238c9aa5195510781661ff7403c72649c54baeec4e23c2d57d3c2026"
 # Settings added since that version, with the value that does what the search did before them: left out of a key
 # at that value, so that the traces made before they existed still count.
-_ADDED = {"main_effects": False, "portfolio": "fixed", "clip": 1.0}
+_ADDED = {"main_effects": False, "portfolio": "fixed", "clip": 1.0, "radius": 1, "local_from": 1, "escalate": 0}
 
 
 def landscape_files(folder: Path) -> list[Path]:
@@ -260,8 +292,12 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=Path(gettempdir()) / "tracea-search-cv")
-    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "results" / "search_cv.md")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="default docs/results/search_cv.md (search_cv_variants.md with --variants)")
+    parser.add_argument("--variants", action="store_true", help="leave-one-kernel-out over VARIANTS instead")
     args = parser.parse_args()
+    if args.output is None:
+        args.output = ROOT / "docs" / "results" / ("search_cv_variants.md" if args.variants else "search_cv.md")
 
     files = landscape_files(args.landscapes)
     if not files:
@@ -273,6 +309,13 @@ def main() -> int:
         kernels.setdefault(_landscape(f).kernel, []).append(f)
 
     runs = Runs(files, repeats=args.repeats, budget=args.budget, cache=args.cache, workers=args.workers)
+    if args.variants:
+        text = variants_report(args, files, kernels, runs, started, load_before)
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text)
+        print(text)
+        print(f"written to {args.output}", file=sys.stderr)
+        return 0
     start = Candidate("start", {})
     singles = {dim: [(label, Candidate(f"start, {dim}: {label}", overrides) if overrides else start)
                      for label, overrides in options] for dim, options in DIMENSIONS}
@@ -315,7 +358,7 @@ def report(args, files, kernels, runs: Runs, singles, start, folds, final_choice
         f"- {args.repeats} seeded repeats (seeds 0..{args.repeats - 1}) of every candidate on every landscape, "
         f"budget {args.budget}. Score of a landscape: the mean fraction of the optimum averaged over budgets "
         f"{scored}; of several landscapes: the mean of theirs.",
-        f"- Folds (one per kernel): " + "; ".join(f"{k} ({', '.join(short_name(p) for p in v)})"
+        "- Folds (one per kernel): " + "; ".join(f"{k} ({', '.join(short_name(p) for p in v)})"
                                                  for k, v in kernels.items()) + ".",
         "",
         "## Candidates: the start and one setting changed at a time",
@@ -377,6 +420,87 @@ def report(args, files, kernels, runs: Runs, singles, start, folds, final_choice
                  "DIFFER from the choice in " + ", ".join(f"{k} (default {a!r}, chosen {b!r})"
                                                           for k, (a, b) in differ.items()) + "."))
     lines.append("")
+    return "\n".join(lines)
+
+
+def choose_variant(runs: Runs, training: list[Path], variants: list[Candidate]) -> Candidate:
+    """The variant scoring best on `training` (the first, the defaults, unless another beats it)."""
+    best = variants[0]
+    for v in variants[1:]:
+        if runs.score(v, training) > runs.score(best, training):
+            best = v
+    return best
+
+
+def variants_report(args, files, kernels, runs: Runs, started, load_before) -> str:
+    import skopt
+
+    variants = [Candidate(label, overrides) for label, overrides in VARIANTS]
+    runs.ensure(variants)
+    folds = []
+    for kernel, held_out in kernels.items():
+        training = [f for f in files if f not in held_out]
+        choice = choose_variant(runs, training, variants)
+        runs.ensure([choice, variants[0]], held_out, args.held_out_repeats)
+        folds.append((kernel, held_out, training, choice))
+    final = choose_variant(runs, files, variants)
+    hr = args.held_out_repeats
+    at60 = runs.scored.index(60) if 60 in runs.scored else len(runs.scored) - 1
+    names = [short_name(f) for f in files]
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# Whole-strategy variants: leave-one-kernel-out cross-validation",
+        "",
+        f"- Date: {now}; run time {time.time() - started:.0f} s (traces already in the cache are not re-run).",
+        f"- Machine: {_cpu_model()}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}, scikit-optimize {skopt.__version__}; load average {load_before[0]:.1f} "
+        "at the start (other work shared the machine).",
+        f"- Command: `{' '.join(['.venv/bin/python', 'benchmarks/search_cv.py', *sys.argv[1:]])}`",
+        f"- {args.repeats} seeded repeats (seeds 0..{args.repeats - 1}) of every variant on every landscape, budget "
+        f"{args.budget}; score of a landscape: the mean fraction of the optimum averaged over budgets "
+        f"{', '.join(map(str, runs.scored))}. Each fold chooses, on the other kernels' landscapes, the variant that "
+        "scores best (the defaults unless another beats them); its held-out score uses "
+        f"{hr} repeats (seeds 0..{hr - 1}).",
+        "- The defaults themselves came from the full procedure (search_cv.md) with every kernel as training, so in "
+        "this comparison they have seen the held-out kernel; the other variants have not been tuned on anything.",
+        "",
+        "## Variants",
+        "",
+        "Score per landscape (in brackets the mean fraction at 60).",
+        "",
+        "| variant | " + " | ".join(names) + " | all |",
+        "| --- | " + " | ".join("---" for _ in names) + " | --- |",
+    ]
+    for v in variants:
+        cells = [f"{runs.fractions(v, f)[0].mean():.3f} ({runs.fractions(v, f)[0][at60]:.3f})" for f in files]
+        lines.append(f"| {v.label} | " + " | ".join(cells) + f" | {runs.score(v, files):.3f} |")
+    lines += [
+        "",
+        "## Folds",
+        "",
+        "| held-out kernel | choice (made on the other kernels) | training score | held-out score | held-out mean "
+        "fraction at 60 (within 95 %) | the defaults held out, at 60 |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    held60 = []
+    for kernel, held_out, training, choice in folds:
+        cell = "; ".join(f"{short_name(p)} {runs.fractions(choice, p, hr)[0][at60]:.3f} "
+                         f"({runs.fractions(choice, p, hr)[1][at60]:.0%})" for p in held_out)
+        base = "; ".join(f"{short_name(p)} {runs.fractions(variants[0], p, hr)[0][at60]:.3f}" for p in held_out)
+        held60.append(float(np.mean([runs.fractions(choice, p, hr)[0][at60] for p in held_out])))
+        lines.append(f"| {kernel} | {choice.label} | {runs.score(choice, training):.3f} | "
+                     f"{runs.score(choice, held_out, hr):.3f} | {cell} | {base} |")
+    lines += [
+        "",
+        f"Held-out mean fraction at 60 per fold: {', '.join(f'{v:.3f}' for v in held60)} (target >= 0.95 in every "
+        f"fold: {'met' if min(held60) >= 0.95 else 'NOT met'}); their mean {np.mean(held60):.3f}.",
+        "",
+        f"- Choice with every kernel as training: {final.label} (score {runs.score(final, files):.3f}; the defaults "
+        f"{runs.score(variants[0], files):.3f}).",
+        "- The default search " + ("stays as it is." if final is variants[0] else
+                                   "should become this variant, if its held-out folds beat the defaults'."),
+        "",
+    ]
     return "\n".join(lines)
 
 

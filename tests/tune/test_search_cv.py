@@ -112,3 +112,28 @@ def test_candidates_differ_in_their_key_exactly_when_their_settings_differ(searc
     other = search_cv.Candidate("one", {"local": 1 / 3})
     assert same.key == again.key != other.key
 
+
+
+def test_a_variant_is_chosen_on_the_training_kernels_and_the_defaults_keep_ties(search_cv):
+    a, b, held = Path("a.json"), Path("b.json"), Path("held.json")
+    defaults = search_cv.Candidate("defaults", {"local": 0.5})
+    wider = search_cv.Candidate("wider", {"local": 0.5, "radius": 2})
+    even = search_cv.Candidate("even", {"local": 0.5, "local_from": 3})
+    table = {
+        (("local", 0.5),): {a: 0.90, b: 0.90, held: 0.1},
+        (("local", 0.5), ("radius", 2)): {a: 0.92, b: 0.91, held: 0.0},
+        (("local", 0.5), ("local_from", 3)): {a: 0.91, b: 0.90, held: 1.0},  # best held out: must not matter
+    }
+    runs = StandInRuns(table, forbidden=[held])
+    assert search_cv.choose_variant(runs, [a, b], [defaults, wider, even]).label == "wider"
+    tie = {(("local", 0.5),): {a: 0.9}, (("local", 0.5), ("radius", 2)): {a: 0.9}}
+    assert search_cv.choose_variant(StandInRuns(tie), [a], [defaults, wider]).label == "defaults"
+
+
+def test_the_variants_are_valid_settings_and_the_first_is_the_defaults(search_cv):
+    from tracea_cli.tune.strategies.bayes import BayesSettings
+
+    assert search_cv.VARIANTS[0][1] == search_cv.DEFAULTS
+    assert search_cv.Candidate("d", search_cv.DEFAULTS).settings == BayesSettings()
+    for _, overrides in search_cv.VARIANTS:
+        search_cv.Candidate("x", overrides).settings

@@ -44,6 +44,47 @@ def test_neighbourhood_moves_change_one_parameter_of_a_best_result():
     assert len(set(order)) == len(order)
 
 
+def test_a_wider_radius_is_walked_one_parameter_first_then_two_once_stale():
+    landscape = synthetic_landscape(1)
+    positions = encoding.levels(landscape.params, landscape.configs)
+    settings = BayesSettings(local=1.0, initial=10, radius=2, escalate=3)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=settings)
+    drive(strategy, landscape, 10)
+    distances = []
+    for _ in range(30):
+        best = strategy._ranked()[0]
+        stale = strategy._stale
+        near = set(encoding.neighbours(positions, best).tolist()) - strategy.proposed
+        (index,) = strategy.ask(1)
+        distance = int(encoding.hamming(positions, best)[index])
+        if near and stale < settings.escalate:  # one parameter at a time while that is fresh and not spent
+            assert distance == 1
+        assert distance <= 2
+        distances.append(distance)
+        strategy.tell(index, landscape.times[index])
+    assert 2 in distances  # stale, the search reaches two parameters away
+
+
+def test_without_escalation_two_parameters_wait_until_one_is_spent():
+    landscape = synthetic_landscape(1)
+    positions = encoding.levels(landscape.params, landscape.configs)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(local=1.0, initial=10, radius=2))
+    drive(strategy, landscape, 10)
+    for _ in range(20):
+        best = strategy._ranked()[0]
+        near = set(encoding.neighbours(positions, best).tolist()) - strategy.proposed
+        (index,) = strategy.ask(1)
+        assert int(encoding.hamming(positions, best)[index]) == (1 if near else 2)
+        strategy.tell(index, landscape.times[index])
+
+
+def test_a_radius_below_one_is_refused():
+    with pytest.raises(ValueError, match="radius"):
+        BayesSettings(radius=0)
+    with pytest.raises(ValueError, match="escalate"):
+        BayesSettings(escalate=-1)
+
+
 def test_adjacent_moves_come_before_any_other_change_of_one_parameter():
     landscape = synthetic_landscape(4)
     settings = BayesSettings(local=1.0, local_moves="adjacent", initial=8)
@@ -61,7 +102,8 @@ def test_adjacent_moves_come_before_any_other_change_of_one_parameter():
 def test_a_batch_setting_proposes_from_one_model_state_like_asking_for_a_batch():
     landscape = synthetic_landscape(2, small=True)
     # a start of 12 ends where a batch of four does, so both see the same results when the model first proposes
-    queued = drive(BayesSearch(landscape.candidates, seed=3, settings=BayesSettings(batch=4, initial=12)), landscape, 36)
+    batched = BayesSettings(batch=4, initial=12)
+    queued = drive(BayesSearch(landscape.candidates, seed=3, settings=batched), landscape, 36)
     asked = drive(BayesSearch(landscape.candidates, seed=3, settings=BayesSettings(initial=12)), landscape, 36, batch=4)
     assert queued == asked
 

@@ -36,8 +36,14 @@ import numpy as np
 from tracea_cli.space import Candidates, Param
 from tracea_cli.tune.strategies import encoding
 from tracea_cli.tune.strategies.base import Bookkeeping
-from tracea_cli.tune.strategies.gp import (Posterior, expected_improvement, fit_kernel, lower_confidence, main_effects,
-                                           one_blas_thread)
+from tracea_cli.tune.strategies.gp import (
+    Posterior,
+    expected_improvement,
+    fit_kernel,
+    lower_confidence,
+    main_effects,
+    one_blas_thread,
+)
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,12 @@ class BayesSettings:
     exploration: float = 0.01  # EI's required improvement in log(time), or LCB's kappa
     local: float = 0.5  # share of the model's proposals taken from the best results' neighbourhoods
     local_moves: str = "any"  # "adjacent": one parameter one value up or down first, then any value; "any"
+    radius: int = 1  # a local move changes up to this many parameters of the incumbent: variable neighbourhoods,
+    # one parameter first, the ball of two once that is spent (or stale, `escalate`), and so on; the model screens
+    # each. On constrained spaces the configurations better than a local optimum often differ from it in two at once
+    escalate: int = 0  # > 0: after this many local moves without a new best, the next wider ball (up to `radius`)
+    local_from: int = 1  # a local move's pool joins the neighbourhoods of this many of the best results (1: the best
+    # alone, the next best once its neighbourhood is spent), so that the model, not the ranking, picks the basin
     portfolio: str = "fixed"  # "fixed": `local` is the share of local moves; "credit": each model proposal is local
     # or global by Thompson sampling from how often each kind has improved the best result so far in this run
     # (Beta(1 + improvements, 1 + others) per kind), so the run itself decides where the model does well
@@ -85,6 +97,11 @@ class BayesSettings:
                                  f"got {getattr(self, name)!r}")
         if self.batch < 1:
             raise ValueError(f"BayesSettings.batch must be at least 1, got {self.batch}")
+        if self.escalate < 0:
+            raise ValueError(f"BayesSettings.escalate must be at least 0, got {self.escalate}")
+        for name in ("radius", "local_from"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"BayesSettings.{name} must be at least 1, got {getattr(self, name)}")
 
 
 def encode(params: tuple[Param, ...], configs, style: str = "rank") -> np.ndarray:
@@ -131,6 +148,7 @@ class BayesSearch(Bookkeeping):
                 self._X = np.hstack([self._X, indicators])
         self._neighbours: dict[int, np.ndarray] = {}  # candidate -> those differing from it in one parameter
         self._steps: dict[int, np.ndarray] = {}  # candidate -> those one step from it
+        self._balls: dict[int, np.ndarray] = {}  # candidate -> how many parameters each candidate differs in
         d = self._width
         self._initial = s.initial if s.initial is not None else min(20, max(8, 2 * (d + 1)))
         self._design: np.ndarray | None = None  # the space-filling start, in encoded coordinates
@@ -143,6 +161,7 @@ class BayesSearch(Bookkeeping):
         self._kind: dict[int, str] = {}  # a model proposal -> "local" or "global", until told
         self._credit = {"local": [0, 0], "global": [0, 0]}  # kind -> [improved the best, did not] ("credit")
         self._successes = 0
+        self._stale = 0  # local moves since the best result last improved (`escalate`)
 
     # -- proposing ------------------------------------------------------------------------------------------------
 
@@ -155,9 +174,10 @@ class BayesSearch(Bookkeeping):
         super().tell(index, cost)
         self._successes += math.isfinite(self.costs[index]) and self.costs[index] > 0
         kind = self._kind.pop(index, None)
+        improved = math.isfinite(cost) and (before is None or cost < before[1])
         if kind is not None:
-            improved = math.isfinite(cost) and (before is None or cost < before[1])
             self._credit[kind][0 if improved else 1] += 1
+        self._stale = 0 if improved else self._stale + (kind == "local")
 
     def observe(self, index: int, cost: float) -> None:
         super().observe(index, cost)
@@ -258,10 +278,22 @@ class BayesSearch(Bookkeeping):
 
     def _local_pool(self) -> np.ndarray | None:
         """The unproposed neighbours of the best result, or of the next best once those are spent (variable
-        neighbourhoods: one step away first, then anything that changes one parameter)."""
+        neighbourhoods: one step away first, then anything that changes one parameter, then, with `radius` > 1,
+        anything that changes up to `radius` of them)."""
         proposed = list(self.proposed) + self._queue
+        if self.settings.local_from > 1:
+            ranked = self._ranked()[: self.settings.local_from]
+            near = np.unique(np.concatenate([self._near(i) for i in ranked]))
+            near = near[~np.isin(near, proposed)]
+            if len(near):
+                return near
         for i in self._ranked()[: max(1, self.settings.incumbents)]:
             shells = (self._adjacent(i), self._near(i)) if self.settings.local_moves == "adjacent" else (self._near(i),)
+            if self.settings.radius > 1:  # wider balls once the narrower are spent, or (`escalate`) stale
+                radius = self.settings.radius
+                first = min(radius, 1 + (self._stale // self.settings.escalate if self.settings.escalate else 0))
+                balls = tuple(self._ball(i, r) for r in range(first, radius + 1))
+                shells = (shells[0], *balls) if first == 1 and self.settings.local_moves == "adjacent" else balls
             for near in shells:
                 near = near[~np.isin(near, proposed)]
                 if len(near):
@@ -273,6 +305,15 @@ class BayesSearch(Bookkeeping):
             ordinal = np.array([p.kind == "ordinal" for p in self.candidates.params])
             self._steps[i] = encoding.adjacent(self._levels, i, ordinal)
         return self._steps[i]
+
+    def _ball(self, i: int, radius: int) -> np.ndarray:
+        """Those differing from candidate i in 1..radius parameters."""
+        if radius == 1:
+            return self._near(i)
+        if i not in self._balls:
+            self._balls[i] = encoding.hamming(self._levels, i).astype(np.uint8)  # small in spaces of 10^5
+        distance = self._balls[i]
+        return np.flatnonzero((distance >= 1) & (distance <= radius))
 
     def _ranked(self) -> list[int]:
         return [i for c, i in sorted((c, i) for i, c in self.costs.items() if math.isfinite(c))]
