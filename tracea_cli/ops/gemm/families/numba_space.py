@@ -8,10 +8,8 @@ one packed B panel for all threads, "n" one packed A block) and the number of th
 Rules come from the register file (accumulators plus one row of B must fit, or the micro-kernel spills), from
 the parameters themselves (a block holds whole register tiles), and from the shape (a tile or block larger than its
 dimension needs only repeats a smaller one; every thread gets at least one block; one thread has no parallel
-dimension to choose; sharing out N blocks is for short M, where M has too few blocks to share), and from what a
-compile buys: a register tile that another tile beats outright (more FMAs per loaded vector, a B strip no wider) is
-dropped, so a large square compiles two tiles per dtype, not five. Pure: no I/O, no randomness; the target contributes
-only its thread count.
+dimension to choose; sharing out N blocks is for short M, where M has too few blocks to share). Pure: no I/O, no randomness;
+the target contributes only its thread count.
 
 Only `mr`, `nr` and `parallel` (with the dtype) select a compiled kernel; the rest, and the problem's layout and
 epilogue, are run-time arguments, so a search compiles at most a dozen kernels per dtype.
@@ -19,7 +17,6 @@ epilogue, are run-time arguments, so a search compiles at most a dozen kernels p
 
 from __future__ import annotations
 
-import itertools
 from typing import Mapping
 
 from tracea_cli.ops import numba_family
@@ -50,33 +47,6 @@ def registers_needed(mr: int, nr: int, dtype: str) -> int:
     return numba_family.registers_needed(mr, nr, lanes(dtype))
 
 
-def intensity(mr: int, nr: int, dtype: str) -> float:
-    """FMAs per vector loaded in one K step of an mr×nr micro-kernel: mr·(nr/lanes) FMAs for nr/lanes loads of B and
-    mr broadcasts of A. The higher, the less the kernel waits on the load ports."""
-    vectors = nr // lanes(dtype)
-    return mr * vectors / (mr + vectors)
-
-
-def dominating_tile(mr: int, nr: int, problem: GemmProblem) -> tuple[int, int] | None:
-    """A register tile that beats `mr`×`nr` outright for `problem`, or None: it fits the register file and the
-    problem (no larger than M and N need), does at least as many FMAs per loaded vector (strictly more, or as many
-    with a narrower B strip), and its B strip is no wider (a strip kc×nr stays in L1 across the A strips, so a
-    narrower one leaves room for a deeper kc). Only tiles on that front are worth a compile each."""
-    width = lanes(problem.dtype)
-    nr_values = tuple(v * width for v in NR_VECTORS)
-    cover_m, cover_n = _covering(MR, problem.m, 1), _covering(nr_values, problem.n, 1)
-    mine = intensity(mr, nr, problem.dtype)
-    for omr, onr in itertools.product(MR, nr_values):
-        if (omr, onr) == (mr, nr) or omr > cover_m or onr > cover_n or onr > nr:
-            continue
-        if registers_needed(omr, onr, problem.dtype) > VECTOR_REGISTERS:
-            continue
-        theirs = intensity(omr, onr, problem.dtype)
-        if theirs > mine or (theirs == mine and onr < nr):
-            return omr, onr
-    return None
-
-
 def _params(problem: GemmProblem, threads: int) -> tuple[Param, ...]:
     width = lanes(problem.dtype)
     return (
@@ -101,15 +71,6 @@ def _rules(problem: GemmProblem) -> tuple[Rule, ...]:
         if needed > VECTOR_REGISTERS:
             return (f"a {c['mr']}x{c['nr']} register tile needs {needed} vector registers (accumulators, a row of B, "
                     f"a broadcast of A); more than {VECTOR_REGISTERS} spill")
-        return None
-
-    def tile_on_the_front(c) -> str | None:
-        other = dominating_tile(int(c["mr"]), int(c["nr"]), problem)
-        if other is not None:
-            theirs, mine = intensity(*other, problem.dtype), intensity(int(c["mr"]), int(c["nr"]), problem.dtype)
-            return (f"a {other[0]}x{other[1]} tile does more FMAs per loaded vector than {c['mr']}x{c['nr']} "
-                    f"({theirs:.2f} against {mine:.2f}) "
-                    "with a B strip no wider: this tile would only cost a compile")
         return None
 
     def whole_tiles(c) -> str | None:
@@ -156,8 +117,8 @@ def _rules(problem: GemmProblem) -> tuple[Rule, ...]:
                     f"{2 * int(c['threads'])} M blocks, parallel=m shares them out and packs B once")
         return None
 
-    return (register_file, whole_tiles, tile_fits_problem, tile_on_the_front, blocks_fit_problem,
-            every_thread_has_work, parallel_n_for_short_m)
+    return (register_file, whole_tiles, tile_fits_problem, blocks_fit_problem, every_thread_has_work,
+            parallel_n_for_short_m)
 
 
 # Register tile and cache blocks of the hand-picked configurations, best guesses first for large squares.
