@@ -463,6 +463,17 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
                 # Better still on sm_90 (measured for fp16 and bf16): 64-column tiles, so that B is read in 128-byte
                 # pieces, with K split across a cluster of two blocks (docs/engine.md, "Small M: K clusters").
                 small.insert(0, first_valid({**sliced, "block_n": 64, "slice_k": 4, "cluster_k": 2}))
+        if has_gemv(problem) and problem.layout == "nn":
+            # fp32, at most 16 rows: the GEMV-class kernel reads B once with every row of C in one block, 128
+            # columns a block, K split until the grid covers the SMs several times over (512 blocks for N = 4096).
+            # Compiled for sm_90 without spills: 64 registers for one row (block_k 64), 128 for 16 rows (block_k 32).
+            rows = min(max(GEMV_ROWS), _next_pow2(problem.m))
+            gemv = {"family": family, "kernel": "gemv", "block_m": rows, "block_n": 128,
+                    "block_k": 64 if rows <= 4 else 32, "warp_m": min(SIMT_WARP_M), "warp_n": min(SIMT_WARP_N),
+                    "stages": 2}
+            tiles_n = -(-problem.n // 128)
+            split = next((s for s in SPLIT_K if tiles_n * s >= SMALL_M_WAVES * sm_count), SPLIT_K[-1])
+            small.insert(0, first_valid(gemv, split_k=split) or first_valid(gemv))
         for c in reversed(small):
             if c is not None and c not in picks:
                 picks.insert(0, c)
