@@ -68,7 +68,8 @@ def _check_no_tf32() -> str:
     kind = linalg.get_compute_type(np.float32)
     if kind == linalg.COMPUTE_TYPE_TF32:
         raise SystemExit("CuPy's fp32 compute type is TF32 (CUPY_TF32=1?): unset it, the baseline must be SGEMM.")
-    return f"compute type {kind} (COMPUTE_TYPE_TF32 is {linalg.COMPUTE_TYPE_TF32}), CUPY_TF32={os.environ.get('CUPY_TF32', 'unset')}"
+    env = os.environ.get("CUPY_TF32", "unset")
+    return f"compute type {kind} (COMPUTE_TYPE_TF32 is {linalg.COMPUTE_TYPE_TF32}), CUPY_TF32={env}"
 
 
 def bench_shape(backend: OpBackend, problem: GemmProblem, target, log) -> dict:
@@ -105,7 +106,8 @@ def render(results: list[dict], meta: dict) -> str:
              "before the first configuration and after each one; a row's cuBLAS ms is the faster of the two "
              "measurements around it; CUDA events, L2 flushed between samples, medians "
              f"({POLICY.min_samples}-{POLICY.max_samples} samples, {POLICY.max_seconds} s at most each)", ""]
-    lines += ["| problem | best configuration | ms | cuBLAS ms | ratio | target |", "| --- | --- | --- | --- | --- | --- |"]
+    lines += ["| problem | best configuration | ms | cuBLAS ms | ratio | target |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for r in results:
         p = GemmProblem(**r["problem"])
         timed = [row for row in r["rows"] if row.get("ratio")]
@@ -116,7 +118,8 @@ def render(results: list[dict], meta: dict) -> str:
                      f"{num(best and best['ratio'], 3)} | {target} |")
     for r in results:
         p = GemmProblem(**r["problem"])
-        lines += ["", f"## {p.label}", "", f"cuBLAS medians in order (ms): {', '.join(num(m, 4) for m in r['baseline_ms'])}",
+        medians = ", ".join(num(m, 4) for m in r["baseline_ms"])
+        lines += ["", f"## {p.label}", "", f"cuBLAS medians in order (ms): {medians}",
                   "", "| config | status | ms | cuBLAS ms | ratio | rel. error | regs | spill B | smem B |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for row in r["rows"]:
