@@ -266,3 +266,26 @@ def test_a_k_cluster_kernel_declares_its_cluster_and_adds_through_dsmem(sm90):
     assert [type(s) for s in plan.steps] == [KernelStep] and plan.steps[0].grid[2] == 2
     assert plan.steps[0].cluster is None  # declared by the entry, not given at launch
     assert plan.workspace_bytes_per_mn == 0 and plan.workspace_bytes({"M": 16, "N": 4096, "K": 4096}) == 0
+
+
+def test_the_fp32_gemv_picks_compile_without_spills(sm90):
+    """The gemv kernel's hand-picked configurations (fp32, 1 and 16 rows, layout nn) for sm_90: the main kernel and
+    split-K's summing pass, the block and shared memory the template asserts, no workspace memset, no spill."""
+    from tracea_cli.ops.gemm.families.engine import SUM_KERNEL
+    from tracea_cli.ops.gemm.families.engine_space import hand_picked
+
+    jobs = []
+    for m, epilogue in ((1, "bias_gelu"), (16, "none")):
+        problem = GemmProblem(m, 4096, 4096, dtype="fp32", epilogue=epilogue)
+        jobs.append((problem, hand_picked(problem, sm90, limit=1)[0], sm90))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(_compile, jobs))
+    for (problem, config, target), artifact, error in results:
+        assert error is None, error
+        assert config["kernel"] == "gemv" and config["split_k"] > 1
+        res = artifact.resources
+        assert res["spill_store_bytes"] == res["spill_load_bytes"] == res["stack_bytes"] == 0, problem.label
+        assert res["dynamic_shared_bytes"] == tiling(problem, config).smem_bytes
+        assert set(res["kernels"]) == {"gemm_main", SUM_KERNEL}
+        assert not any(isinstance(s, MemsetStep) for s in artifact.plan.steps)
+        assert artifact.plan.workspace_bytes_per_mn == 4 * config["split_k"]

@@ -124,3 +124,62 @@ def test_random_configurations_on_awkward_small_shapes(emulator, sm90):
         if not verdict.ok:
             failures.append((problem.label, config, verdict.reason))
     assert not failures, failures
+
+
+# ---- the simt family's GEMV-class kernel (fp32, M <= 16, layout nn), run by following its launch plan -------------
+
+def _gemv(rows, bn, bk, vec=1, split_k=1):
+    return _config("simt", rows, bn, bk, 16, 32, split_k=split_k, vec=vec, kernel="gemv")
+
+
+# Ragged M (rows of C below the block's), N and K not multiples of the tile, one and several K slices (the slices'
+# sums added by the second pass), every vector width, several row tiles (block_m < M), an epilogue on each pass.
+GEMV_CASES = [
+    ((1, 45, 37), "none", _gemv(1, 32, 16)),
+    ((3, 130, 200), "bias_gelu", _gemv(4, 64, 64, vec=2, split_k=4)),
+    ((16, 68, 100), "bias_residual", _gemv(16, 64, 64, vec=4, split_k=2)),
+    ((13, 40, 300), "bias_relu", _gemv(8, 32, 128, vec=4, split_k=2)),
+    ((5, 256, 96), "bias", _gemv(2, 256, 8, vec=1)),
+]
+
+
+def _emulate_gemv(emulator_plan, problem, config, seed, name, source=None):
+    from tracea_cli.ops.dtypes import to_storage
+    from tracea_cli.ops.gemm.families.engine import gemm_args, gemm_launch
+
+    harness, workdir, launcher = emulator_plan
+    inputs = make_inputs(problem, np.random.default_rng(seed))
+    operands = {name: to_storage(v, problem.dtype) for name, v in inputs.items()}
+    operands["C"] = to_storage(np.full((problem.m, problem.n), np.nan), problem.dtype)
+    values = gemm_args(problem, operands)
+    plan = gemm_launch(problem, config)
+    exe = harness.build_plan(source or gemm_source(problem, config), plan, values, workdir / name, launcher)
+    out = harness.run_plan(exe, plan, values, ("C",), workdir / name)["C"]
+    from tracea_cli.ops.dtypes import from_storage
+    return check(from_storage(out, problem.dtype), reference(problem, inputs)["C"], problem.dtype)
+
+
+@pytest.fixture(scope="module")
+def emulator_plan(emulator):
+    harness, workdir, _ = emulator
+    return harness, workdir, harness.build_plan_launcher(workdir)
+
+
+@pytest.mark.parametrize("case", range(len(GEMV_CASES)), ids=[f"gemv-{c[0]}-{c[1]}" for c in GEMV_CASES])
+def test_emulated_gemv_kernel_matches_the_reference(case, emulator_plan, sm90):
+    shape, epilogue, config = GEMV_CASES[case]
+    problem = GemmProblem(*shape, dtype="fp32", layout="nn", epilogue=epilogue)
+    assert gemm_space(problem, sm90).why_invalid(config) is None
+    verdict = _emulate_gemv(emulator_plan, problem, config, seed=100 + case, name=f"gemv{case}")
+    assert verdict.ok, verdict.reason
+
+
+def test_the_emulator_catches_a_gemv_sum_that_drops_a_slice(emulator_plan, sm90):
+    """The second pass must add every K slice: leaving the last one out must fail."""
+    problem = GemmProblem(4, 64, 256, dtype="fp32")
+    config = _gemv(4, 64, 64, vec=4, split_k=4)
+    right = gemm_source(problem, config)
+    wrong = right.replace("z < G::SPLIT_K; ++z", "z < G::SPLIT_K - 1; ++z")
+    assert wrong != right
+    verdict = _emulate_gemv(emulator_plan, problem, config, seed=5, name="gemv_wrong", source=wrong)
+    assert not verdict.ok

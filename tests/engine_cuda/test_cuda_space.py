@@ -204,3 +204,34 @@ def test_sliced_k_rules_explain_themselves_and_older_configurations_keep_their_m
     assert instantiation == ["using Gemm = tracea::MmaGemm<__half, tracea::Layout::NN, tracea::Epilogue::None, "
                              "128, 128, 32, 64, 64, 3, 8, 1, 8>;"]
     assert all("slice_k" in c for c in large.valid_configs()[:100])
+
+
+def test_gemv_rules_explain_themselves_and_apply_only_to_a_few_fp32_rows(sm90):
+    """The simt family's gemv kernel: fp32 with at most 16 rows, layout nn; every rejection says why."""
+    from tracea_cli.ops.gemm.families.engine_space import GEMV_MAX_M, kernel_of
+
+    problem = GemmProblem(5, 1000, 700, dtype="fp32")
+    space = gemm_space(problem, sm90)
+    base = {"family": "simt", "kernel": "gemv", "block_m": 8, "block_n": 128, "block_k": 64, "warp_m": 16,
+            "warp_n": 32, "stages": 2, "split_k": 4, "group_m": 1, "vec": 4}
+    assert space.why_invalid(base) is None
+    reasons = (
+        ({"block_m": 16}, "holds more rows than M=5 needs"),
+        ({"warp_m": 32}, "gemv has no warp tiles"),
+        ({"group_m": 4}, "group_m must be 1"),
+        ({"block_n": 64, "block_k": 8}, "must be a multiple of its 16 K groups"),
+    )
+    for change, reason in reasons:
+        why = space.why_invalid({**base, **change})
+        assert why and reason in why, (change, why)
+    nt = gemm_space(GemmProblem(5, 1000, 700, dtype="fp32", layout="nt"), sm90)
+    assert "layout nn" in nt.why_invalid(base)
+    # the tiled kernel keeps its own values of the shared parameters
+    tiled = {**base, "kernel": "tiled", "block_m": 32, "warp_m": 16, "warp_n": 32, "block_k": 64}
+    assert "tiled steps are 32 deep at most" in space.why_invalid(tiled)
+    # elsewhere no `kernel` parameter: the space of before (and stored configurations mean the tiled kernel)
+    for other in (GemmProblem(GEMV_MAX_M + 1, 64, 64, dtype="fp32"), GemmProblem(1, 64, 64, dtype="fp64")):
+        assert "kernel" not in gemm_space(other, sm90).names
+    assert kernel_of({"family": "simt"}) == "tiled"
+    valid = list(space.valid_configs())
+    assert any(c["kernel"] == "gemv" for c in valid) and any(c["kernel"] == "tiled" for c in valid)

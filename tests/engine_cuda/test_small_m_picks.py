@@ -37,12 +37,24 @@ def test_the_split_k_pick_follows_the_sliced_ones(sm90, dtype, layout):
     assert second["slice_k"] == 1 and second["block_m"] == 32 and blocks >= SMALL_M_WAVES * sm90.limits.sm_count
 
 
-def test_simt_small_m_first_pick_splits_k_over_several_waves(sm90):
+def test_simt_small_m_picks_split_k_over_several_waves(sm90):
+    """fp32, 16 rows, layout nn: the gemv kernel first (all 16 rows in one block, B read once), then the tiled
+    kernel's split-K pick; both cover the SMs several times over."""
     problem = GemmProblem(16, 4096, 4096, "fp32")
-    first = hand_picked(problem, sm90, limit=3)[0]
-    assert gemm_space(problem, sm90).why_invalid(first) is None and "slice_k" not in first
-    blocks = -(-problem.n // first["block_n"]) * first["split_k"]
-    assert first["block_m"] == 32 and blocks >= SMALL_M_WAVES * sm90.limits.sm_count
+    first, second = hand_picked(problem, sm90, limit=3)[:2]
+    for pick, waves in ((first, 3), (second, SMALL_M_WAVES)):  # gemv: 128-column blocks, split_k at most 16
+        assert gemm_space(problem, sm90).why_invalid(pick) is None and "slice_k" not in pick
+        blocks = -(-problem.n // pick["block_n"]) * pick["split_k"]
+        assert blocks >= waves * sm90.limits.sm_count
+    assert first["kernel"] == "gemv" and first["block_m"] == 16
+    assert second["kernel"] == "tiled" and second["block_m"] == 32
+
+
+def test_simt_gemv_pick_only_where_it_applies(sm90):
+    """The gemv kernel is offered for fp32 with at most 16 rows in layout nn; nt and 17 rows keep the tiled picks."""
+    assert hand_picked(GemmProblem(1, 4096, 4096, "fp32"), sm90)[0]["kernel"] == "gemv"
+    for problem in (GemmProblem(1, 4096, 4096, "fp32", layout="nt"), GemmProblem(17, 4096, 4096, "fp32")):
+        assert all(c.get("kernel", "tiled") == "tiled" for c in hand_picked(problem, sm90))
 
 
 def test_large_problems_keep_their_picks(sm90):
@@ -70,4 +82,9 @@ def test_k_clusters_exist_only_where_k_is_sliced_on_sm90(sm90, sm80):
 def test_sixteen_row_blocks_exist_only_where_k_is_sliced(sm90):
     assert 16 in gemm_space(GemmProblem(16, 4096, 4096, "fp16"), sm90).param("block_m").values
     assert 16 not in gemm_space(GemmProblem(4096, 4096, 4096, "fp16"), sm90).param("block_m").values
-    assert 16 not in gemm_space(GemmProblem(16, 4096, 4096, "fp32"), sm90).param("block_m").values  # SIMT
+    simt = gemm_space(GemmProblem(16, 4096, 4096, "fp32"), sm90)  # SIMT: 16-row blocks are the gemv kernel's only
+    tiled = simt.complete({"family": "simt", "block_m": 16, "block_n": 64, "block_k": 16, "warp_m": 16, "warp_n": 32,
+                           "stages": 2, "split_k": 1, "group_m": 1, "vec": 4})
+    assert "tiled blocks are 32 rows at least" in simt.why_invalid(tiled)
+    assert simt.why_invalid({**tiled, "kernel": "gemv"}) is None
+    assert 16 not in gemm_space(GemmProblem(17, 4096, 4096, "fp32"), sm90).param("block_m").values

@@ -18,6 +18,7 @@ from tracea_cli.ops.gemm.families.engine_space import (
     cluster_k_of,
     gemm_space,
     hand_picked,
+    kernel_of,
     slice_k_of,
     tiling,
 )
@@ -30,6 +31,7 @@ from tracea_cli.target import Target
 GENERATOR_VERSION = 1  # bump when the text `source` generates around the templates changes
 MAIN_KERNEL = "gemm_main"
 REDUCE_KERNEL = "gemm_splitk_reduce"
+SUM_KERNEL = "gemm_splitk_sum"  # the gemv kernel's split-K pass: adds the slices' sums in order (no atomics)
 PARAMS = ("A", "B", "C", "bias", "residual", "workspace", "M", "N", "K", "lda", "ldb", "ldc")  # TRACEA_GEMM_PARAMS
 ELEMENT = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "fp64": "double"}
 
@@ -44,9 +46,32 @@ def _cluster_dims(config: Mapping[str, Value]) -> str:
     return f"__cluster_dims__(1, 1, {cluster}) " if cluster > 1 else ""
 
 
+def _gemv_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
+    """The simt family's GEMV-class kernel (kernels/cuda/gemm_gemv.cuh, pasted in with gemm_simt.cuh)."""
+    t = tiling(problem, config)
+    args = [config[p] for p in ("block_m", "block_n", "block_k", "vec", "split_k")]
+    lines = [
+        f"// Tracea CUDA GEMM ({problem.dtype}, layout {problem.layout}, epilogue {problem.epilogue})",
+        f"// configuration {config_key(config)}",
+        template_text("simt"),
+        f"using Gemm = tracea::GemvGemm<{ELEMENT[problem.dtype]}, tracea::Layout::NN, "
+        f"tracea::Epilogue::{problem.fused.template_name}, {', '.join(str(int(a)) for a in args)}>;",
+        f'static_assert(Gemm::THREADS == {t.threads}, "block size differs from the launch description");',
+        f'static_assert(Gemm::SMEM_BYTES == {t.smem_bytes}, "shared memory differs from the launch description");',
+        f"extern \"C\" __global__ void __launch_bounds__(Gemm::THREADS) {MAIN_KERNEL}(TRACEA_GEMM_PARAMS) "
+        f"{{ tracea::gemm_gemv<Gemm>(TRACEA_GEMM_ARGS); }}",
+    ]
+    if int(config["split_k"]) > 1:
+        lines.append(f"extern \"C\" __global__ void __launch_bounds__({SPLITK_REDUCE_THREADS}) {SUM_KERNEL}"
+                     f"(TRACEA_GEMM_PARAMS) {{ tracea::gemm_splitk_sum<Gemm>(TRACEA_GEMM_ARGS); }}")
+    return "\n".join(lines) + "\n"
+
+
 def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
     """The exact, self-contained CUDA source of one configuration (what is compiled, hashed and exported)."""
     family = str(config["family"])
+    if family == "simt" and kernel_of(config) == "gemv":
+        return _gemv_source(problem, config)
     t = tiling(problem, config)
     layout = "NN" if problem.layout == "nn" else "NT"
     head = (f"tracea::{'MmaGemm' if family == 'mma' else 'SimtGemm'}<{ELEMENT[problem.dtype]}, tracea::Layout::{layout}, "
@@ -83,6 +108,16 @@ def gemm_launch(problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan
     cluster), split-K's reduction."""
     t = tiling(problem, config)
     split = int(config["split_k"])
+    if config["family"] == "simt" and kernel_of(config) == "gemv":
+        # Each K slice writes its own M x N part of the workspace; the second pass adds them: no memset.
+        steps = [KernelStep(MAIN_KERNEL, grid=("tiles", 1, "split_k"), block=(t.threads, 1, 1),
+                            dynamic_smem_bytes=t.smem_bytes)]
+        if split > 1:
+            steps.append(KernelStep(SUM_KERNEL, grid=(f"mn/{SPLITK_REDUCE_THREADS}", 1, 1),
+                                    block=(SPLITK_REDUCE_THREADS, 1, 1)))
+        return LaunchPlan(steps=tuple(steps), params=PARAMS, tile_m=int(config["block_m"]),
+                          tile_n=int(config["block_n"]), split_k=split,
+                          workspace_bytes_per_mn=4 * split if split > 1 else 0, alignment_bytes=t.copy_bytes)
     cluster = cluster_k_of(config)
     steps: list[Any] = []
     if split > 1:

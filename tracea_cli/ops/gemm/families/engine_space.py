@@ -52,6 +52,16 @@ SMALL_M_WAVES = 4  # blocks per SM a small-M pick aims for
 REGISTER_OVERHEAD = 40  # addresses, loop counters and the epilogue, beside accumulators and fragments
 SIMT_PREFETCH_REGS = 176  # SimtGemm::PREFETCH: accumulators + two fragment sets at most this many registers
 SPLITK_REDUCE_THREADS = 256
+# The simt family's GEMV-class kernel (kernels/cuda/gemm_gemv.cuh) for fp32 with at most GEMV_MAX_M rows: `kernel`
+# picks it ("gemv") or the tiled kernel ("tiled", what a configuration without the parameter means). Its block_m is
+# the rows of C a block holds (all of M where block_m >= M, so that B is read once), its block_k the rows of B a
+# 256-thread block reads per step; it has no warp tiles (warp_m, warp_n stay at their smallest values).
+GEMV_MAX_M = 16
+GEMV_ROWS = (1, 2, 4, 8, 16)
+GEMV_BLOCK_K = (64, 128)  # deeper steps than the tiled kernel's, offered beside SIMT_BLOCK_K where gemv applies
+GEMV_THREADS = 256
+GEMV_REDUCTION_BYTES = 16384  # the block's sum of its K groups, a round of rows at a time (GemvGemm::RED_ROWS)
+KERNEL_DEFAULT = "tiled"
 MIN_MMA_CC = (8, 0)  # cp.async, bf16 and tf32 mma.sync
 
 
@@ -89,9 +99,34 @@ def slice_k_of(config: Mapping[str, Value]) -> int:
     return int(config.get("slice_k", SLICE_K_DEFAULT))
 
 
+def kernel_of(config: Mapping[str, Value]) -> str:
+    """The simt family's kernel: "tiled", or "gemv" for a few rows of C ("tiled" where the parameter is absent)."""
+    return str(config.get("kernel", KERNEL_DEFAULT))
+
+
+def gemv_k_groups(config: Mapping[str, Value]) -> int:
+    """Threads of a GEMV block that share a column of C, each taking its own rows of every step of B."""
+    return GEMV_THREADS // max(1, int(config["block_n"]) // int(config["vec"]))
+
+
+def _gemv_tiling(problem: GemmProblem, config: Mapping[str, Value]) -> Tiling:
+    """Mirrors GemvGemm (kernels/cuda/gemm_gemv.cuh)."""
+    rows, bn, bk, vec = (int(config[p]) for p in ("block_m", "block_n", "block_k", "vec"))
+    elem = get_dtype(problem.dtype).storage_bytes
+    red_rows = min(rows, 16 // vec)
+    smem = max(2 * bk * rows * elem, GEMV_THREADS * red_rows * vec * elem)
+    acc = rows * vec
+    staging = max(1, bk // max(1, gemv_k_groups(config))) * vec  # the step's B values, all in flight
+    return Tiling(family="simt", threads=GEMV_THREADS, smem_bytes=smem, accumulator_regs=acc,
+                  estimated_regs=acc + staging + min(rows, 4) + REGISTER_OVERHEAD, elem_bytes=elem,
+                  copy_bytes=vec * elem)
+
+
 def tiling(problem: GemmProblem, config: Mapping[str, Value]) -> Tiling:
-    """Derived sizes; mirrors the constants of MmaGemm / SimtGemm in kernels/cuda/."""
+    """Derived sizes; mirrors the constants of MmaGemm / SimtGemm / GemvGemm in kernels/cuda/."""
     family = str(config["family"])
+    if family == "simt" and kernel_of(config) == "gemv":
+        return _gemv_tiling(problem, config)
     bm, bn, bk = int(config["block_m"]), int(config["block_n"]), int(config["block_k"])
     wm, wn = int(config["warp_m"]), int(config["warp_n"])
     vec = int(config["vec"])
@@ -136,17 +171,28 @@ def _next_pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
+def has_gemv(problem: GemmProblem) -> bool:
+    """Whether the simt family offers its GEMV-class kernel for `problem` (fp32, at most GEMV_MAX_M rows)."""
+    return problem.dtype == "fp32" and problem.m <= GEMV_MAX_M
+
+
 def _params(problem: GemmProblem, limits: DeviceLimits) -> tuple[Param, ...]:
     family = FAMILY[problem.dtype]
     simt = family == "simt"
     sliced = problem.m <= SLICED_K_MAX_M  # elsewhere the space keeps the size it had before sliced K
     clusters = limits.compute_capability >= MIN_CLUSTER_CC
+    gemv = has_gemv(problem)  # elsewhere no `kernel` parameter: the space of before
+    block_m = GEMV_ROWS + BLOCK_MN if gemv else SLICED_BLOCK_M if sliced and not simt else BLOCK_MN
+    block_k = SIMT_BLOCK_K + GEMV_BLOCK_K if gemv else SIMT_BLOCK_K if simt else MMA_BLOCK_K if sliced \
+        else MMA_SHALLOW_BLOCK_K
     return (
         Param("family", (family,), "categorical", "kernel family: simt (FMA) or mma (mma.sync tensor cores)"),
-        Param("block_m", SLICED_BLOCK_M if sliced and not simt else BLOCK_MN, doc="rows of C per block"),
+        *((Param("kernel", ("tiled", "gemv"), "categorical", default=KERNEL_DEFAULT,
+                 doc=f"simt kernel: tiled, or gemv (fp32, M at most {GEMV_MAX_M}: B read once, K split)"),)
+          if gemv else ()),
+        Param("block_m", block_m, doc="rows of C per block"),
         Param("block_n", BLOCK_MN, doc="columns of C per block"),
-        Param("block_k", SIMT_BLOCK_K if simt else MMA_BLOCK_K if sliced else MMA_SHALLOW_BLOCK_K,
-              doc="depth of one pipeline step"),
+        Param("block_k", block_k, doc="depth of one pipeline step"),
         Param("warp_m", SIMT_WARP_M if simt else MMA_WARP, doc="rows of C per warp"),
         Param("warp_n", SIMT_WARP_N if simt else MMA_WARP, doc="columns of C per warp"),
         Param("stages", (2,) if simt else MMA_STAGES, doc="shared-memory pipeline depth (SIMT double-buffers)"),
@@ -167,7 +213,36 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
     smallest = {"block_m": min(BLOCK_MN), "block_n": min(BLOCK_MN),
                 "block_k": min(int(v) for v in params["block_k"].values)}
 
+    def gemv_shape(c) -> str | None:
+        # The two simt kernels' own values of the shared parameters (only where the space offers gemv).
+        if kernel_of(c) != "gemv":
+            if c["block_m"] < min(BLOCK_MN):
+                return f"block_m={c['block_m']} is a gemv block (rows of C held by one block); tiled blocks are " \
+                       f"{min(BLOCK_MN)} rows at least"
+            if c["block_k"] > max(SIMT_BLOCK_K):
+                return f"block_k={c['block_k']} is a gemv step; tiled steps are {max(SIMT_BLOCK_K)} deep at most"
+            return None
+        if problem.layout != "nn":
+            return "the gemv kernel reads rows of B along N (layout nn); layout nt takes the tiled kernel"
+        if c["block_m"] > max(GEMV_ROWS):
+            return f"gemv holds at most {max(GEMV_ROWS)} rows of C per block (block_m={c['block_m']})"
+        if c["block_m"] > _next_pow2(m):
+            return f"gemv block_m={c['block_m']} holds more rows than M={m} needs (at most {_next_pow2(m)})"
+        if (c["warp_m"], c["warp_n"]) != (min(SIMT_WARP_M), min(SIMT_WARP_N)):
+            return f"gemv has no warp tiles: warp_m and warp_n stay {min(SIMT_WARP_M)} and {min(SIMT_WARP_N)}"
+        if c["group_m"] != 1:
+            return "gemv walks its tiles in row order: group_m must be 1"
+        if c["block_n"] // c["vec"] > GEMV_THREADS:
+            return f"gemv needs block_n/vec at most {GEMV_THREADS} (one column of vectors per thread)"
+        groups = gemv_k_groups(c)
+        if c["block_k"] % groups:
+            return (f"gemv block_k={c['block_k']} must be a multiple of its {groups} K groups "
+                    f"({GEMV_THREADS} threads / (block_n={c['block_n']} / vec={c['vec']}))")
+        return None
+
     def warp_divides_block(c) -> str | None:
+        if kernel_of(c) == "gemv":
+            return None
         if c["block_m"] % c["warp_m"] or c["block_n"] % c["warp_n"]:
             return f"warp tile {c['warp_m']}x{c['warp_n']} does not divide block tile {c['block_m']}x{c['block_n']}"
         return None
@@ -259,7 +334,8 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
 
     # Cheap, shape-only rules first: most rejections happen before a tiling is derived.
     if FAMILY[problem.dtype] == "simt":
-        return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, grouping, split_k_slices,
+        shape = (gemv_shape,) if has_gemv(problem) else ()
+        return (architecture, *shape, warp_divides_block, tile_fits_problem, aligned_rows, grouping, split_k_slices,
                 pipeline_depth, resources)
     return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, element_copies, grouping, sliced_k,
             cluster, split_k_slices, pipeline_depth, resources)
@@ -387,6 +463,17 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
                 # Better still on sm_90 (measured for fp16 and bf16): 64-column tiles, so that B is read in 128-byte
                 # pieces, with K split across a cluster of two blocks (docs/engine.md, "Small M: K clusters").
                 small.insert(0, first_valid({**sliced, "block_n": 64, "slice_k": 4, "cluster_k": 2}))
+        if has_gemv(problem) and problem.layout == "nn":
+            # fp32, at most 16 rows: the GEMV-class kernel reads B once with every row of C in one block, 128
+            # columns a block, K split until the grid covers the SMs several times over (512 blocks for N = 4096).
+            # Compiled for sm_90 without spills: 64 registers for one row (block_k 64), 128 for 16 rows (block_k 32).
+            rows = min(max(GEMV_ROWS), _next_pow2(problem.m))
+            gemv = {"family": family, "kernel": "gemv", "block_m": rows, "block_n": 128,
+                    "block_k": 64 if rows <= 4 else 32, "warp_m": min(SIMT_WARP_M), "warp_n": min(SIMT_WARP_N),
+                    "stages": 2}
+            tiles_n = -(-problem.n // 128)
+            split = next((s for s in SPLIT_K if tiles_n * s >= SMALL_M_WAVES * sm_count), SPLIT_K[-1])
+            small.insert(0, first_valid(gemv, split_k=split) or first_valid(gemv))
         for c in reversed(small):
             if c is not None and c not in picks:
                 picks.insert(0, c)

@@ -1,0 +1,159 @@
+"""fp32 SIMT GEMM (no TF32) against cuBLAS SGEMM, issue 17 item 2: 2048^3, 4096^3, (1, 4096, 4096), (16, 4096, 4096).
+
+    python benchmarks/gemm_fp32_h200.py --out OUTPUT.md [--json OUTPUT.json] [--layout nn]
+
+For each shape: the simt family's hand-picked configurations (the tiled kernel's, and for M <= 16 the gemv kernel's
+first) plus a few more variants of the same kernels, compiled in parallel; then cuBLAS SGEMM (cupy.matmul on fp32,
+CuPy's compute type for fp32 checked to be the default, not TF32: CUPY_TF32 unset or 0) is timed before every
+configuration and once more after the last, in alternation in the same run. Every configuration is checked against
+the float64 reference (fresh random inputs, NaN-poisoned output) before it is timed; a wrong one is not timed. Each
+configuration's ratio is cuBLAS's median nearest in time (the faster of the measurements before and after it) over
+its own median. Timing: CUDA events, L2 flushed between samples, medians. Needs a GPU; about a minute on an H200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_run import compile_all, describe, median_ms, num, provenance_lines, resources_of, run_meta  # noqa: E402
+
+from tracea_cli.backends.cuda import device_target  # noqa: E402
+from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
+from tracea_cli.ops.gemm.families.engine_space import gemm_space, hand_picked  # noqa: E402
+from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
+from tracea_cli.timing import TimingPolicy  # noqa: E402
+
+POLICY = TimingPolicy(warmup=5, min_samples=15, max_samples=50, target_cv=0.01, max_seconds=0.8)
+SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096), (1, 4096, 4096), (16, 4096, 4096))
+TARGETS = {"square": 0.95, "small_m": 1.0}  # issue 17: SGEMM squares >= 0.95x cuBLAS, M = 1 and 16 >= 1.0x
+PICKS = 6  # hand-picked configurations per shape
+
+
+def _variants(problem: GemmProblem, target) -> list[dict]:
+    """Configurations beyond the hand-picked ones: for the squares the tiled kernel's large tiles in other tile
+    orders; for a few rows the gemv kernel across its block width, depth and K split. Only valid ones."""
+    space = gemm_space(problem, target)
+    if problem.m > 16:
+        raw = [{"family": "simt", "block_m": bm, "block_n": bn, "block_k": 8, "warp_m": wm, "warp_n": wn, "stages": 2,
+                "split_k": 1, "group_m": g, "vec": 4}
+               for bm, bn, wm, wn in ((128, 128, 64, 64), (128, 256, 64, 64), (256, 128, 64, 64), (128, 128, 64, 32))
+               for g in (4, 16)]
+    else:
+        rows = 1 if problem.m == 1 else 16
+        raw = [{"family": "simt", "kernel": "gemv", "block_m": rows, "block_n": bn, "block_k": bk, "warp_m": 16,
+                "warp_n": 32, "stages": 2, "split_k": s, "group_m": 1, "vec": 4}
+               for bn, bk in ((128, 32), (128, 64), (64, 32), (256, 64)) for s in (4, 8, 16)]
+    return [space.complete(c) for c in raw if space.why_invalid(c) is None]
+
+
+def configurations(problem: GemmProblem, target) -> list[dict]:
+    out: list[dict] = []
+    for c in [*hand_picked(problem, target, limit=PICKS), *_variants(problem, target)]:
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def _check_no_tf32() -> str:
+    """CuPy's compute type for fp32 GEMMs; refuses to run when it is TF32 (the baseline would not be SGEMM)."""
+    import numpy as np
+    from cupy._core import _routines_linalg as linalg
+
+    kind = linalg.get_compute_type(np.float32)
+    if kind == linalg.COMPUTE_TYPE_TF32:
+        raise SystemExit("CuPy's fp32 compute type is TF32 (CUPY_TF32=1?): unset it, the baseline must be SGEMM.")
+    env = os.environ.get("CUPY_TF32", "unset")
+    return f"compute type {kind} (COMPUTE_TYPE_TF32 is {linalg.COMPUTE_TYPE_TF32}), CUPY_TF32={env}"
+
+
+def bench_shape(backend: OpBackend, problem: GemmProblem, target, log) -> dict:
+    configs = configurations(problem, target)
+    built = compile_all(backend, [(problem, c) for c in configs], target)
+    name, first = backend.baseline(problem, target, policy=POLICY, seed=1)
+    base = [median_ms(first)]
+    log(f"  {name}: {first.status.value} {base[-1]} ms {first.reason}")
+    rows = []
+    for config, (artifact, error) in zip(configs, built):
+        row: dict = {"config": config}
+        if artifact is None:
+            row.update(status="compile_error", reason=error[:300])
+        else:
+            ev = backend.evaluate(artifact, problem, target, policy=POLICY, seed=1)
+            row.update(status=ev.status.value, reason=ev.reason, rel_error=ev.rel_error, median_ms=median_ms(ev),
+                       samples_ms=list(ev.samples.times_ms) if ev.samples else [], **resources_of(artifact))
+        _, after = backend.baseline(problem, target, policy=POLICY, seed=1)  # cuBLAS again, after each one
+        base.append(median_ms(after))
+        near = [m for m in base[-2:] if m]
+        row["cublas_ms"] = min(near) if near else None
+        row["ratio"] = row["cublas_ms"] / row["median_ms"] if row.get("median_ms") and row["cublas_ms"] else None
+        rows.append(row)
+        log(f"  {describe(config)}: {row['status']} {num(row.get('median_ms'), 4)} ms, cuBLAS "
+            f"{num(row['cublas_ms'], 4)} ms, ratio {num(row['ratio'], 3)} {row.get('reason', '')[:160]}")
+    return {"problem": problem.as_dict(), "baseline": name, "baseline_ms": base, "rows": rows}
+
+
+def render(results: list[dict], meta: dict) -> str:
+    lines = ["# fp32 SIMT GEMM against cuBLAS SGEMM (no TF32)", "", *provenance_lines(meta),
+             f"- versions: generator {meta['generator']}, NVRTC {meta['nvrtc']}, CuPy {meta['cupy']}, "
+             f"Python {meta['python']}; cuBLAS through cupy.matmul, {meta['tf32']}",
+             "- method: every configuration checked against the float64 reference before it is timed; cuBLAS timed "
+             "before the first configuration and after each one; a row's cuBLAS ms is the faster of the two "
+             "measurements around it; CUDA events, L2 flushed between samples, medians "
+             f"({POLICY.min_samples}-{POLICY.max_samples} samples, {POLICY.max_seconds} s at most each)", ""]
+    lines += ["| problem | best configuration | ms | cuBLAS ms | ratio | target |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        p = GemmProblem(**r["problem"])
+        timed = [row for row in r["rows"] if row.get("ratio")]
+        best = max(timed, key=lambda row: row["ratio"], default=None)
+        target = TARGETS["small_m" if p.m <= 16 else "square"]
+        lines.append(f"| {p.label} | {describe(best['config']) if best else '—'} | "
+                     f"{num(best and best['median_ms'], 4)} | {num(best and best['cublas_ms'], 4)} | "
+                     f"{num(best and best['ratio'], 3)} | {target} |")
+    for r in results:
+        p = GemmProblem(**r["problem"])
+        medians = ", ".join(num(m, 4) for m in r["baseline_ms"])
+        lines += ["", f"## {p.label}", "", f"cuBLAS medians in order (ms): {medians}",
+                  "", "| config | status | ms | cuBLAS ms | ratio | rel. error | regs | spill B | smem B |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for row in r["rows"]:
+            status = row["status"] + (": " + row["reason"][:120] if row.get("reason") else "")
+            err = "" if row.get("rel_error") is None else f"{row['rel_error']:.2e}"
+            lines.append(f"| {describe(row['config'])} | {status} | {num(row.get('median_ms'), 4)} | "
+                         f"{num(row.get('cublas_ms'), 4)} | {num(row.get('ratio'), 3)} | {err} | "
+                         f"{row.get('registers', '')} | {row.get('spill_bytes', '')} | {row.get('smem_bytes', '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="Markdown table to write")
+    parser.add_argument("--json", type=Path, help="also the raw samples as JSON")
+    parser.add_argument("--layout", default="nn", choices=("nn", "nt"))
+    args = parser.parse_args(argv)
+    import json
+
+    tf32 = _check_no_tf32()
+    target = device_target(0)
+    meta = {**run_meta(target, argv), "tf32": tf32}
+    backend = OpBackend("gemm", "cuda")
+    results = []
+    for m, n, k in SHAPES:
+        problem = GemmProblem(m, n, k, dtype="fp32", layout=args.layout)
+        print(problem.label, file=sys.stderr)
+        results.append(bench_shape(backend, problem, target, lambda s: print(s, file=sys.stderr, flush=True)))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(render(results, meta))  # after every shape: a run cut short keeps what it measured
+        if args.json:
+            args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
