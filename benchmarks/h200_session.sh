@@ -102,9 +102,12 @@ if [[ $part == resnet ]]; then
 fi
 if [[ $part == ray ]]; then
   say "the same tune through the local executor and through a running one-node Ray cluster (one actor), A B A B, each from an empty cache"
-  # Ray unpacked into a --target folder brings no `ray` command on PATH: its CLI module does the same
-  ray_cli() { if command -v ray > /dev/null; then ray "$@"; else python3 -m ray.scripts.scripts "$@"; fi; }
-  ray_cli start --head --num-gpus=1 --include-dashboard=false --disable-usage-stats > "$OUT/ray_start.txt" 2>&1; tail -2 "$OUT/ray_start.txt"
+  # The `ray` console script is often not on PATH (Ray unpacked beside the checkout): its module is the same CLI.
+  if command -v ray > /dev/null; then ray_cli=(ray); else ray_cli=(python3 -m ray.scripts.scripts); fi
+  # Ray's actors on this node import Tracea as the driver does: from this checkout.
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  "${ray_cli[@]}" start --head --num-gpus=1 --include-dashboard=false --disable-usage-stats > "$OUT/ray_start.txt" 2>&1
+  tail -2 "$OUT/ray_start.txt"
   n=0
   for executor in local ray local ray; do
     n=$((n + 1))
@@ -113,7 +116,36 @@ if [[ $part == ray ]]; then
     tune_case "tune_executor_${n}_$executor" --m 4096 --dtype bf16 --budget 40 --executor $executor "${extra[@]}"
     python3 -c "import sqlite3,sys; print('trials in the cache', sqlite3.connect(sys.argv[1]).execute('select count(*), count(distinct config_key) from trials').fetchone())" "$TRACEA_CACHE_DIR/tuning.sqlite3"
   done
-  ray_cli stop > /dev/null 2>&1
+  "${ray_cli[@]}" stop > /dev/null 2>&1
+  # The table: per run its executor, wall time and winner; then same winner? and Ray's mean wall time against local's.
+  python3 - "$OUT" <<'PY' | tee "$OUT/ray_vs_local.md"
+import json, pathlib, re, statistics, sys
+out = pathlib.Path(sys.argv[1])
+rows = []
+for n, ex in enumerate(["local", "ray", "local", "ray"], 1):
+    name = f"tune_executor_{n}_{ex}"
+    wall = re.findall(r"wall ([0-9.]+) s", (out / f"{name}.txt").read_text())
+    try:
+        d = json.loads((out / f"{name}.json").read_text())
+        w = d["winner"]
+        rows.append((n, ex, float(wall[-1]) if wall else float("nan"), json.dumps(w["config"], sort_keys=True),
+                     w["median_ms"], d["evaluations"]))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        rows.append((n, ex, float(wall[-1]) if wall else float("nan"), f"no result ({type(e).__name__})", float("nan"), 0))
+print("# tracea tune gemm --m 4096 --dtype bf16 --budget 40: local executor against a one-node Ray cluster (one actor)")
+print()
+print("| run | executor | wall s | evaluations | winner ms | winner |")
+print("| --- | --- | --- | --- | --- | --- |")
+for n, ex, wall, cfg, ms, ev in rows:
+    print(f"| {n} | {ex} | {wall:.1f} | {ev} | {ms:.4f} | `{cfg}` |")
+local = [r[2] for r in rows if r[1] == "local"]
+ray = [r[2] for r in rows if r[1] == "ray"]
+winners = {r[3] for r in rows}
+ratio = statistics.mean(ray) / statistics.mean(local)
+print()
+print(f"- same winner in all four runs: {'yes' if len(winners) == 1 else 'no (' + str(len(winners)) + ' different)'}")
+print(f"- Ray's mean wall time / local's: {ratio:.3f} (target <= 1.05: {'met' if ratio <= 1.05 else 'missed'})")
+PY
 fi
 if [[ $part == conv2d-tune ]]; then
   say "tracea tune conv2d at budget 40 (fp16, N = 32, 64@56 3x3), empty cache"

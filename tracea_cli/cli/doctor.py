@@ -18,6 +18,8 @@ def doctor(
     strict: bool = typer.Option(False, "--strict", help="Exit with code 1 when any check fails (warnings alone pass)."),
     list_checks: bool = typer.Option(False, "--list-checks", help="List the checks and exit."),
     check: Optional[str] = typer.Option(None, "--check", metavar="NAME", help="Run only the check NAME."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="auto|HOST:PORT",
+                                              help="Report the Ray cluster there (nodes, GPUs, GPU kinds) and exit."),
 ) -> None:
     """Inventory this machine, check it for problems, measure what it can do, and write its capability profile."""
     from tracea_cli.cli.output import print_json, stderr_console, stdout_console
@@ -36,6 +38,16 @@ def doctor(
             print_json([{"id": s.id, "title": s.title, "full_run_only": s.full_only} for s in doctor_checks.CHECKS])
         else:
             render.render_check_list(out, doctor_checks.CHECKS)
+        return
+    if ray_address is not None:
+        from tracea_cli.doctor.cluster import inspect_cluster
+
+        with err.status(f"tracea doctor: connecting to the Ray cluster at {ray_address}", spinner="dots"):
+            cluster = inspect_cluster(ray_address)
+        if as_json:
+            print_json({"ray_cluster": cluster.as_dict()})
+        else:
+            render.render_ray_cluster(out, cluster)
         return
     if check is not None:
         doctor_checks.spec(check)  # an unknown name: one sentence, exit 2, before any work

@@ -173,3 +173,22 @@ def render_check_list(console: Console, specs: Iterable[CheckSpec]) -> None:
     for s in specs:
         table.add_row(s.id, s.title)
     console.print(table)
+
+
+def render_ray_cluster(console: Console, cluster) -> None:
+    """The Ray cluster `tracea doctor --ray-address` sees (doctor/cluster.RayCluster): one row per live node."""
+    table = Table(title=f"Ray cluster at {cluster.address} (Ray {cluster.ray_version})")
+    table.add_column("node")
+    table.add_column("CPUs", justify="right")
+    table.add_column("GPUs", justify="right")
+    table.add_column("GPU kinds (as Ray names them)")
+    for n in cluster.nodes:
+        table.add_row(n.address, f"{n.cpus:g}", f"{n.gpus:g}", ", ".join(n.gpu_kinds) or "–")
+    console.print(table)
+    kinds = cluster.device_classes
+    summary = f"{len(cluster.nodes)} node(s), {cluster.gpus:g} GPU(s)"
+    if len(kinds) > 1:
+        summary += f"; {len(kinds)} GPU kinds ({', '.join(kinds)}): tune each kind from a driver on a node of that kind"
+    elif kinds:
+        summary += f", all {kinds[0]}"
+    console.print(summary, markup=False)

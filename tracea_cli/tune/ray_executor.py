@@ -29,17 +29,9 @@ def _ray() -> Any:
 
 def _check_reachable(address: str | None) -> None:
     """A HOST:PORT that does not answer is refused at once (Ray itself waits a minute for it)."""
-    if not address or address == "auto" or ":" not in address.removeprefix("ray://"):
-        return
-    import socket
+    from tracea_cli.doctor.cluster import check_reachable
 
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=3.0):
-            return
-    except (OSError, ValueError) as e:
-        raise UsageError(f"cannot reach the Ray cluster at {address}: {getattr(e, 'strerror', None) or e}.",
-                         "Start one (`ray start --head`) or give --ray-address HOST:PORT of its head.") from None
+    check_reachable(address)
 
 
 class EvalActor:
