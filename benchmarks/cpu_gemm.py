@@ -1,28 +1,29 @@
 #!/usr/bin/env python3
-"""The numba CPU GEMM against numpy.matmul, measured in the same run (issue 17's CPU target; issue 3 before it).
+"""The numba CPU GEMM against numpy.matmul, measured in the same run (issue 3, CPU target).
 
 Run from the repository root:
 
     .venv/bin/python benchmarks/cpu_gemm.py                       # 2048^3 fp32 nn, writes docs/results/cpu_gemm.md
     .venv/bin/python benchmarks/cpu_gemm.py --m 1000 --dtype fp64 --output /tmp/cpu_gemm.md
+    .venv/bin/python benchmarks/cpu_gemm.py --config "$(jq -c .winner.config tune.json)"   # a tune's winner
 
-Target (issue 17): the best numba kernel reaches at least 80% of numpy.matmul's FLOP/s (2048^3, fp32 and fp64, on
+Target (issue 17): the best numba kernel reaches at least 80% of numpy.matmul's FLOP/s (2048^3 fp32 and fp64 on
 the 2-core development machine). Exit code 0 when it does, 1 when it does not.
 
-Procedure. Every hand-picked configuration (numba_space.hand_picked) is compiled, checked against the float64
+Procedure. Every hand-picked configuration (numba_space.hand_picked), or only the `--config` given (a tuning
+winner), is compiled, checked against the float64
 reference on fresh inputs and timed (OpBackend("gemm", "cpu").evaluate), each right after numpy.matmul on the same
 problem (its `baseline`, checked and timed the same way), and ranked by its ratio to that neighbouring numpy figure.
 Then the best configuration and numpy are re-measured alternately, A B A B, for a few rounds, each measurement again
 checked first. The ratio is numpy's median time over the kernel's, both from the pooled samples of the alternating
-rounds, with a bootstrap 95% interval (stats.speedup_interval). What other processes did on the CPUs is measured
-over the whole run and over each round (host_load.LoadMeter: the CPU threads they kept busy, steal): when they
-competed (`busy`), the report says so, and says the ranking of the first pass is the machine's, not the kernels',
-when the best two configurations there are within the noise of each other.
+rounds, with a bootstrap 95% interval (stats.speedup_interval). The machine's load average is recorded at the start
+and the end: other work on a 2-core machine moves both figures, the ratio much less.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shlex
@@ -37,7 +38,6 @@ sys.path.insert(0, str(ROOT))
 from tracea_cli.backends.base import Evaluation  # noqa: E402
 from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
 from tracea_cli.doctor.inventory import probe_cpu  # noqa: E402
-from tracea_cli.host_load import LoadMeter  # noqa: E402
 from tracea_cli.ops.gemm.families.numba_space import describe, hand_picked  # noqa: E402
 from tracea_cli.ops.gemm.problem import GemmProblem  # noqa: E402
 from tracea_cli.stats import speedup_interval, summarize  # noqa: E402
@@ -59,13 +59,12 @@ def _required(ev: Evaluation, what: str) -> Evaluation:
     return ev
 
 
-def run(problem: GemmProblem, threads: int, seed: int) -> dict:
+def run(problem: GemmProblem, threads: int, seed: int, configs: list[dict] | None = None) -> dict:
     backend = OpBackend("gemm", "cpu")
     target = Target(backend="cpu", device_class="this machine", threads=threads)
     load_start = os.getloadavg()
-    whole = LoadMeter()
     rows = []
-    for i, config in enumerate(hand_picked(problem, target)):
+    for i, config in enumerate(configs or hand_picked(problem, target)):
         artifact = backend.compile(problem, config, target)
         ev = backend.evaluate(artifact, problem, target, policy=POLICY, seed=seed + i)  # compiles first
         compile_s = ev.compile_s
@@ -73,7 +72,6 @@ def run(problem: GemmProblem, threads: int, seed: int) -> dict:
         if ev.ok:  # timed again, right after numpy: the pair shares the machine's state
             ev = backend.evaluate(artifact, problem, target, policy=POLICY, seed=seed + i)
         row = {"config": config, "status": ev.status.value, "reason": ev.reason, "compile_s": compile_s,
-               "cv": summarize(ev.samples.times_ms).cv if ev.ok else None,
                "rel_error": ev.rel_error, "numpy_gflops": gflops(problem, summarize(numpy_ev.samples.times_ms).median)}
         if ev.ok:
             row["median_ms"] = summarize(ev.samples.times_ms).median
@@ -89,25 +87,15 @@ def run(problem: GemmProblem, threads: int, seed: int) -> dict:
     artifact = backend.compile(problem, best["config"], target)
     kernel_ms: list[float] = []
     numpy_ms: list[float] = []
-    rounds = []
     for r in range(ROUNDS):  # A B A B: the machine drifts, so both are measured in every round
         seed_r = seed + 100 + r
-        meter = LoadMeter()
-        base = _required(backend.baseline(problem, target, policy=POLICY, seed=seed_r)[1], "numpy.matmul")
-        mine = _required(backend.evaluate(artifact, problem, target, policy=POLICY, seed=seed_r), "the best kernel")
-        numpy_ms += base.samples.times_ms
-        kernel_ms += mine.samples.times_ms
-        busy = meter.stop()
-        rounds.append({"numpy_ms": summarize(base.samples.times_ms).median,
-                       "kernel_ms": summarize(mine.samples.times_ms).median, "load": busy})
+        numpy_ms += _required(backend.baseline(problem, target, policy=POLICY, seed=seed_r)[1], "numpy.matmul").samples.times_ms
+        kernel_ms += _required(backend.evaluate(artifact, problem, target, policy=POLICY, seed=seed_r), "the best kernel").samples.times_ms
     interval = speedup_interval(numpy_ms, kernel_ms)  # >1: the kernel is faster than numpy
-    ranked = sorted(ok, key=lambda r: -r["ratio"])
-    within_noise = len(ranked) > 1 and (ranked[0]["ratio"] - ranked[1]["ratio"]) <= ranked[0]["ratio"] * max(
-        ranked[0]["cv"], ranked[1]["cv"])
     return {
         "problem": problem, "threads": threads, "rows": rows, "best": best,
         "numpy_ms": summarize(numpy_ms), "kernel_ms": summarize(kernel_ms), "ratio": interval,
-        "load": (load_start, os.getloadavg()), "busy": whole.stop(), "rounds": rounds, "within_noise": within_noise,
+        "load": (load_start, os.getloadavg()),
     }
 
 
@@ -135,7 +123,6 @@ def render(result: dict, command: str) -> str:
     kernel_gflops = gflops(p, result["kernel_ms"].median)
     numpy_gflops = gflops(p, result["numpy_ms"].median)
     held = ratio.estimate >= TARGET_RATIO
-    busy = result["busy"]
     lines = [
         "# CPU GEMM: numba kernel against numpy.matmul",
         "",
@@ -147,9 +134,6 @@ def render(result: dict, command: str) -> str:
         f"- Command: `{command}`",
         f"- Load average (1 min) at start / end: {result['load'][0][0]:.2f} / {result['load'][1][0]:.2f} "
         "(other work on the machine slows both sides)",
-        f"- Other processes over the whole run: {busy.text if busy else 'unknown (no /proc)'}"
-        + (" — **busy**: absolute figures are the machine's; the ratio of neighbouring measurements is what holds"
-           if busy is not None and busy.busy else ""),
         "",
         "## Result",
         "",
@@ -161,18 +145,8 @@ def render(result: dict, command: str) -> str:
         f"(cv {result['kernel_ms'].cv:.3f}, n {result['kernel_ms'].n}); numpy median {result['numpy_ms'].median:.2f} ms "
         f"(cv {result['numpy_ms'].cv:.3f}, n {result['numpy_ms'].n}).",
         "",
-        "## Alternating rounds (numpy, then the kernel, each checked first)",
+        "## Configurations measured (first pass, each checked before timing, each beside numpy)",
         "",
-        "| round | numpy ms | kernel ms | ratio | other processes' threads | busy |",
-        "| --- | --- | --- | --- | --- | --- |",
-        *(f"| {i + 1} | {r['numpy_ms']:.2f} | {r['kernel_ms']:.2f} | {r['numpy_ms'] / r['kernel_ms']:.2f} | "
-          + (f"{r['load'].others_threads:.1f} of {r['load'].threads} | {'yes' if r['load'].busy else 'no'} |"
-             if r['load'] else "– | – |") for i, r in enumerate(result["rounds"])),
-        "",
-        "## Hand-picked configurations (first pass, each checked before timing, each beside numpy)",
-        "",
-        *(["**The best two are within each other's noise on a busy machine: their order is the machine's, not the "
-           "kernels'.**", ""] if result["within_noise"] and busy is not None and busy.busy else []),
         "| configuration | status | rel. error | compile s | median ms | GFLOP/s | numpy GFLOP/s just before | ratio |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -195,10 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layout", default="nn", choices=("nn", "nt"))
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--config", type=json.loads, help="one configuration as JSON (e.g. a tune's winner)")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "results" / "cpu_gemm.md")
     args = parser.parse_args(argv)
     problem = GemmProblem(args.m, args.n or args.m, args.k or args.m, dtype=args.dtype, layout=args.layout)
-    result = run(problem, args.threads, args.seed)
+    result = run(problem, args.threads, args.seed, [args.config] if args.config else None)
     command = " ".join(shlex.quote(a) for a in [".venv/bin/python", "benchmarks/cpu_gemm.py", *sys.argv[1:]])
     text = render(result, command)
     args.output.parent.mkdir(parents=True, exist_ok=True)
