@@ -10,12 +10,9 @@
 //   fetch step kt+1 from global memory into registers; multiply step kt out of buffer kt%2, loading the fragments of
 //   k+1 while k multiplies (PREFETCH); before the last k, store the registers into buffer (kt+1)%2, barrier, and load
 //   the first fragments of step kt+1, so that they arrive under the last k's products.
-//
-// For a few rows of C (fp32, M <= 16) the family also has a GEMV-class kernel, gemm_gemv.cuh (`kernel=gemv`).
 #pragma once
 
 #include "gemm_common.cuh"
-#include "gemm_gemv.cuh"
 
 namespace tracea {
 

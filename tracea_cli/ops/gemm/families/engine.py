@@ -18,6 +18,7 @@ from tracea_cli.ops.gemm.families.engine_space import (
     cluster_k_of,
     gemm_space,
     hand_picked,
+    has_gemv,
     kernel_of,
     slice_k_of,
     tiling,
@@ -47,13 +48,13 @@ def _cluster_dims(config: Mapping[str, Value]) -> str:
 
 
 def _gemv_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
-    """The simt family's GEMV-class kernel (kernels/cuda/gemm_gemv.cuh, pasted in with gemm_simt.cuh)."""
+    """The simt family's GEMV-class kernel (kernels/cuda/gemm_gemv.cuh, its own translation unit)."""
     t = tiling(problem, config)
     args = [config[p] for p in ("block_m", "block_n", "block_k", "vec", "split_k")]
     lines = [
         f"// Tracea CUDA GEMM ({problem.dtype}, layout {problem.layout}, epilogue {problem.epilogue})",
         f"// configuration {config_key(config)}",
-        template_text("simt"),
+        template_text("gemv"),
         f"using Gemm = tracea::GemvGemm<{ELEMENT[problem.dtype]}, tracea::Layout::NN, "
         f"tracea::Epilogue::{problem.fused.template_name}, {', '.join(str(int(a)) for a in args)}>;",
         f'static_assert(Gemm::THREADS == {t.threads}, "block size differs from the launch description");',
@@ -153,7 +154,10 @@ class TemplateFamily:
     def template(self, problem: GemmProblem) -> str | None:
         if FAMILY[problem.dtype] != self.name:
             return None
-        return f"generator {GENERATOR_VERSION}\n{template_text(self.name)}"
+        text = f"generator {GENERATOR_VERSION}\n{template_text(self.name)}"
+        if has_gemv(problem):  # the GEMV-class kernel is in this problem's space: its source is in the key too
+            text += template_text("gemv")
+        return text
 
     def source(self, problem: GemmProblem, config: Mapping[str, Value]) -> str:
         return gemm_source(problem, config)
