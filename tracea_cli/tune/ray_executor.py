@@ -36,15 +36,27 @@ def _check_reachable(address: str | None) -> None:
 
 class EvalActor:
     """Inside a Ray worker process: one Tracea worker pool on this actor's device (CUDA index 0 of what Ray left
-    visible), started on first use."""
+    visible). `start` starts its worker process; `run` would otherwise start it on the first job."""
 
     def __init__(self, factory: Callable[[], Any], timeout_s: float, backend: str) -> None:
         self.factory, self.timeout_s = factory, timeout_s
+        self.backend = backend
         self.device = 0 if backend == "cuda" else None
         self.pool: Any = None
 
-    def device_class(self) -> str:
-        """This actor's GPU as the capability profile names it (the quick doctor, on the actor's node)."""
+    def _pool(self) -> Any:
+        from tracea_cli.tune.workers import WorkerPool
+
+        if self.pool is None:
+            self.pool = WorkerPool(self.factory, [self.device], timeout_s=self.timeout_s)
+        return self.pool
+
+    def start(self) -> str | None:
+        """Start the worker process (it imports and sets up the device while the driver compiles), and say this
+        actor's GPU as the capability profile names it (the quick doctor, on the actor's node); None off CUDA."""
+        self._pool().start()
+        if self.backend != "cuda":
+            return None
         from tracea_cli.config import Settings
         from tracea_cli.doctor.profile import cuda_gpu
         from tracea_cli.doctor.run import load_or_make_profile
@@ -52,13 +64,9 @@ class EvalActor:
         return cuda_gpu(load_or_make_profile(Settings.from_env()), 0).device_class
 
     def run(self, job: EvalJob) -> EvalOutcome:
-        from tracea_cli.tune.workers import WorkerPool
-
-        if self.pool is None:
-            self.pool = WorkerPool(self.factory, [self.device], timeout_s=self.timeout_s)
         if self.device is not None:
             job = replace(job, target=replace(job.target, device_index=self.device))
-        return next(iter(self.pool.run([job])))
+        return next(iter(self._pool().run([job])))
 
 
 class RayExecutor:
@@ -84,18 +92,28 @@ class RayExecutor:
             count, options = actors or 1, {"num_cpus": 1}
         self._backend, self._factory, self._timeout_s = backend, factory, timeout_s
         self._actor_class = ray.remote(max_restarts=0, max_task_retries=0, **options)(EvalActor)
+        self._device_class = device_class
+        # Each actor starts its worker at once; what kind of GPU it has is checked before the first job is sent, so
+        # the actors' start-up overlaps the driver's own (its compiles run while the first job is awaited).
+        self._started: list[Any] = []
         self._actors = [self._new_actor() for _ in range(count)]
-        if backend == "cuda":
-            classes = ray.get([a.device_class.remote() for a in self._actors])
-            other = sorted({c for c in classes if c != device_class})
-            if other:
-                self.close()
-                raise UsageError(f"the Ray cluster's GPUs are of other kinds than {device_class} ({'; '.join(other)}), "
-                                 "and a tuning result belongs to one kind.",
-                                 "Tune each kind from a driver on a node of that kind, or limit Ray to one kind.")
 
     def _new_actor(self) -> Any:
-        return self._actor_class.remote(self._factory, self._timeout_s, self._backend)
+        actor = self._actor_class.remote(self._factory, self._timeout_s, self._backend)
+        self._started.append(actor.start.remote())
+        return actor
+
+    def _check_device_classes(self) -> None:
+        """Every actor's GPU is of the kind being tuned (a tuning result belongs to one device class)."""
+        started, self._started = self._started, []
+        if self._backend != "cuda" or not started:
+            return
+        other = sorted({c for c in self._ray.get(started) if c != self._device_class})
+        if other:
+            self.close()
+            raise UsageError(f"the Ray cluster's GPUs are of other kinds than {self._device_class} "
+                             f"({'; '.join(other)}), and a tuning result belongs to one kind.",
+                             "Tune each kind from a driver on a node of that kind, or limit Ray to one kind.")
 
     @property
     def capacity(self) -> int:
@@ -114,6 +132,7 @@ class RayExecutor:
                 if job is None:
                     exhausted = True
                     break
+                self._check_device_classes()  # once, after the first job is ready (compiled)
                 actor = free.pop()
                 in_flight[actor.run.remote(job)] = (actor, job)
             if not in_flight:

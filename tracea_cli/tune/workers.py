@@ -198,6 +198,12 @@ class WorkerPool:
             w.stop()
         self._workers.clear()
 
+    def start(self) -> None:
+        """Start every device's worker now (their imports and device set-up overlap whatever the caller does next);
+        `run` otherwise starts them on its first call."""
+        for device in self._devices:
+            self._worker(device)
+
     def _worker(self, device: int | None) -> _Worker:
         w = self._workers.get(device)
         if w is None or not w.proc.is_alive():
