@@ -101,7 +101,10 @@ if [[ $part == resnet ]]; then
   timeout 560 python3 benchmarks/resnet50_patch.py "$OUT/resnet50_patch_h200.md" --budget ${BUDGET:-8} 2>&1 | tail -30
 fi
 if [[ $part == ray ]]; then
-  say "the same tune through the local executor and through a running one-node Ray cluster (one actor), A B A B, each from an empty cache"
+  # Budget 16 = two GPU batches of 8: the convergence rule (12 evaluations without improvement) cannot stop it earlier,
+  # so every run makes the same number of evaluations and wall times compare like for like.
+  ray_budget=${RAY_BUDGET:-16}
+  say "the same tune through the local executor and through a running one-node Ray cluster (one actor), A B A B A B, each from an empty cache"
   # The `ray` console script is often not on PATH (Ray unpacked beside the checkout): its module is the same CLI.
   if command -v ray > /dev/null; then ray_cli=(ray); else ray_cli=(python3 -m ray.scripts.scripts); fi
   # Ray's actors on this node import Tracea as the driver does: from this checkout.
@@ -109,20 +112,20 @@ if [[ $part == ray ]]; then
   "${ray_cli[@]}" start --head --num-gpus=1 --include-dashboard=false --disable-usage-stats > "$OUT/ray_start.txt" 2>&1
   tail -2 "$OUT/ray_start.txt"
   n=0
-  for executor in local ray local ray; do
+  for executor in local ray local ray local ray; do
     n=$((n + 1))
     export TRACEA_CACHE_DIR=/tmp/tracea-cache-$executor-$n
     extra=(); [[ $executor == ray ]] && extra=(--ray-address auto)
-    tune_case "tune_executor_${n}_$executor" --m 4096 --dtype bf16 --budget 40 --executor $executor "${extra[@]}"
+    tune_case "tune_executor_${n}_$executor" --m 4096 --dtype bf16 --budget $ray_budget --executor $executor "${extra[@]}"
     python3 -c "import sqlite3,sys; print('trials in the cache', sqlite3.connect(sys.argv[1]).execute('select count(*), count(distinct config_key) from trials').fetchone())" "$TRACEA_CACHE_DIR/tuning.sqlite3"
   done
   "${ray_cli[@]}" stop > /dev/null 2>&1
   # The table: per run its executor, wall time and winner; then same winner? and Ray's mean wall time against local's.
-  python3 - "$OUT" <<'PY' | tee "$OUT/ray_vs_local.md"
+  python3 - "$OUT" "$ray_budget" <<'PY' | tee "$OUT/ray_vs_local.md"
 import json, pathlib, re, statistics, sys
-out = pathlib.Path(sys.argv[1])
+out, budget = pathlib.Path(sys.argv[1]), sys.argv[2]
 rows = []
-for n, ex in enumerate(["local", "ray", "local", "ray"], 1):
+for n, ex in enumerate(["local", "ray"] * 3, 1):
     name = f"tune_executor_{n}_{ex}"
     wall = re.findall(r"wall ([0-9.]+) s", (out / f"{name}.txt").read_text())
     try:
@@ -132,7 +135,7 @@ for n, ex in enumerate(["local", "ray", "local", "ray"], 1):
                      w["median_ms"], d["evaluations"]))
     except (OSError, ValueError, KeyError, TypeError) as e:
         rows.append((n, ex, float(wall[-1]) if wall else float("nan"), f"no result ({type(e).__name__})", float("nan"), 0))
-print("# tracea tune gemm --m 4096 --dtype bf16 --budget 40: local executor against a one-node Ray cluster (one actor)")
+print(f"# tracea tune gemm --m 4096 --dtype bf16 --budget {budget}: local executor against a one-node Ray cluster (one actor)")
 print()
 print("| run | executor | wall s | evaluations | winner ms | winner |")
 print("| --- | --- | --- | --- | --- | --- |")
@@ -143,7 +146,8 @@ ray = [r[2] for r in rows if r[1] == "ray"]
 winners = {r[3] for r in rows}
 ratio = statistics.mean(ray) / statistics.mean(local)
 print()
-print(f"- same winner in all four runs: {'yes' if len(winners) == 1 else 'no (' + str(len(winners)) + ' different)'}")
+print(f"- same winner in all {len(rows)} runs: {'yes' if len(winners) == 1 else 'no (' + str(len(winners)) + ' different)'}")
+print(f"- evaluations per run: {sorted({r[5] for r in rows})}")
 print(f"- Ray's mean wall time / local's: {ratio:.3f} (target <= 1.05: {'met' if ratio <= 1.05 else 'missed'})")
 PY
 fi
