@@ -199,3 +199,16 @@ def test_the_cpp_call_in_the_user_guide_compiles(tmp_path, toolchain):
     build(toolchain["cxx"], [str(tmp_path / "out" / "guide.cpp")], tmp_path / "guide",
           [str(tmp_path / "out"), toolchain["include"]], "-std=c++17", "-Wall", "-Wextra", "-Werror",
           "-Wno-unused-parameter", "-ldl", "-lpthread")
+
+
+def test_a_wgmma_configuration_is_refused_before_compiling_with_a_sentence(tmp_path):
+    config = {"family": "wgmma", "tile_m": 128, "tile_n": 128, "stages": 4, "consumers": 2, "schedule": "cooperative",
+              "cluster_m": 1, "persistent": 1, "group_m": 8, "store": "tma"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    args = ["conv2d", "--n", "32", "--h", "14", "--c", "1024", "--k", "256", "--r", "1", "--dtype", "fp16",
+            "--backend", "cuda", "--arch", "sm_90", "--config", str(tmp_path / "config.json"), "--out",
+            str(tmp_path / "out")]
+    result = cli(args, tmp_path)
+    assert result.exit_code == 2, result.output
+    assert "the wgmma configuration of conv2d n32 1024->256 @14x14 1x1 fp16 cannot be exported yet" in result.output
+    assert not (tmp_path / "out").exists()

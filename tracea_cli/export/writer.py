@@ -237,6 +237,19 @@ def _resized(problem: Any, name: str, value: int) -> Any:
     return op.from_key(problem.dtype, {**problem.key(), name: value})
 
 
+def _check_abi_covers(builder: OpBackend, choice: resolve.Choice, abi: Any) -> None:
+    """UsageError, before anything compiles, where the choice's launch plan reads a tensor the op's export ABI has no
+    pointer slot for (a family whose plan is another op's over a view, say)."""
+    family = builder.family_of(choice.config)
+    plan = family.launch(choice.problem, choice.config)
+    slots = set(abi.pointers) | {b.name for b in plan.scratch}
+    missing = sorted({spec.tensor for spec in plan.tensor_maps.values()} - slots)
+    if missing:
+        raise UsageError(f"the {family.name} configuration of {choice.problem.label} cannot be exported yet: its "
+                         f"launch reads {', '.join(missing)}, which the {builder.op_name} export has no slot for.",
+                         "Export a configuration of another family (--config default, or a --config file).")
+
+
 def _serves(builder: OpBackend, choice: resolve.Choice, problem: Any) -> str | None:
     """Why the variant built for `choice` cannot compute `problem` (None: it can): the configuration's space there, and
     what the family says about a kernel built for another problem (a staging pre-pass follows from the problem)."""
@@ -276,6 +289,8 @@ def export(request: ExportRequest, *, settings: Any, builder: OpBackend | None =
     choices = place_arch_specific(choices, builder, warnings)
     archs = tuple(sorted({c.arch for c in choices}, key=arch_order))
 
+    for c in choices:
+        _check_abi_covers(builder, c, abi)
     prefix = abi.prefix(problems[0])
     built = [_build(builder, c, prefix) for c in choices]
     files: dict[str, bytes] = {}

@@ -10,6 +10,7 @@ from tracea_cli.ops.conv2d.baselines import BASELINES
 from tracea_cli.ops.conv2d.export.abi import ABI
 from tracea_cli.ops.conv2d.families.implicit_gemm import MMA, SIMT
 from tracea_cli.ops.conv2d.families.numba import NUMBA
+from tracea_cli.ops.conv2d.families.wgmma import WGMMA
 from tracea_cli.ops.conv2d.graph import BINDING
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.conv2d.suites import suite
@@ -46,7 +47,9 @@ class Conv2dOp:
     )
     epilogues = cp.EPILOGUES
     dtypes = {"cuda": ("fp32", "tf32", "fp16", "bf16"), "cpu": ("fp32", "fp64")}
-    families = (MMA, SIMT, NUMBA)
+    # In order of preference: the suggestions of the first family come first (wgmma's where it applies: sm_90,
+    # convolutions that are a GEMM).
+    families = (WGMMA, MMA, SIMT, NUMBA)
     baselines = BASELINES
     export = ABI
     graph = BINDING

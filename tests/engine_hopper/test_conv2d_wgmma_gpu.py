@@ -1,0 +1,70 @@
+"""conv2d's wgmma family on a Hopper GPU: every epilogue in every dtype, on ragged shapes (M, K and C no tile
+divides) and ResNet-50 1x1 layers at batch 32, each configuration checked against the float64 conv2d reference (fresh
+inputs, output poisoned with NaN). Marked `gpu`; skipped with the reason without CuPy, cuda.bindings or an sm_90
+GPU."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tracea_cli.backends import cuda
+from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.ops.conv2d.families import wgmma_space as cs
+from tracea_cli.ops.conv2d.problem import EPILOGUE_NAMES, Conv2dProblem
+from tracea_cli.target import Target, limits_for
+
+pytestmark = pytest.mark.gpu
+H200 = Target(backend="cuda", device_class="NVIDIA H200", arch="sm_90a", limits=limits_for("sm_90a"), device_index=0)
+BACKEND = OpBackend("conv2d", "cuda")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hopper_gpu():
+    reason = cuda.gpu_ready(0)
+    if reason:
+        pytest.skip(reason)
+    import cupy
+
+    cc = str(cupy.cuda.Device(0).compute_capability)
+    if cc != "90":
+        pytest.skip(f"this GPU is compute capability {cc[:-1]}.{cc[-1]}; the wgmma family runs on 9.0 (Hopper) only")
+
+
+def _checked(jobs) -> list[str]:
+    def build(job):
+        try:
+            return BACKEND.compile(job[0], job[1], H200), ""
+        except Exception as e:
+            return None, f"{type(e).__name__}: {e}"
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        built = list(pool.map(build, jobs))
+    failures = []
+    for i, ((problem, config), (artifact, error)) in enumerate(zip(jobs, built)):
+        ev = BACKEND.check(artifact, problem, H200, seed=i) if artifact else None
+        if ev is None or not ev.ok:
+            failures.append(f"{problem.label} {cs.describe(config)}: {error or ev.status.value + ': ' + ev.reason}")
+    return failures
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "tf32"])
+@pytest.mark.parametrize("epilogue", EPILOGUE_NAMES)
+def test_every_epilogue_and_dtype_on_ragged_shapes(dtype, epilogue):
+    jobs = []
+    # M = 3 * 13 * 11 = 429 rows, K = 200 columns, C = 72: no tile divides them; and a two-image 1x1 with C = 520
+    for problem in (Conv2dProblem(3, 13, 11, 72, 200, 1, 1, dtype=dtype, epilogue=epilogue),
+                    Conv2dProblem(2, 9, 30, 520, 88, 1, 1, dtype=dtype, epilogue=epilogue)):
+        jobs += [(problem, c) for c in cs.hand_picked(problem, H200)]
+    assert jobs and not _checked(jobs)
+
+
+@pytest.mark.parametrize("epilogue", ["none", "bias_relu", "bias_residual_relu"])
+def test_resnet50_1x1_layers_at_batch_32(epilogue):
+    jobs = []
+    for c, k, hw in ((256, 64, 56), (512, 128, 28), (1024, 256, 14), (2048, 512, 7), (512, 2048, 7)):
+        problem = Conv2dProblem(32, hw, hw, c, k, 1, 1, dtype="fp16", epilogue=epilogue)
+        jobs += [(problem, c) for c in cs.hand_picked(problem, H200)]
+    assert not _checked(jobs)
