@@ -260,6 +260,9 @@ _L2_PROMOTION = {"none": "CU_TENSOR_MAP_L2_PROMOTION_NONE", "64B": "CU_TENSOR_MA
                  "128B": "CU_TENSOR_MAP_L2_PROMOTION_L2_128B", "256B": "CU_TENSOR_MAP_L2_PROMOTION_L2_256B"}
 
 
+ENCODED_MAPS_KEPT = 64  # tensor maps a pointer writer keeps encoded, by map and address, before it starts afresh
+
+
 def encode_tensor_map(ptr: int, spec: TensorMap, sizes: Mapping[str, int]) -> bytes:
     """The 128-byte CUtensorMap of `spec` over memory at `ptr` ("zero" out-of-bounds fill: the driver's FILL_NONE)."""
     d = _driver()
@@ -378,18 +381,30 @@ class BoundLaunch:
         for run in self._queued:
             run()
 
-    def pointer_writer(self, names: tuple[str, ...]) -> Callable[[tuple[int, ...]], None] | None:
-        """A function that points the launch's `names` (in that order) at new addresses, writing only the packed
-        pointer slots: for calls that repeat with the same sizes. None where a tensor map reads one of them (its map
-        must be encoded again: `repoint`)."""
-        if any(spec.tensor in names for spec in self._plan.tensor_maps.values()):
-            return None
+    def pointer_writer(self, names: tuple[str, ...]) -> Callable[[tuple[int, ...]], None]:
+        """A function that points the launch's `names` (in that order) at new addresses: for calls that repeat with
+        the same sizes. It writes the packed pointer slots, and for a tensor that a TMA tensor map reads, that map
+        encoded for the new address; encodings are remembered per map and address (a layer called again and again
+        sees few addresses: torch's and CuPy's allocators hand the same blocks back), so a repeated address costs a
+        128-byte copy instead of an encode."""
         slots = tuple(tuple(self._pointers.get(name, ())) for name in names)
+        maps = tuple(tuple((map_name, spec, self._maps[map_name]) for map_name, spec in self._plan.tensor_maps.items()
+                           if spec.tensor == name and map_name in self._maps) for name in names)
+        encoded: dict[tuple[str, int], bytes] = {}
+        sizes = self._sizes
 
         def write(addresses: tuple[int, ...]) -> None:
-            for group, address in zip(slots, addresses):
+            for group, mapped, address in zip(slots, maps, addresses):
                 for slot in group:
                     slot.value = address
+                for map_name, spec, buffers in mapped:
+                    data = encoded.get((map_name, address))
+                    if data is None:
+                        if len(encoded) >= ENCODED_MAPS_KEPT:
+                            encoded.clear()
+                        data = encoded[(map_name, address)] = encode_tensor_map(address, spec, sizes)
+                    for buffer in buffers:
+                        ctypes.memmove(buffer, data, len(data))
 
         return write
 
