@@ -34,9 +34,14 @@ def test_faults_are_recorded_and_a_correct_winner_is_chosen(settings):
     statuses = {f.config["x"]: f.status for f in result.failures}
     assert statuses == {4: "timeout", 5: "crashed", 6: "wrong_result", 7: "compile_error"}
     assert [r.config["x"] for r in result.ranking] == [0, 1, 2]  # the best few, re-timed, in order
+    phases = result.as_dict()["phases_s"]
+    assert list(phases) == ["setup", "executor start", "search", "re-time and baseline", "executor close"]
+    assert all(s >= 0 for s in phases.values())
+    assert phases["search"] > 3.0  # the search waited out the hanging candidate's 3 s watchdog
 
     again = tune(request, settings=settings)
     assert again.cache_hit and again.evaluations == 0 and again.winner.config == {"x": 0}
+    assert again.as_dict()["phases_s"] == {}  # a cache hit ran no phase
     assert again.as_dict()["baseline"]["name"] == "reference"
 
 

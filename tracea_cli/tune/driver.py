@@ -87,6 +87,9 @@ class TuneResult:
     peak_flops: float | None = None  # measured ceiling for this dtype on this device (tracea doctor); None if unmeasured
     per_device: Mapping[str, int] = field(default_factory=dict)  # this run's evaluations by CUDA device ("cpu" on the CPU)
     load: HostBusy | None = None  # what other processes did on the CPUs while this run measured (None: unknown)
+    # wall seconds of this run's phases, in order: "setup" (profile, space, cache), "executor start", "search",
+    # "re-time and baseline", "executor close"; empty for a cache hit
+    phases: Mapping[str, float] = field(default_factory=dict)
 
     def pct_of_peak(self, m: Measured) -> float | None:
         """The share of the measured ceiling; None where there is none, or where the rate exceeds it (the ceiling
@@ -159,6 +162,7 @@ class TuneResult:
             "winner_pct_of_peak": self.pct_of_peak(self.winner) if self.winner else None,
             "per_device": dict(self.per_device),
             "load": None if self.load is None else self.load.as_dict(),
+            "phases_s": {name: round(seconds, 3) for name, seconds in self.phases.items()},
             "warnings": list(self.warnings),
         }
 
@@ -181,6 +185,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
     from tracea_cli.tune import setup
 
     progress = progress or (lambda done, total, msg: None)
+    phases = _Phases()
     plan = setup.plan(request, settings)
     problem, target = plan.problem, plan.target
     gpu = target.backend == "cuda"
@@ -226,9 +231,11 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
         began = time.monotonic()
         stopped = "budget"
         with contextlib.ExitStack() as stack:
+            phases.end("setup")
             if pool is None:
                 progress(request.budget - remaining, request.budget, "starting the workers")
                 pool = stack.enter_context(setup.pool(plan, settings, request.executor, request.ray_address))
+            phases.end("executor start")
             # GPU: batches wide enough to keep NVRTC busy on every core while the executor's workers measure (one per
             # device or actor); the CPU runs one candidate at a time, so nothing (compiling, model updates) overlaps
             # a timed run.
@@ -270,8 +277,11 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
                     label = "ok" if ev.ok else ev.status.value
                     progress(request.budget - remaining, request.budget, f"{label} {config_key(outcome.config)}")
 
+            phases.end("search")
             ranking = _retime_best(cache, key, plan, pool, progress)
             baseline_name, baseline_ev = _baseline(plan, pool)
+            phases.end("re-time and baseline")
+        phases.end("executor close")
         if ranking:
             cache.set_winner(key, setup.trial(ranking[0][0], ranking[0][1]))
         if baseline_ev is not None and baseline_ev.ok:
@@ -281,8 +291,21 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
         result = _from_cache(cache, key, plan, stopped=stopped)
         baseline_error = "" if baseline_ev is None or baseline_ev.ok else f"{baseline_ev.status.value}: {baseline_ev.reason}"
         return replace(result, cache_hit=False, evaluations=evaluations, space_size=len(candidates),
-                       baseline_error=baseline_error, per_device=per_device, load=meter.stop(),
+                       baseline_error=baseline_error, per_device=per_device, load=meter.stop(), phases=phases.seconds,
                        ranking=tuple(_measured(c, ev, problem, gpu) for c, ev in ranking))
+
+
+class _Phases:
+    """Wall time of a run's phases: `end(name)` closes the phase that began where the previous one ended."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._began = time.monotonic()
+
+    def end(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = now - self._began
+        self._began = now
 
 
 def _retime_best(cache, key, plan, pool, progress) -> list[tuple[dict, Evaluation]]:
