@@ -132,15 +132,19 @@ for n, ex in enumerate(["local", "ray"] * 3, 1):
         d = json.loads((out / f"{name}.json").read_text())
         w = d["winner"]
         rows.append((n, ex, float(wall[-1]) if wall else float("nan"), json.dumps(w["config"], sort_keys=True),
-                     w["median_ms"], d["evaluations"]))
+                     w["median_ms"], d["evaluations"], d.get("phases_s", {})))
     except (OSError, ValueError, KeyError, TypeError) as e:
-        rows.append((n, ex, float(wall[-1]) if wall else float("nan"), f"no result ({type(e).__name__})", float("nan"), 0))
+        rows.append((n, ex, float(wall[-1]) if wall else float("nan"), f"no result ({type(e).__name__})", float("nan"), 0,
+                     {}))
 print(f"# tracea tune gemm --m 4096 --dtype bf16 --budget {budget}: local executor against a one-node Ray cluster (one actor)")
 print()
-print("| run | executor | wall s | evaluations | winner ms | winner |")
-print("| --- | --- | --- | --- | --- | --- |")
-for n, ex, wall, cfg, ms, ev in rows:
-    print(f"| {n} | {ex} | {wall:.1f} | {ev} | {ms:.4f} | `{cfg}` |")
+names = ["setup", "executor start", "search", "re-time and baseline", "executor close"]
+print("| run | executor | wall s | evaluations | winner ms | " + " | ".join(f"{p} s" for p in names)
+      + " | outside the phases s | winner |")
+print("| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in names) + " | --- | --- |")
+for n, ex, wall, cfg, ms, ev, phases in rows:
+    cells = " | ".join(f"{phases[p]:.2f}" if p in phases else "?" for p in names)
+    print(f"| {n} | {ex} | {wall:.1f} | {ev} | {ms:.4f} | {cells} | {wall - sum(phases.values()):.2f} | `{cfg}` |")
 local = [r[2] for r in rows if r[1] == "local"]
 ray = [r[2] for r in rows if r[1] == "ray"]
 winners = {r[3] for r in rows}
@@ -150,6 +154,8 @@ print(f"- same winner in all {len(rows)} runs: {'yes' if len(winners) == 1 else 
 print(f"- evaluations per run: {sorted({r[5] for r in rows})}")
 print(f"- Ray's mean wall time / local's: {ratio:.3f} (target <= 1.05: {'met' if ratio <= 1.05 else 'missed'})")
 PY
+  # the per-run files in one archive (a device call brings back only a few files)
+  tar -czf "$OUT/ray_runs.tgz" -C "$OUT" $(cd "$OUT" && ls tune_executor_* ray_start.txt) && rm -f "$OUT"/tune_executor_* "$OUT/ray_start.txt"
 fi
 if [[ $part == conv2d-tune ]]; then
   say "tracea tune conv2d at budget 40 (fp16, N = 32, 64@56 3x3), empty cache"
