@@ -8,7 +8,7 @@
 //   block sees) and writes, for each of its rows, fp32 into the workspace
 //     O_z = Σ_j exp2(s_j - m) v_j / l      (D floats: the chunk's own softmax-weighted mean of V)
 //     lse_z = m + log2 l                   (log2 domain; -inf where the chunk holds no visible key of the row)
-// fa2_split_combine: one warp per (batch·head, query row): with L = max_z lse_z and w_z = exp2(lse_z - L),
+// fa2_split_combine: grid (ceil(seq_q / COMBINE_WARPS), batch·heads), one warp per (batch·head, query row): with L = max_z lse_z and w_z = exp2(lse_z - L),
 //     out = Σ_z w_z O_z / Σ_z w_z,  lse = (L + log2 Σ_z w_z)·ln 2
 //   rounded to the op's dtype; a chunk with lse_z = -inf weighs 0 and its O_z is not read.
 //
@@ -25,8 +25,8 @@
 
 #include "attention_fa2.cuh"
 
-// the FA2 kernel's parameters, the workspace and batch·heads (the combine's rows are batch·heads·seq_q)
-#define TRACEA_ATTENTION_SPLIT_PARAMS TRACEA_ATTENTION_PARAMS, float *__restrict__ workspace, int batch_heads
+// the FA2 kernel's parameters and the workspace (batch·heads is gridDim.y in both kernels)
+#define TRACEA_ATTENTION_SPLIT_PARAMS TRACEA_ATTENTION_PARAMS, float *__restrict__ workspace
 
 namespace tracea {
 
@@ -210,24 +210,27 @@ template <class F, int KV_SPLITS> __device__ void fa2_split_forward(const Attent
     }
 }
 
-// One warp per (batch·head, query row), COLS contiguous columns per lane; grid x: ceil(seq_q·batch·heads / WARPS).
-template <class F, int KV_SPLITS>
-__device__ void fa2_split_combine(const AttentionArgs &args, const float *workspace, int batch_heads) {
+// One warp per (batch·head, query row), COLS contiguous columns per lane; grid (ceil(seq_q / COMBINE_WARPS),
+// batch·heads).
+template <class F, int KV_SPLITS> __device__ void fa2_split_combine(const AttentionArgs &args, const float *workspace) {
   using T = typename F::T;
   using S = Fa2Split<F, KV_SPLITS>;
   const float neg_inf = __uint_as_float(0xff800000u);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const long long rows = (long long)batch_heads * args.seq_q;
-  const long long r = (long long)blockIdx.x * S::COMBINE_WARPS + warp;  // bh·seq_q + row
-  if (r >= rows) return;
-  const int bh = static_cast<int>(r / args.seq_q), row = static_cast<int>(r % args.seq_q);
+  const int row = static_cast<int>(blockIdx.x) * S::COMBINE_WARPS + warp, bh = static_cast<int>(blockIdx.y);
+  if (row >= args.seq_q) return;
+  const long long rows = (long long)gridDim.y * args.seq_q;
+  const long long r = (long long)bh * args.seq_q + row;  // this row of every chunk's slice, and of lse
   const int batch = bh / args.heads, head = bh % args.heads;
   const float *wl = workspace + KV_SPLITS * rows * F::D + r;
 
   float top = neg_inf;  // every lane reads the chunks' lse (KV_SPLITS floats, one line per row of chunks)
+  // not unrolled: unrolled, ptxas (13.0, sm_80, head dim 256 with lse) spills 8 bytes at 40 registers
+#pragma unroll 1
   for (int z = 0; z < KV_SPLITS; ++z) top = fmaxf(top, wl[z * rows]);
   const float base = top == neg_inf ? 0.f : top;
   float acc[S::COLS];
+#pragma unroll
   for (int c = 0; c < S::COLS; ++c) acc[c] = 0.f;
   float weight_sum = 0.f;
   for (int z = 0; z < KV_SPLITS; ++z) {
@@ -236,6 +239,7 @@ __device__ void fa2_split_combine(const AttentionArgs &args, const float *worksp
     const float w = exp2f(lz - base);
     weight_sum += w;
     const float *oz = workspace + (z * rows + r) * F::D + lane * S::COLS;
+#pragma unroll
     for (int c = 0; c < S::COLS; c += 2) {
       const float2 pair = *reinterpret_cast<const float2 *>(oz + c);
       acc[c] += w * pair.x;
@@ -245,6 +249,7 @@ __device__ void fa2_split_combine(const AttentionArgs &args, const float *worksp
   const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
   T *go = static_cast<T *>(args.out) + batch * (long long)args.q_sb + head * (long long)args.q_sh +
           row * (long long)args.q_sr + lane * S::COLS;
+#pragma unroll
   for (int c = 0; c < S::COLS; c += 2)
     *reinterpret_cast<unsigned *>(go + c) = pack_pair<T>(acc[c] * inv, acc[c + 1] * inv);
   if (F::LSE && lane == 0) args.lse[r] = (top + log2f(weight_sum)) * 0.6931471805599453f;

@@ -24,7 +24,7 @@ _spec = importlib.util.spec_from_file_location("tracea_emulator_gemm_harness", H
 _gemm = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_gemm)
 compiler, _flags = _gemm.compiler, _gemm._flags
-INTS = ("seq", "seq_k", "heads", "kv_heads", "q_sb", "q_sh", "q_sr", "kv_sb", "kv_sh", "kv_sr", "bh")
+INTS = ("seq", "seq_k", "heads", "kv_heads", "q_sb", "q_sh", "q_sr", "kv_sb", "kv_sh", "kv_sr")
 
 
 def build_launcher(workdir: Path) -> Path:

@@ -1,6 +1,6 @@
 // Runs one compiled attention configuration on the CPU (see tracea_host_emulation.h, attention_emulation.h). Usage:
 // attention_emulator DIR. DIR/launch.txt holds:
-//   ints SEQ_Q SEQ_K HEADS KV_HEADS Q_SB Q_SH Q_SR KV_SB KV_SH KV_SR BH   (TRACEA_ATTENTION_SPLIT_PARAMS' ints)
+//   ints SEQ_Q SEQ_K HEADS KV_HEADS Q_SB Q_SH Q_SR KV_SB KV_SH KV_SR      (TRACEA_ATTENTION_PARAMS' ints)
 //   buffers LSE_ELEMENTS WORKSPACE_BYTES                                      (0: no lse, no workspace)
 //   kernel NAME GRID_X GRID_Y GRID_Z BLOCK_X                                  (one line per step, run in order)
 // NAME is attention_fa2, attention_fa2_split or attention_fa2_combine (the last two: split-KV sources only). DIR/q.bin,
@@ -20,10 +20,10 @@ extern "C" void attention_fa2(const void *q, const void *k, const void *v, void 
                               int kv_sr) __attribute__((weak));
 extern "C" void attention_fa2_split(const void *q, const void *k, const void *v, void *out, float *lse, int seq_q,
                                     int seq_k, int heads, int kv_heads, int q_sb, int q_sh, int q_sr, int kv_sb,
-                                    int kv_sh, int kv_sr, float *workspace, int batch_heads) __attribute__((weak));
+                                    int kv_sh, int kv_sr, float *workspace) __attribute__((weak));
 extern "C" void attention_fa2_combine(const void *q, const void *k, const void *v, void *out, float *lse, int seq_q,
                                       int seq_k, int heads, int kv_heads, int q_sb, int q_sh, int q_sr, int kv_sb,
-                                      int kv_sh, int kv_sr, float *workspace, int batch_heads) __attribute__((weak));
+                                      int kv_sh, int kv_sr, float *workspace) __attribute__((weak));
 
 namespace {
 
@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
   const std::string dir = argv[1];
   std::ifstream launch(dir + "/launch.txt");
   std::string line, word;
-  int ints[11] = {};
+  int ints[10] = {};
   size_t lse_elements = 0, workspace_bytes = 0;
   std::getline(launch, line);
   std::istringstream first(line);
@@ -94,10 +94,10 @@ int main(int argc, char **argv) {
               emu::warp = &warps[th / emu::WARP];
               if (split)
                 attention_fa2_split(q, k, v, out, lse, ints[0], ints[1], ints[2], ints[3], ints[4], ints[5], ints[6],
-                                    ints[7], ints[8], ints[9], workspace, ints[10]);
+                                    ints[7], ints[8], ints[9], workspace);
               else if (combine)
                 attention_fa2_combine(q, k, v, out, lse, ints[0], ints[1], ints[2], ints[3], ints[4], ints[5],
-                                      ints[6], ints[7], ints[8], ints[9], workspace, ints[10]);
+                                      ints[6], ints[7], ints[8], ints[9], workspace);
               else
                 attention_fa2(q, k, v, out, lse, ints[0], ints[1], ints[2], ints[3], ints[4], ints[5], ints[6],
                               ints[7], ints[8], ints[9]);

@@ -45,7 +45,7 @@ COMBINE_KERNEL = "attention_fa2_combine"
 # q's, v has k's)
 PARAMS = ("q", "k", "v", "out", "lse", "seq", "seq_k", "heads", "kv_heads", "q_sb", "q_sh", "q_sr", "kv_sb",
           "kv_sh", "kv_sr")
-SPLIT_PARAMS = PARAMS + ("workspace", "bh")  # TRACEA_ATTENTION_SPLIT_PARAMS
+SPLIT_PARAMS = PARAMS + ("workspace",)  # TRACEA_ATTENTION_SPLIT_PARAMS (16: the exported runtime's most)
 COMBINE_WARPS = 4  # output rows per block of the combine (the template's Fa2Split::COMBINE_WARPS)
 ELEMENT = {"fp16": "__half", "bf16": "__nv_bfloat16"}
 
@@ -89,7 +89,7 @@ def fa2_source(problem: AttentionProblem, config: Mapping[str, Value]) -> str:
             "workspace); }",
             f'extern "C" __global__ void __launch_bounds__(Split::COMBINE_THREADS) {COMBINE_KERNEL}'
             f"(TRACEA_ATTENTION_SPLIT_PARAMS) {{ tracea::fa2_split_combine<Tile, {splits}>(TRACEA_ATTENTION_ARGS, "
-            "workspace, batch_heads); }",
+            "workspace); }",
         ]
     return "\n".join(lines) + "\n"
 
@@ -98,7 +98,7 @@ def fa2_launch(problem: AttentionProblem, config: Mapping[str, Value]) -> Launch
     """One kernel: grid x the query blocks (M = seq), y every (batch, head) pair (N = batch·heads). With split-KV,
     that kernel with grid z the key chunks, writing the workspace (kv_splits·(D + 1) floats per query row and
     (batch, head): M x N x workspace_bytes_per_mn, every byte written before it is read, so no memset), then the
-    combine, a warp per output row."""
+    combine, a warp per output row (grid x the query rows by COMBINE_WARPS, y batch·heads)."""
     t = tiling(problem, config)
     bm, splits = int(config["block_m"]), kv_splits_of(config)
     if splits == 1:
@@ -107,7 +107,7 @@ def fa2_launch(problem: AttentionProblem, config: Mapping[str, Value]) -> Launch
                           params=PARAMS, tile_m=bm, alignment_bytes=t.copy_bytes, family=FAMILY)
     steps = (KernelStep(SPLIT_KERNEL, grid=(f"m/{bm}", "n/1", splits), block=(t.threads, 1, 1),
                         dynamic_smem_bytes=t.smem_bytes),
-             KernelStep(COMBINE_KERNEL, grid=(f"mn/{COMBINE_WARPS}", 1, 1), block=(COMBINE_WARPS * 32, 1, 1)))
+             KernelStep(COMBINE_KERNEL, grid=(f"m/{COMBINE_WARPS}", "n/1", 1), block=(COMBINE_WARPS * 32, 1, 1)))
     return LaunchPlan(steps=steps, params=SPLIT_PARAMS, tile_m=bm, alignment_bytes=t.copy_bytes, family=FAMILY,
                       workspace_bytes_per_mn=t.workspace_bytes_per_row)
 
