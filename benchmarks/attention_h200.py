@@ -134,10 +134,11 @@ def measure(backend: OpBackend, problem: AttentionProblem, target: Any, configs:
         result["ratios"] = {name: (runs[0]["median_ms"] / best["median_ms"] if runs[0].get("median_ms") else None)
                             for name, runs in baselines.items() if name != "sdpa"}
         result["ratios"]["sdpa"] = result["default_ms"] / best["median_ms"] if result["default_ms"] else None
-        ran = [(runs_best, name) for name, runs in baselines.items()
-               for runs_best in [min((x["median_ms"] for x in runs if x.get("median_ms")), default=None)] if runs_best]
+        ran = {name: min(x["median_ms"] for x in runs if x.get("median_ms")) for name, runs in baselines.items()
+               if any(x.get("median_ms") for x in runs)}  # each backend's best median, those that ran
         if ran:
-            fastest_ms, fastest = min(ran)
+            fastest = min(ran, key=ran.get)
+            fastest_ms = ran[fastest]
             result["fastest_sdpa"], result["fastest_sdpa_ms"] = fastest, fastest_ms
             result["ratios"]["fastest"] = fastest_ms / best["median_ms"]
     by_split: dict[int, float] = {}
