@@ -1,6 +1,6 @@
 """attention on a GPU (issue 16): the FA2-style CUDA family against torch's SDPA in the same run, fp16 and bf16.
 
-    python benchmarks/attention_h200.py [--out DIR] [--seconds 150] [--dry-run]
+    python benchmarks/attention_h200.py [--out DIR] [--section all|prefill|decode] [--seconds S] [--dry-run]
 
 Problems (most important first; the deadline cuts the tail): B = 4, H = 16, L = 4096, head dim 128 and 64, causal and
 not, bf16 and fp16; grouped-query attention (32 query heads, 8 K/V heads, L = 4096, D = 128, causal and not); decode
@@ -13,9 +13,16 @@ efficient (each checked the same way; a backend torch refuses for the shape is r
 default again. ratio = the faster of the two default medians / ours (> 1: ours is faster); each backend's ratio is
 against its own median.
 
-Writes OUT/attention_h200.md and .json (OUT: --out, else $OUT, else /tmp/out) after every problem, so a run cut short
-keeps what it measured. `--dry-run` (no GPU): compiles every problem's candidates for sm_90a here and prints their
-registers and spills.
+Decode section (split-KV, docs/attention.md): L_q = 1 against L_k = 1024, 8192 and 32768, batch 1 and 8, 32 query / 8
+K/V heads, D 128, bf16. Per problem the same A B A B order, the fa2 candidates being the first three distinct tiles of
+the hand-picked list, each with kv_splits 1, 2, 4, 8, 16 and 32 (those the space admits; every one checked before it
+is timed). Reported: the best median per kv_splits, the best overall, the fastest SDPA backend of those that ran
+(default, cuDNN, flash, efficient, each timed on its own) and ours against it and against each.
+
+Writes OUT/attention_h200.md and .json (prefill) and OUT/attention_decode_h200.md and .json (decode) (OUT: --out, else
+$OUT, else /tmp/out) after every problem, so a run cut short keeps what it measured. --seconds: the deadline of each
+section (default 150 s prefill, 300 s decode). `--dry-run` (no GPU): compiles every problem's candidates
+for sm_90a here and prints their registers and spills.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_run import compile_all, median_ms, num, provenance_lines, resources_of, run_meta  # noqa: E402
 
 from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
-from tracea_cli.ops.attention.families.fa2_space import describe, hand_picked  # noqa: E402
+from tracea_cli.ops.attention.families.fa2_space import KV_SPLITS, describe, fa2_space, hand_picked  # noqa: E402
 from tracea_cli.ops.attention.problem import AttentionProblem  # noqa: E402
 from tracea_cli.stats import summarize  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
@@ -58,6 +65,21 @@ def _problems() -> tuple[AttentionProblem, ...]:
 
 
 PROBLEMS = _problems()
+DECODE_PROBLEMS = tuple(AttentionProblem(b, 32, 1, 128, 8, kv, "bf16") for b in (1, 8) for kv in (8192, 32768, 1024))
+DECODE_TILES = 3  # distinct (block_m, block_n, warps, stages) of the hand-picked list, each with every kv_splits
+SECONDS = {"prefill": 150.0, "decode": 300.0}
+
+
+def decode_configs(problem: AttentionProblem, target: Any) -> list[dict]:
+    """The first DECODE_TILES tiles of hand_picked, each with every kv_splits the space admits."""
+    space = fa2_space(problem, target)
+    tiles: list[dict] = []
+    for c in hand_picked(problem, target):
+        tile = {k: v for k, v in c.items() if k != "kv_splits"}
+        if tile not in tiles:
+            tiles.append(tile)
+    configs = [{**t, "kv_splits": s} for t in tiles[:DECODE_TILES] for s in KV_SPLITS]
+    return [c for c in configs if space.why_invalid(c) is None]
 
 
 def log(text: str) -> None:
@@ -76,8 +98,9 @@ def _row(problem: AttentionProblem, label: str, ev: Any, extra: dict | None = No
     return row
 
 
-def measure(backend: OpBackend, problem: AttentionProblem, target: Any) -> dict[str, Any]:
-    configs = hand_picked(problem, target)
+def measure(backend: OpBackend, problem: AttentionProblem, target: Any, configs: list[dict] | None = None
+            ) -> dict[str, Any]:
+    configs = hand_picked(problem, target) if configs is None else configs
     built = compile_all(backend, [(problem, c) for c in configs], target)
     baselines: dict[str, list[dict]] = {}
 
@@ -111,6 +134,18 @@ def measure(backend: OpBackend, problem: AttentionProblem, target: Any) -> dict[
         result["ratios"] = {name: (runs[0]["median_ms"] / best["median_ms"] if runs[0].get("median_ms") else None)
                             for name, runs in baselines.items() if name != "sdpa"}
         result["ratios"]["sdpa"] = result["default_ms"] / best["median_ms"] if result["default_ms"] else None
+        ran = {name: min(x["median_ms"] for x in runs if x.get("median_ms")) for name, runs in baselines.items()
+               if any(x.get("median_ms") for x in runs)}  # each backend's best median, those that ran
+        if ran:
+            fastest = min(ran, key=ran.get)
+            fastest_ms = ran[fastest]
+            result["fastest_sdpa"], result["fastest_sdpa_ms"] = fastest, fastest_ms
+            result["ratios"]["fastest"] = fastest_ms / best["median_ms"]
+    by_split: dict[int, float] = {}
+    for r in timed:
+        k = int(r.get("config", {}).get("kv_splits", 1))
+        by_split[k] = min(by_split.get(k, r["median_ms"]), r["median_ms"])
+    result["best_ms_by_kv_splits"] = dict(sorted(by_split.items()))
     return result
 
 
@@ -145,23 +180,81 @@ def render(results: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_decode(results: list[dict], meta: dict) -> str:
+    """The decode section's report: per problem the best fa2 median per kv_splits and against SDPA's backends."""
+    lines = ["# attention decode on the GPU: split-KV fa2 against torch SDPA's backends (issue 16)", "",
+             *provenance_lines(meta),
+             "- method: per problem in one process: SDPA default, every fa2 candidate (three tiles x kv_splits "
+             f"{', '.join(map(str, KV_SPLITS))}), SDPA pinned to cudnn, flash, efficient, SDPA default again; every "
+             "kernel and baseline checked against the float64 reference before it is timed (CUDA events, median). "
+             "fastest SDPA = the fastest backend that ran; x = its median / ours (> 1: ours faster).", "",
+             "| problem | best fa2 | ms | " + " | ".join(f"kv{k} ms" for k in KV_SPLITS) +
+             " | fastest SDPA ms | x fastest | x cudnn | x flash | x efficient |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in KV_SPLITS) + " | --- | --- | --- | --- | --- |"]
+    for r in results:
+        if "rows" not in r:
+            lines.append(f"| {r['problem']} | {r.get('error', '')} |" + " |" * (len(KV_SPLITS) + 6))
+            continue
+        ratios, split = r.get("ratios", {}), {int(k): v for k, v in r.get("best_ms_by_kv_splits", {}).items()}
+        fastest = f"{num(r.get('fastest_sdpa_ms'), 4)} ({r.get('fastest_sdpa', '')})" if r.get("fastest_sdpa") else ""
+        lines.append(f"| {r['problem']} | {r.get('best') or ''} | {num(r.get('best_ms'), 4)} | "
+                     + " | ".join(num(split.get(k), 4) for k in KV_SPLITS) + f" | {fastest} | "
+                     + " | ".join(num(ratios.get(n), 2) for n in ("fastest", *PINNED)) + " |")
+    detail = render(results, meta).split("\n## ", 1)
+    if len(detail) == 2:
+        lines += ["", "## " + detail[1].rstrip("\n")]
+    return "\n".join(lines) + "\n"
+
+
+def run_section(name: str, problems: tuple[AttentionProblem, ...], backend: OpBackend, target: Any, meta: dict,
+                out: Path, seconds: float) -> None:
+    """Measures `problems` until `seconds` have passed, writing the section's report after every problem."""
+    start = time.perf_counter()
+    results: list[dict[str, Any]] = []
+    stem = "attention_h200" if name == "prefill" else "attention_decode_h200"
+    md, js = out / f"{stem}.md", out / f"{stem}.json"
+    for problem in problems:
+        left = seconds - (time.perf_counter() - start)
+        if left < 6:
+            results.append({"problem": problem.label, "error": "not run: the run's deadline"})
+            continue
+        log(f"{problem.label} ({left:.0f} s left)")
+        try:
+            configs = decode_configs(problem, target) if name == "decode" else None
+            results.append(measure(backend, problem, target, configs))
+        except Exception as e:  # the next problem still runs
+            results.append({"problem": problem.label, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            log(f"  {results[-1]['error']}")
+        meta["wall_s"] = time.perf_counter() - start
+        md.write_text(render(results, meta) if name == "prefill" else render_decode(results, meta))
+        js.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str))
+    log(f"wrote {md} and {js} in {time.perf_counter() - start:.0f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python benchmarks/attention_h200.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/out")))
-    parser.add_argument("--seconds", type=float, default=150.0, help="the whole run's deadline")
+    parser.add_argument("--section", choices=("all", "prefill", "decode"), default="all")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="each section's deadline (default 150 s prefill, 300 s decode)")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: compile every candidate for sm_90a")
     args = parser.parse_args(argv)
-    start = time.perf_counter()
+    sections = ("prefill", "decode") if args.section == "all" else (args.section,)
     backend = OpBackend(OP, "cuda")
     if args.dry_run:
-        from tracea_cli.target import arch_target
+        from dataclasses import replace
 
-        target = arch_target("sm_90a")
-        for problem in PROBLEMS:
-            configs = hand_picked(problem, target)
-            for config, (artifact, error) in zip(configs, compile_all(backend, [(problem, c) for c in configs],
-                                                                       target)):
-                log(f"{problem.label}: {describe(config)}: {artifact.resources['kernels'] if artifact else error}")
+        from tracea_cli.target import Target, limits_for
+
+        # the H200's 132 SMs, so that the decode picks split as they would there
+        target = Target(backend="cuda", device_class="dry run sm_90a", arch="sm_90a",
+                        limits=replace(limits_for("sm_90a"), sm_count=132))
+        for section in sections:
+            for problem in PROBLEMS if section == "prefill" else DECODE_PROBLEMS:
+                configs = hand_picked(problem, target) if section == "prefill" else decode_configs(problem, target)
+                for config, (artifact, error) in zip(configs, compile_all(backend, [(problem, c) for c in configs],
+                                                                           target)):
+                    log(f"{problem.label}: {describe(config)}: {artifact.resources['kernels'] if artifact else error}")
         return 0
 
     from tracea_cli.backends.cuda import device_target
@@ -169,24 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     target = device_target(0)
-    meta = run_meta(target, argv)
-    results: list[dict[str, Any]] = []
-    md, js = out / "attention_h200.md", out / "attention_h200.json"
-    for i, problem in enumerate(PROBLEMS):
-        left = args.seconds - (time.perf_counter() - start)
-        if left < 6:
-            results.append({"problem": problem.label, "error": "not run: the run's deadline"})
-            continue
-        log(f"{problem.label} ({left:.0f} s left)")
-        try:
-            results.append(measure(backend, problem, target))
-        except Exception as e:  # the next problem still runs
-            results.append({"problem": problem.label, "error": f"{type(e).__name__}: {str(e)[:300]}"})
-            log(f"  {results[-1]['error']}")
-        meta["wall_s"] = time.perf_counter() - start
-        md.write_text(render(results, meta))
-        js.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str))
-    log(f"wrote {md} and {js} in {time.perf_counter() - start:.0f} s")
+    for section in sections:
+        run_section(section, PROBLEMS if section == "prefill" else DECODE_PROBLEMS, backend, target,
+                    run_meta(target, argv), out, args.seconds or SECONDS[section])
     return 0
 
 

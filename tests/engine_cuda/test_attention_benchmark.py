@@ -52,3 +52,47 @@ def test_the_report_carries_provenance_the_backend_that_ran_and_every_ratio():
         in summary
     assert "wrong_result" in text and "relative error 0.4" in text and "No available kernel" in text
     assert "not run: the run's deadline" in text
+
+
+def test_the_decode_section_is_the_issues_and_sweeps_every_kv_splits():
+    bench = _load()
+    labels = [p.label for p in bench.DECODE_PROBLEMS]
+    assert len(labels) == len(set(labels)) == 6
+    assert "attention b1 h32/kv8 L1x8192 d128 bf16 bhld" in labels
+    assert "attention b8 h32/kv8 L1x32768 d128 bf16 bhld" in labels and "attention b1 h32/kv8 L1x1024 d128 bf16 bhld" \
+        in labels
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from conftest import arch_target
+
+    target = arch_target("sm_90a", sm_count=132)
+    configs = bench.decode_configs(bench.DECODE_PROBLEMS[0], target)
+    assert {c["kv_splits"] for c in configs} == {1, 2, 4, 8, 16, 32}
+    assert len({(c["block_m"], c["block_n"], c["warps"], c["stages"]) for c in configs}) == bench.DECODE_TILES
+
+
+def test_the_decode_report_shows_each_kv_splits_and_the_fastest_sdpa_backend():
+    bench = _load()
+
+    def base(label, ms):
+        return {"name": label, "status": "ok", "reason": "", "median_ms": ms, "tflops": 1.0, "cv": 0.01}
+
+    rows = [{"name": f"fa2 16x64 w1 s2 kv{k}", "config": {"kv_splits": k}, "status": "ok", "reason": "",
+             "median_ms": ms, "tflops": 1.0, "cv": 0.01} for k, ms in ((1, 0.080), (8, 0.020), (32, 0.010))]
+    results = [{"problem": "attention b1 h32/kv8 L1x8192 d128 bf16 bhld", "rows": rows,
+                "baselines": {"sdpa": [base("torch-sdpa (default ran flash)", 0.016)],
+                              "sdpa-cudnn": [base("torch-sdpa-cudnn (ran cudnn)", 0.012)],
+                              "sdpa-flash": [base("torch-sdpa-flash (ran flash)", 0.016)],
+                              "sdpa-efficient": [base("torch-sdpa-efficient (ran efficient)", 0.030)]},
+                "default_ms": 0.016, "best": "fa2 16x64 w1 s2 kv32", "best_ms": 0.010,
+                "fastest_sdpa": "sdpa-cudnn", "fastest_sdpa_ms": 0.012,
+                "ratios": {"sdpa": 1.6, "sdpa-cudnn": 1.2, "sdpa-flash": 1.6, "sdpa-efficient": 3.0, "fastest": 1.2},
+                "best_ms_by_kv_splits": {1: 0.080, 8: 0.020, 32: 0.010}}]
+    meta = {"date": "2026-12-03 08:00 UTC", "device": "NVIDIA H200", "driver": 13000, "runtime": 13000,
+            "command": "python benchmarks/attention_h200.py --section decode"}
+    text = bench.render_decode(results, meta)
+    row = next(line for line in text.splitlines() if line.startswith("| attention b1 h32/kv8 L1x8192"))
+    per_split = "| 0.0800 |  |  | 0.0200 |  | 0.0100 |"  # kv_splits 1, 2, 4, 8, 16, 32
+    assert f"| fa2 16x64 w1 s2 kv32 | 0.0100 {per_split} 0.0120 (sdpa-cudnn) | 1.20 | 1.20 | 1.60 | 3.00 |" in row
+    assert "--section decode" in text and "## attention b1 h32/kv8 L1x8192" in text

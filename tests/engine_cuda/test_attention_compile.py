@@ -91,8 +91,9 @@ def test_the_launch_and_the_arguments_follow_the_layout(layout):
 
 
 def _compile(p, config, arch, make_target):
+    """The ptxas report of the plan's main kernel (a split-KV plan's combine is checked by _compile_split)."""
     artifact = BACKEND.compile(p, config, make_target(arch))
-    (r,) = artifact.resources["kernels"].values()
+    r = artifact.resources["kernels"][artifact.plan.main_kernel.name]
     assert artifact.resources["ptx_target"] == arch and r["registers"] <= 255
     return r
 
@@ -130,3 +131,89 @@ def test_every_sequence_length_has_first_picks(seq, head_dim, sm90):
         p = OP.problem(batch=2, heads=4, seq=seq, head_dim=head_dim, dtype="bf16", causal=causal)
         picks = FA2.suggested(p, sm90)
         assert picks and all(fa2_space(p, sm90).why_invalid(c) is None for c in picks), (seq, head_dim, causal)
+
+
+# ---- split-KV (kv_splits > 1) ----------------------------------------------------------------------------------------
+
+DECODE = dict(batch=1, heads=32, kv_heads=8, head_dim=128, dtype="bf16")
+
+
+def test_split_kv_rules_say_what_is_wrong(sm90):
+    p = OP.problem(seq=1, seq_k=100, **DECODE)
+    base = {"family": "fa2", "block_m": 16, "block_n": 32, "warps": 1, "stages": 2, "kv_splits": 4}
+    assert fa2_space(p, sm90).why_invalid(base) is None
+    assert "kv_splits=8 is more chunks than the 4 key blocks of block_n=32 over seq_k=100" in \
+        fa2_space(p, sm90).why_invalid({**base, "kv_splits": 8})
+    prefill = OP.problem(batch=4, heads=16, seq=4096, head_dim=128, dtype="bf16")
+    reason = fa2_space(prefill, sm90).why_invalid({**base, "block_m": 128, "block_n": 64, "warps": 8})
+    assert "16384 (batch·head, 16-row query block) pairs" in reason and "up to 1024" in reason
+
+
+def test_kv_splits_1_is_the_kernel_as_before_and_prefill_keys_keep_their_hash():
+    """A configuration stored before kv_splits existed means kv_splits = 1 and builds the same text; the sources hashed
+    into a problem's cache key gain the split header only where the problem's space has split-KV."""
+    p = OP.problem(batch=4, heads=16, seq=4096, head_dim=128, dtype="bf16", causal=True)
+    old = {"family": "fa2", "block_m": 128, "block_n": 64, "warps": 8, "stages": 2}
+    assert FA2.source(p, old) == FA2.source(p, {**old, "kv_splits": 1})
+    assert "attention_fa2_split" not in FA2.source(p, old) and FA2.launch(p, old) == FA2.launch(p, {**old,
+                                                                                                   "kv_splits": 1})
+    assert "fa2_split_forward" not in FA2.template(p)  # prefill: the key hashes what it hashed before split-KV
+    decode = OP.problem(seq=1, seq_k=8192, **DECODE)
+    assert "fa2_split_forward" in FA2.template(decode)
+    assert BACKEND.source_hash(decode) != BACKEND.source_hash(OP.problem(seq=4096, **DECODE))
+
+
+def test_the_split_launch_plan_declares_its_workspace():
+    import numpy as np
+
+    p = OP.problem(seq=3, seq_k=1000, causal=True, lse=True, **{**DECODE, "batch": 2})
+    config = {"family": "fa2", "block_m": 16, "block_n": 64, "warps": 1, "stages": 2, "kv_splits": 8}
+    plan = FA2.launch(p, config)
+    args = fa2_args(p, {t.name: np.zeros(t.shape, np.float16) for t in p.tensors()})
+    split, combine = plan.steps
+    assert (split.name, combine.name) == ("attention_fa2_split", "attention_fa2_combine")
+    assert plan.grid(split, args) == (1, 64, 8) and plan.grid(combine, args) == (1, 64, 1) and combine.block[0] == 128
+    assert plan.params[-1] == "workspace" and len(plan.params) <= 16  # the exported runtime's TRACEA_MAX_PARAMS
+    assert plan.workspace_bytes(args) == 8 * (128 + 1) * 4 * 3 * 64  # O and lse of 8 chunks per row, fp32
+    source = FA2.source(p, config)
+    assert "fa2_split_forward<Tile, 8>" in source and "fa2_split_combine<Tile, 8>" in source
+
+
+@pytest.mark.parametrize("seq", [1, 4, 16])
+@pytest.mark.parametrize("seq_k", [1024, 8192, 32768])
+@pytest.mark.parametrize("batch", [1, 8])
+def test_decode_picks_split_the_keys_to_fill_the_sms(seq, seq_k, batch, sm90, sm80):
+    for target, sms in ((sm90, 132), (sm80, 108)):
+        p = OP.problem(seq=seq, seq_k=seq_k, **{**DECODE, "batch": batch})
+        picks = FA2.suggested(p, target)
+        first = picks[0]
+        assert first["kv_splits"] > 1 and fa2_space(p, target).why_invalid(first) is None, (p.label, first)
+        blocks = batch * 32 * -(-seq // first["block_m"])
+        key_blocks = -(-seq_k // first["block_n"])
+        # enough blocks for 4 per SM, or as many chunks as leave each 4 key blocks
+        assert blocks * first["kv_splits"] >= 4 * sms or key_blocks // (2 * first["kv_splits"]) < 4, (p.label, first)
+
+
+def test_prefill_and_unknown_sm_counts_are_not_split(sm90, make_target):
+    prefill = OP.problem(batch=4, heads=16, seq=4096, head_dim=128, dtype="bf16")
+    assert all(c["kv_splits"] == 1 for c in FA2.suggested(prefill, sm90))
+    decode = OP.problem(seq=1, seq_k=8192, **DECODE)
+    assert all(c["kv_splits"] == 1 for c in FA2.suggested(decode, make_target("sm_90")))  # no SM count: no guess
+
+
+def _compile_split(p, config, arch, make_target):
+    artifact = BACKEND.compile(p, config, make_target(arch))
+    kernels = artifact.resources["kernels"]
+    assert set(kernels) == {"attention_fa2_split", "attention_fa2_combine"}
+    for r in kernels.values():
+        assert r["registers"] <= 255 and r["spill_store_bytes"] == r["spill_load_bytes"] == 0, (p.label, config, r)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_the_split_picks_compile_without_spills(head_dim, arch, make_target, sm90):
+    p = OP.problem(seq=1, seq_k=8192, causal=head_dim == 64, lse=head_dim == 256, **{**DECODE, "head_dim": head_dim})
+    config = FA2.suggested(p, sm90)[0]
+    assert config["kv_splits"] > 1
+    _compile_split(p, config, arch, make_target)

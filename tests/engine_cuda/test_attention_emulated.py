@@ -4,6 +4,10 @@ the float64 reference: L in {1, 17, ~100} causal and not, L_q != L_k (decode, a 
 grouped-query heads, lse, both layouts, fp16 and bf16, head dims 64 and 128, pipelines of 2 and 3 stages, query and
 key tiles that do not divide the sequences.
 
+Split-KV configurations (kv_splits > 1: the split kernel, then the combine, through a NaN-poisoned workspace) run
+for 2 to 32 chunks, causal and not, grouped-query heads, lse, both layouts, key lengths that leave a ragged last block
+and chunks that a causal query block does not see at all.
+
 What the emulator proves: indexing, masking of ragged tails and of the causal diagonal, fragments (ldmatrix, .trans,
 mma.sync), the online softmax and the epilogue, for the exact source NVRTC compiles. TRACEA_SLOW_TESTS=1 adds the
 cases that repeat a feature at another size (fp16 lse, blhd GQA non-causal, head dim 128 with L_q > L_k). What it
@@ -39,8 +43,9 @@ def attention_emulator(emulator, tmp_path_factory):
     return harness, workdir, harness.build_launcher(workdir)
 
 
-def _cfg(bm, bn, warps, stages=2):
-    return {"family": "fa2", "block_m": bm, "block_n": bn, "warps": warps, "stages": stages}
+def _cfg(bm, bn, warps, stages=2, kv_splits=None):
+    cfg = {"family": "fa2", "block_m": bm, "block_n": bn, "warps": warps, "stages": stages}
+    return cfg if kv_splits is None else {**cfg, "kv_splits": kv_splits}
 
 
 SLOW = pytest.mark.skipif(not os.environ.get("TRACEA_SLOW_TESTS"), reason="opt in: TRACEA_SLOW_TESTS=1")
@@ -55,6 +60,16 @@ CASES = [  # (problem fields, configuration, marks): the default run covers ever
     (dict(seq=70, seq_k=33, head_dim=128, dtype="fp16"), _cfg(32, 32, 2), (SLOW,)),
     (dict(seq=45, head_dim=128, causal=True, batch=2, heads=2, lse=True), _cfg(64, 16, 4, 3), ()),
     (dict(seq=20, seq_k=40, head_dim=256, causal=True, heads=2, kv_heads=1), _cfg(16, 16, 1), ()),
+    # split-KV: decode with GQA and lse, 13 key blocks in 4 chunks, the last block ragged
+    (dict(seq=1, seq_k=200, heads=4, kv_heads=1, lse=True), _cfg(16, 16, 1, kv_splits=4), ()),
+    # causal decode (the one row sees every key), 11 blocks in 8 chunks, fp16
+    (dict(seq=1, seq_k=333, causal=True, heads=4, kv_heads=2, dtype="fp16"), _cfg(16, 32, 1, kv_splits=8), ()),
+    # causal query blocks: the first one's last chunk is masked entirely (rows 0-15 see keys <= 75 of 100)
+    (dict(seq=40, seq_k=100, causal=True, lse=True), _cfg(16, 16, 1, 3, kv_splits=4), ()),
+    # blhd, GQA, head dim 128, two warps, 2 chunks of 9 blocks
+    (dict(seq=20, seq_k=257, layout="blhd", heads=4, kv_heads=2, head_dim=128), _cfg(32, 32, 2, kv_splits=2), ()),
+    # 32 chunks of one or two blocks (33 blocks, the last ragged)
+    (dict(seq=2, seq_k=520, causal=True, heads=2, kv_heads=1), _cfg(16, 16, 1, kv_splits=32), ()),
 ]
 
 
@@ -87,4 +102,15 @@ def test_the_emulator_catches_a_wrong_mask(attention_emulator):
     wrong = right.replace("col > row + offset", "col > row + offset + 1")
     assert wrong != right
     got, ref = _emulate(attention_emulator, p, config, seed=3, name="wrong", source=wrong)
+    assert not check(got["out"], ref["out"], p.dtype).ok
+
+
+def test_the_emulator_catches_a_wrong_combine(attention_emulator):
+    """A combine that forgets to weigh the chunks by their softmax mass must fail: the split path is not vacuous."""
+    p = OP.problem(batch=1, heads=2, seq=1, seq_k=200, head_dim=64, dtype="bf16")
+    config = _cfg(16, 16, 1, kv_splits=4)
+    right = FA2.source(p, config)
+    wrong = right.replace("const float w = exp2f(lz - base);", "const float w = 1.f;")
+    assert wrong != right
+    got, ref = _emulate(attention_emulator, p, config, seed=5, name="wrong-combine", source=wrong)
     assert not check(got["out"], ref["out"], p.dtype).ok

@@ -23,7 +23,7 @@ CONFIG = {"family": "fa2", "block_m": 128, "block_n": 64, "warps": 8, "stages": 
 
 PROBE = r"""
 // Calls an attention export through tracea.hpp the way a program would, against the fake driver.
-//   probe B H L H_KV L_K CASE   (CASE: ok, blhd, lse, not-causal, bad-kv)
+//   probe B H L H_KV L_K CASE   (CASE: ok, blhd, lse, not-causal, bad-kv; ws: ok with the workspace it asks for)
 #include EXPORT_HEADER
 #include "tracea.hpp"
 #include <cstdio>
@@ -55,6 +55,14 @@ int main(int argc, char** argv) {
   params.causal = what != "not-causal";
   if (what == "lse") params.lse = TensorView(reinterpret_cast<void*>(lse), {b, h, l}, tracea::DType::fp32, 0);
   const int kv = what == "bad-kv" ? hkv + 1 : hkv;
+  if (what == "ws") {
+    params.workspace_bytes = tracea::attention_workspace_bytes(view(q, h, l), view(k, kv, lk), view(v, kv, lk),
+                                                               view(out, h, l), params);
+    CUdeviceptr ws = 0;
+    cu->mem_alloc(&ws, params.workspace_bytes);
+    params.workspace = reinterpret_cast<void*>(ws);
+    std::fprintf(stderr, "probe: workspace=%llu bytes=%zu\n", (unsigned long long)ws, params.workspace_bytes);
+  }
   const tracea::Status s = tracea::attention(view(q, h, l), view(k, kv, lk), view(v, kv, lk), view(out, h, l), params);
   std::fprintf(stderr, "probe: q=%llu k=%llu v=%llu out=%llu\n", (unsigned long long)q, (unsigned long long)k,
                (unsigned long long)v, (unsigned long long)out);
@@ -151,6 +159,27 @@ def test_calls_the_export_cannot_serve_are_refused(exported, toolchain, fake_dri
     program = probe(exported, toolchain)
     out, log = run_with_fake(program, ["2", "16", "4096", "16", "5000", case], fake_driver, cc="9.0")
     assert out[0].startswith(f"status={status} ") and not launches(log), (out, log)
+
+
+def test_a_split_kv_export_asks_for_its_workspace_and_launches_both_kernels(toolchain, fake_driver, tmp_path):
+    """Decode with kv_splits = 8: a call without the workspace is refused (nothing launched); with
+    attention_workspace_bytes of it, the split kernel runs over (query blocks, batch·heads, chunks) and the combine
+    over the rows."""
+    config = {"family": "fa2", "block_m": 16, "block_n": 64, "warps": 1, "stages": 2, "kv_splits": 8}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = cli(["attention", "--batch", "4", "--heads", "16", "--seq", "1", "--seq-k", "8192", "--head-dim", "128",
+                  "--dtype", "bf16", "--causal", "--backend", "cuda", "--arch", "sm_90", "--config",
+                  str(tmp_path / "config.json"), "--out", str(tmp_path / "out")], tmp_path)
+    assert result.exit_code == 0, result.output
+    program = probe(tmp_path / "out", toolchain)
+    out, log = run_with_fake(program, ["2", "16", "1", "16", "5000", "ok"], fake_driver, cc="9.0")
+    assert out[0].startswith("status=10 ") and not launches(log), (out, log)
+    out, log, asked = run_probe(program, ["2", "16", "1", "16", "5000", "ws"], fake_driver, cc="9.0")
+    assert out == ["status=0 ok"], (out, log)
+    assert asked["bytes"] == str(8 * (128 + 1) * 4 * 1 * 2 * 16)  # kv_splits (D + 1) floats per row and head
+    split, combine = launches(log)
+    assert split["name"] == "attention_fa2_split" and split["grid"] == "1,32,8"
+    assert combine["name"] == "attention_fa2_combine" and combine["grid"] == "1,32,1" and combine["block"] == "128,1,1"
 
 
 @pytest.mark.parametrize("options, expected", [

@@ -2,9 +2,10 @@
 attention_emulation.h for the warp shuffles).
 
 The kernel text is exactly what NVRTC compiles (the family's `source`), built with g++ against CPU stand-ins for
-CUDA's types and PTX, and launched by the configuration's launch plan (its one kernel step, grid from the plan's own
-rule, the parameters from the family's `args`). Slow and small: for checking indexing, masking, fragments and the
-online softmax on awkward shapes without a GPU.
+CUDA's types and PTX, and launched by the configuration's launch plan (its kernel steps in order, grids from the
+plan's own rules, the parameters from the family's `args`, the workspace as large as the plan says, NaN-poisoned).
+Slow and small: for checking indexing, masking, fragments, the online softmax and split-KV's combine on awkward shapes
+without a GPU.
 """
 
 from __future__ import annotations
@@ -54,18 +55,18 @@ def run(exe: Path, problem: Any, family: Any, config: Mapping, inputs: Mapping[s
     computes them."""
     p = problem
     plan = family.launch(p, config)
-    (step,) = plan.steps
     for name in ("q", "k", "v"):
         (workdir / f"{name}.bin").write_bytes(np.ascontiguousarray(to_storage(inputs[name], p.dtype)).tobytes())
     poison = to_storage(np.full(p.shape("out"), np.nan), p.dtype)
     (workdir / "out.bin").write_bytes(poison.tobytes())
     operands = {**inputs, "out": poison, **({"lse": np.empty(p.shape("lse"), np.float32)} if p.lse else {})}
     args = family.args(p, operands)
-    x, y, z = plan.grid(step, args)
-    assert z == 1 and step.block[1:] == (1, 1)
     lse_elements = int(np.prod(p.shape("lse"))) if p.lse else 0
-    (workdir / "launch.txt").write_text(f"ints {' '.join(str(args[n]) for n in INTS)}\n"
-                                        f"kernel {x} {y} {step.block[0]} {lse_elements}\n")
+    lines = [f"ints {' '.join(str(args[n]) for n in INTS)}", f"buffers {lse_elements} {plan.workspace_bytes(args)}"]
+    for step in plan.steps:  # kernels only: the family's plans have no memset
+        assert step.block[1:] == (1, 1)
+        lines.append(f"kernel {step.name} {' '.join(map(str, plan.grid(step, args)))} {step.block[0]}")
+    (workdir / "launch.txt").write_text("\n".join(lines) + "\n")
     result = subprocess.run([str(exe), str(workdir)], capture_output=True, text=True, timeout=timeout_s)
     if result.returncode != 0:
         raise RuntimeError(f"emulated kernel failed ({result.returncode}): {result.stderr[-2000:]}")

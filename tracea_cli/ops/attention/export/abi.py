@@ -55,11 +55,17 @@ def api(p: str, staged: bool) -> str:
  * the reason it did not launch. */
 static inline tracea_status {p}_launch(const tracea_attention_args* args, CUstream stream) {{
   return tracea__attention(&{p}__export, args, stream);
+}}
+
+/* Bytes of scratch args->workspace must hold for a call with these sizes (0 when none is needed: no split-KV). */
+static inline size_t {p}_workspace_bytes(const tracea_attention_args* args) {{
+  return tracea__attention_workspace_bytes(&{p}__export, args);
 }}"""
 
 
 def api_summary(p: str) -> str:
-    return f""" *   {p}_launch(&args, stream)        out = softmax(q.k^T / sqrt(D) + mask).v (args: {HEADER})"""
+    return (f""" *   {p}_launch(&args, stream)        out = softmax(q.k^T / sqrt(D) + mask).v (args: {HEADER})\n"""
+            f""" *   {p}_workspace_bytes(&args)       scratch bytes args.workspace needs (0: none)""")
 
 
 def example(manifest: Mapping[str, Any], c_header: str) -> str:

@@ -90,6 +90,15 @@ int main(int argc, char** argv) {
     params.lse = tracea::TensorView(reinterpret_cast<void*>(d_lse), {batch, heads, seq}, tracea::DType::fp32, 0);
   }
 
+  CUdeviceptr d_workspace = 0;  // a split-KV export's partial outputs
+  params.workspace_bytes = tracea::attention_workspace_bytes(view(d_q, batch, heads, seq),
+                                                             view(d_k, batch, kv_heads, seq_k),
+                                                             view(d_v, batch, kv_heads, seq_k),
+                                                             view(d_out, batch, heads, seq), params);
+  if (params.workspace_bytes > 0) {
+    if (!ok(cu->mem_alloc(&d_workspace, params.workspace_bytes), "cuMemAlloc")) return 2;
+    params.workspace = reinterpret_cast<void*>(d_workspace);
+  }
   const tracea::Status s = tracea::attention(view(d_q, batch, heads, seq), view(d_k, batch, kv_heads, seq_k),
                                              view(d_v, batch, kv_heads, seq_k), view(d_out, batch, heads, seq), params);
   if (s != tracea::Status::ok) {
@@ -154,7 +163,7 @@ int main(int argc, char** argv) {
               passed ? "true" : "false", kDType, kLayout, kCausal ? "true" : "false", batch, heads, seq, kHeadDim,
               kv_heads, seq_k, checked, rel_error, lse_error, kBound, nonfinite);
 
-  for (CUdeviceptr p : {d_q, d_k, d_v, d_out, d_lse}) {
+  for (CUdeviceptr p : {d_q, d_k, d_v, d_out, d_lse, d_workspace}) {
     if (p != 0) cu->mem_free(p);
   }
   cu->stream_destroy(stream);

@@ -22,7 +22,8 @@ extern "C" {
  * (batch, head, row) strides below and the head_dim axis contiguous (q and out share theirs, as k and v do); kv_heads divides heads
  * (query head h reads key/value head h / (heads / kv_heads)). lse: batch x heads x seq fp32, contiguous, each row's
  * natural-log log-sum-exp of its scaled scores, exactly when the export was made with lse (else ignored). Pointers
- * and row strides must keep 16-byte alignment. */
+ * and row strides must keep 16-byte alignment. workspace: <prefix>_workspace_bytes(&args) bytes of device scratch
+ * when that is not 0 (a split-KV export: the chunks' partial outputs), 16-byte aligned; else it may be NULL. */
 typedef struct tracea_attention_args {
   const void* q;
   const void* k;
@@ -32,6 +33,8 @@ typedef struct tracea_attention_args {
   int batch, heads, seq, head_dim, kv_heads, seq_k;
   int q_sb, q_sh, q_sr;     /* strides of q and out: batch, head, row */
   int kv_sb, kv_sh, kv_sr;  /* of k and v */
+  void* workspace;
+  size_t workspace_bytes;
 } tracea_attention_args;
 
 /* The runtime's slots of an attention call (what launch tables name), and where its tensors and sizes live. */
@@ -56,6 +59,8 @@ static inline void tracea__attention_fill(const tracea_attention_args* a, tracea
   c->pointers[TRACEA_ATTENTION_V] = (CUdeviceptr)(uintptr_t)a->v;
   c->pointers[TRACEA_ATTENTION_OUT] = (CUdeviceptr)(uintptr_t)a->out;
   c->pointers[TRACEA_ATTENTION_LSE] = (CUdeviceptr)(uintptr_t)a->lse;
+  c->pointers[TRACEA_ATTENTION_WORKSPACE] = (CUdeviceptr)(uintptr_t)a->workspace;
+  c->workspace_bytes = a->workspace_bytes;
   c->ints[TRACEA_ATTENTION_BATCH] = a->batch;
   c->ints[TRACEA_ATTENTION_HEADS] = a->heads;
   c->ints[TRACEA_ATTENTION_SEQ] = a->seq;
@@ -69,6 +74,17 @@ static inline void tracea__attention_fill(const tracea_attention_args* a, tracea
   c->ints[TRACEA_ATTENTION_KV_SB] = a->kv_sb;
   c->ints[TRACEA_ATTENTION_KV_SH] = a->kv_sh;
   c->ints[TRACEA_ATTENTION_KV_SR] = a->kv_sr;
+}
+
+/* Bytes of workspace a call with these sizes needs from export `e` (0: none; split-KV variants need kv_splits (D + 1)
+ * floats per query row and batch x head). */
+static inline size_t tracea__attention_workspace_bytes(const tracea_export* e, const tracea_attention_args* a) {
+  tracea_call call;
+  if (tracea__attention_check(e, a) != TRACEA_OK) {
+    return 0;
+  }
+  tracea__attention_fill(a, &call);
+  return tracea__workspace_bytes(e, call.ints, 0);
 }
 
 /* out = softmax(q.k^T / sqrt(D) + mask).v with export `e` on `stream`: the device is the stream's (for the default
@@ -92,6 +108,8 @@ struct AttentionParams {
   CUstream stream = nullptr;  // the stream to launch on (its device is the one used)
   bool causal = false;        // the bottom-right aligned causal mask
   TensorView lse;             // batch x heads x seq fp32, contiguous; empty (no data): not written
+  void* workspace = nullptr;  // attention_workspace_bytes(...) bytes of device memory when that is not 0 (split-KV)
+  size_t workspace_bytes = 0;
 };
 
 namespace detail {
@@ -150,6 +168,8 @@ inline Status attention_plan(const TensorView& q, const TensorView& k, const Ten
   args->q_sr = static_cast<int>(q.strides[2]);
   args->kv_sb = static_cast<int>(k.strides[0]), args->kv_sh = static_cast<int>(k.strides[1]);
   args->kv_sr = static_cast<int>(k.strides[2]);
+  args->workspace = p.workspace;
+  args->workspace_bytes = p.workspace_bytes;
   return Status::ok;
 }
 
@@ -165,6 +185,17 @@ inline Status attention(const TensorView& q, const TensorView& k, const TensorVi
     return s;
   }
   return static_cast<Status>(tracea__attention(exp, &args, params.stream));
+}
+
+// Bytes of device scratch params.workspace needs for this call (0: none, or not exported for these views).
+inline size_t attention_workspace_bytes(const TensorView& q, const TensorView& k, const TensorView& v,
+                                        const TensorView& out, const AttentionParams& params = AttentionParams()) {
+  const tracea_export* exp = nullptr;
+  tracea_attention_args args = {};
+  if (detail::attention_plan(q, k, v, out, params, &exp, &args) != Status::ok) {
+    return 0;
+  }
+  return tracea__attention_workspace_bytes(exp, &args);
 }
 
 }  // namespace tracea

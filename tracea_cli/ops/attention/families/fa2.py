@@ -6,6 +6,12 @@ hand-picked configurations are in fa2_space.py. Pure: no GPU.
 The template is instantiated with the dtype, the head dim, the mask and whether lse is written; sizes, heads and the
 layout (as element strides) are run-time arguments (TRACEA_ATTENTION_PARAMS). Grid rules read M = seq (query rows),
 N = batch·heads and K = seq_k.
+
+With kv_splits > 1 (split-KV) a configuration is two kernels of kernels/cuda/attention_fa2_split.cuh instead:
+`attention_fa2_split` (grid z the key chunks, partial O and lse into the fp32 workspace) and `attention_fa2_combine`
+(one warp per output row). That header is its own translation unit, pasted only into split configurations' sources
+and hashed only into the cache keys of problems whose space has split-KV (fa2_space.admits_split): every other
+attention key is the one it was before split-KV existed.
 """
 
 from __future__ import annotations
@@ -14,7 +20,15 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from tracea_cli.ops.attention.families.fa2_space import FAMILY, applies, fa2_space, hand_picked, tiling
+from tracea_cli.ops.attention.families.fa2_space import (
+    FAMILY,
+    admits_split,
+    applies,
+    fa2_space,
+    hand_picked,
+    kv_splits_of,
+    tiling,
+)
 from tracea_cli.ops.attention.problem import AttentionProblem, check_operands
 from tracea_cli.ops.launch import KernelStep, LaunchPlan
 from tracea_cli.resources import kernel_translation_unit
@@ -23,49 +37,79 @@ from tracea_cli.target import Target
 
 GENERATOR_VERSION = 1  # bump when the text `fa2_source` generates around the template changes
 TEMPLATE = "cuda/attention_fa2.cuh"
+SPLIT_TEMPLATE = "cuda/attention_fa2_split.cuh"
 KERNEL = "attention_fa2"
+SPLIT_KERNEL = "attention_fa2_split"
+COMBINE_KERNEL = "attention_fa2_combine"
 # TRACEA_ATTENTION_PARAMS: the pointers by tensor name, then sizes and (batch, head, row) element strides (out has
 # q's, v has k's)
 PARAMS = ("q", "k", "v", "out", "lse", "seq", "seq_k", "heads", "kv_heads", "q_sb", "q_sh", "q_sr", "kv_sb",
           "kv_sh", "kv_sr")
+SPLIT_PARAMS = PARAMS + ("workspace",)  # TRACEA_ATTENTION_SPLIT_PARAMS (16: the exported runtime's most)
+COMBINE_WARPS = 4  # output rows per block of the combine (the template's Fa2Split::COMBINE_WARPS)
 ELEMENT = {"fp16": "__half", "bf16": "__nv_bfloat16"}
 
 
 @functools.lru_cache(maxsize=None)
-def template_text() -> str:
-    """kernels/cuda/attention_fa2.cuh with the GEMM engine's PTX wrappers pasted in: one translation unit."""
-    return kernel_translation_unit(TEMPLATE)
+def template_text(split: bool = False) -> str:
+    """kernels/cuda/attention_fa2.cuh (`split`: attention_fa2_split.cuh, which includes it) with the GEMM engine's PTX
+    wrappers pasted in: one translation unit."""
+    return kernel_translation_unit(SPLIT_TEMPLATE if split else TEMPLATE)
 
 
 def fa2_source(problem: AttentionProblem, config: Mapping[str, Value]) -> str:
     """The exact, self-contained CUDA source of one configuration (what is compiled, hashed and exported)."""
     p = problem
     t = tiling(p, config)
+    splits = kv_splits_of(config)
     flag = {True: "true", False: "false"}
     args = [ELEMENT[p.dtype], str(p.head_dim), *(str(int(config[n])) for n in ("block_m", "block_n", "warps",
                                                                               "stages")),
             flag[p.causal], flag[p.lse]]
+    # kv_splits = 1 is the configuration as it was before the parameter existed: the same text, byte for byte
+    shown = {n: v for n, v in config.items() if not (n == "kv_splits" and splits == 1)}
     lines = [
         f"// Tracea CUDA attention, fa2 family ({p.dtype}, head dim {p.head_dim}, "
         f"{'causal' if p.causal else 'no mask'}{', lse' if p.lse else ''})",
-        f"// configuration {config_key(config)}",
-        template_text(),
+        f"// configuration {config_key(shown)}",
+        template_text(split=splits > 1),
         f"using Tile = tracea::Fa2<{', '.join(args)}>;",
         f'static_assert(Tile::THREADS == {t.threads}, "block size differs from the launch description");',
         f'static_assert(Tile::SMEM_BYTES == {t.smem_bytes}, "shared memory differs from the launch description");',
-        f'extern "C" __global__ void __launch_bounds__(Tile::THREADS) {KERNEL}(TRACEA_ATTENTION_PARAMS) '
-        "{ tracea::fa2_forward<Tile>(TRACEA_ATTENTION_ARGS); }",
     ]
+    if splits == 1:
+        lines.append(f'extern "C" __global__ void __launch_bounds__(Tile::THREADS) {KERNEL}(TRACEA_ATTENTION_PARAMS) '
+                     "{ tracea::fa2_forward<Tile>(TRACEA_ATTENTION_ARGS); }")
+    else:
+        lines += [
+            f"using Split = tracea::Fa2Split<Tile, {splits}>;",
+            f'static_assert(Split::COMBINE_WARPS == {COMBINE_WARPS}, "combine rows differ from the launch plan");',
+            f'extern "C" __global__ void __launch_bounds__(Tile::THREADS) {SPLIT_KERNEL}'
+            f"(TRACEA_ATTENTION_SPLIT_PARAMS) {{ tracea::fa2_split_forward<Tile, {splits}>(TRACEA_ATTENTION_ARGS, "
+            "workspace); }",
+            f'extern "C" __global__ void __launch_bounds__(Split::COMBINE_THREADS) {COMBINE_KERNEL}'
+            f"(TRACEA_ATTENTION_SPLIT_PARAMS) {{ tracea::fa2_split_combine<Tile, {splits}>(TRACEA_ATTENTION_ARGS, "
+            "workspace); }",
+        ]
     return "\n".join(lines) + "\n"
 
 
 def fa2_launch(problem: AttentionProblem, config: Mapping[str, Value]) -> LaunchPlan:
-    """One kernel: grid x the query blocks (M = seq), y every (batch, head) pair (N = batch·heads)."""
+    """One kernel: grid x the query blocks (M = seq), y every (batch, head) pair (N = batch·heads). With split-KV,
+    that kernel with grid z the key chunks, writing the workspace (kv_splits·(D + 1) floats per query row and
+    (batch, head): M x N x workspace_bytes_per_mn, every byte written before it is read, so no memset), then the
+    combine, a warp per output row (grid x the query rows by COMBINE_WARPS, y batch·heads)."""
     t = tiling(problem, config)
-    bm = int(config["block_m"])
-    return LaunchPlan(steps=(KernelStep(KERNEL, grid=(f"m/{bm}", "n/1", 1), block=(t.threads, 1, 1),
-                                        dynamic_smem_bytes=t.smem_bytes),),
-                      params=PARAMS, tile_m=bm, alignment_bytes=t.copy_bytes, family=FAMILY)
+    bm, splits = int(config["block_m"]), kv_splits_of(config)
+    if splits == 1:
+        return LaunchPlan(steps=(KernelStep(KERNEL, grid=(f"m/{bm}", "n/1", 1), block=(t.threads, 1, 1),
+                                            dynamic_smem_bytes=t.smem_bytes),),
+                          params=PARAMS, tile_m=bm, alignment_bytes=t.copy_bytes, family=FAMILY)
+    steps = (KernelStep(SPLIT_KERNEL, grid=(f"m/{bm}", "n/1", splits), block=(t.threads, 1, 1),
+                        dynamic_smem_bytes=t.smem_bytes),
+             KernelStep(COMBINE_KERNEL, grid=(f"m/{COMBINE_WARPS}", "n/1", 1), block=(COMBINE_WARPS * 32, 1, 1)))
+    return LaunchPlan(steps=steps, params=SPLIT_PARAMS, tile_m=bm, alignment_bytes=t.copy_bytes, family=FAMILY,
+                      workspace_bytes_per_mn=t.workspace_bytes_per_row)
 
 
 def fa2_args(problem: AttentionProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
@@ -95,7 +139,12 @@ class Fa2Family:
         return applies(problem) or fa2_space(problem, target)
 
     def template(self, problem: AttentionProblem) -> str | None:
-        return None if applies(problem) else f"generator {GENERATOR_VERSION}\n{template_text()}"
+        if applies(problem):
+            return None
+        text = f"generator {GENERATOR_VERSION}\n{template_text()}"
+        if admits_split(problem):  # split-KV is in this problem's space: its header is in the key too
+            text += template_text(split=True)
+        return text
 
     def source(self, problem: AttentionProblem, config: Mapping[str, Value]) -> str:
         return fa2_source(problem, config)

@@ -3,7 +3,9 @@ parameters and the rules that reject a configuration before it is compiled.
 
 A configuration names the query rows per block (`block_m`, split across `warps` warps, each owning whole 16-row
 tiles whose Q fragments stay in its registers), the keys per step (`block_n`: one K and one V tile in shared memory
-per pipeline stage) and the depth of the cp.async pipeline (`stages`).
+per pipeline stage) and the depth of the cp.async pipeline (`stages`). `kv_splits` > 1 splits the keys of each
+(batch, head) into that many contiguous chunks, one block each, combined by a second kernel (split-KV, "flash
+decoding"; kernels/cuda/attention_fa2_split.cuh): for decode, where the query blocks alone leave most SMs idle.
 
 Rules come from the device (threads, shared memory, registers: tile_limits.block_resources), from the register
 budget of a warp's tiles (Q fragments, the O accumulators and the S tile of one step, all per thread), from the
@@ -22,7 +24,7 @@ from typing import Mapping
 
 from tracea_cli.ops.attention.problem import AttentionProblem
 from tracea_cli.ops.tile_limits import block_resources
-from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
+from tracea_cli.space import Config, Param, Rule, SearchSpace, Value, config_key
 from tracea_cli.target import DeviceLimits, Target
 
 FAMILY = "fa2"
@@ -32,6 +34,16 @@ BLOCK_M = (16, 32, 64, 128)
 BLOCK_N = (16, 32, 64, 128)
 WARPS = (1, 2, 4, 8)
 STAGES = (2, 3)
+KV_SPLITS = (1, 2, 4, 8, 16, 32)
+# Split-KV is in the space of problems with at most this many (batch·head, 16-row query block) pairs: with more, the
+# plain grid has ~8 blocks per SM of the largest GPUs and a split only adds the combine's traffic. A problem bound,
+# not the target's SM count, because the cache key hashes the sources a problem's space compiles from
+# (families/fa2.py `template`): every problem above it keeps the key it had before split-KV existed.
+SPLIT_MAX_TILES = 1024
+# hand_picked splits the keys until there are this many blocks per SM of the target (small decode blocks of one or
+# two warps: several share an SM, and a memory-bound kernel needs many loads in flight) ...
+SPLIT_BLOCKS_PER_SM = 4
+SPLIT_MIN_BLOCKS = 4  # ... leaving each chunk at least this many key blocks (the pipeline's prologue is per chunk)
 PAD = 8  # elements of padding per shared row (the template's PAD)
 ELEMENT_BYTES = 2
 # Addresses, loop counters, the row statistics, the softmax's temporaries and the P fragments of one step. Checked
@@ -60,6 +72,7 @@ class Tiling:
     accumulator_regs: int  # the O accumulators, fp32, per thread
     estimated_regs: int
     copy_bytes: int = 16  # every global access is a 16-byte vector: pointers 16-byte aligned
+    workspace_bytes_per_row: int = 0  # split-KV: fp32 O and lse of every chunk, per (query row, batch·head)
 
 
 def tiling(problem: AttentionProblem, config: Mapping[str, Value]) -> Tiling:
@@ -71,8 +84,25 @@ def tiling(problem: AttentionProblem, config: Mapping[str, Value]) -> Tiling:
     q_regs = tiles_m * (d // 16) * 4
     o_regs = tiles_m * (d // 8) * 4
     s_regs = tiles_m * (bn // 8) * 4
+    splits = kv_splits_of(config)
     return Tiling(threads=warps * 32, smem_bytes=smem, accumulator_regs=o_regs,
-                  estimated_regs=q_regs + o_regs + s_regs + REGISTER_OVERHEAD)
+                  estimated_regs=q_regs + o_regs + s_regs + REGISTER_OVERHEAD,
+                  workspace_bytes_per_row=splits * (d + 1) * 4 if splits > 1 else 0)
+
+
+def kv_splits_of(config: Mapping[str, Value]) -> int:
+    """A configuration's kv_splits (1 for one stored before the parameter existed)."""
+    return int(config.get("kv_splits", 1))
+
+
+def query_tiles(problem: AttentionProblem) -> int:
+    """(batch·head, 16-row query block) pairs: the most blocks a grid without split-KV can have."""
+    return problem.batch * problem.heads * -(-problem.seq // 16)
+
+
+def admits_split(problem: AttentionProblem) -> bool:
+    """Whether kv_splits > 1 is in the problem's space (see SPLIT_MAX_TILES)."""
+    return query_tiles(problem) <= SPLIT_MAX_TILES
 
 
 def _next_pow2(x: int) -> int:
@@ -87,6 +117,8 @@ def _params() -> tuple[Param, ...]:
         Param("block_n", BLOCK_N, doc="keys per pipeline step (one K and one V tile in shared memory)"),
         Param("warps", WARPS, doc="warps per block, each owning block_m / warps query rows"),
         Param("stages", STAGES, doc="key/value blocks in flight (cp.async pipeline depth)"),
+        Param("kv_splits", KV_SPLITS, default=1,
+              doc="contiguous chunks of the keys, one block each, combined by a second kernel (split-KV)"),
     )
 
 
@@ -128,11 +160,24 @@ def _rules(problem: AttentionProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
             return f"a tensor of {biggest} elements has strides past the kernel's 32-bit arguments"
         return None
 
+    def split_kv(c) -> str | None:
+        splits = c["kv_splits"]
+        if splits == 1:
+            return None
+        if not admits_split(p):
+            return (f"kv_splits={splits}: the problem has {query_tiles(p)} (batch·head, 16-row query block) pairs, "
+                    f"enough blocks without splitting the keys (split-KV is in the space up to {SPLIT_MAX_TILES})")
+        blocks = -(-p.seq_k // c["block_n"])
+        if splits > blocks:
+            return (f"kv_splits={splits} is more chunks than the {blocks} key blocks of block_n={c['block_n']} "
+                    f"over seq_k={p.seq_k}")
+        return None
+
     def resources(c) -> str | None:
         return block_resources(tiling(p, c), {"warp_m": c["block_m"] // c["warps"], "warp_n": p.head_dim, **c},
                                limits)
 
-    return (architecture, warp_rows, tiles_fit_problem, pipeline_depth, grid, int32_strides, resources)
+    return (architecture, warp_rows, tiles_fit_problem, pipeline_depth, grid, int32_strides, split_kv, resources)
 
 
 def fa2_space(problem: AttentionProblem, target: Target) -> SearchSpace:
@@ -151,9 +196,25 @@ _PICKS: dict[int, tuple[tuple[int, int, int, int], ...]] = {
 }
 
 
+def split_for(problem: AttentionProblem, config: Mapping[str, Value], sm_count: int) -> int:
+    """The kv_splits hand_picked gives `config`: 1 where its grid already has SPLIT_BLOCKS_PER_SM blocks per SM (or
+    the problem has no split-KV), else the fewest chunks that get there, at most as many as leave each chunk
+    SPLIT_MIN_BLOCKS key blocks."""
+    if not admits_split(problem) or not sm_count:
+        return 1
+    blocks = problem.batch * problem.heads * -(-problem.seq // int(config["block_m"]))
+    key_blocks = -(-problem.seq_k // int(config["block_n"]))
+    want = SPLIT_BLOCKS_PER_SM * sm_count
+    if blocks >= want:
+        return 1
+    fitting = [s for s in KV_SPLITS if key_blocks // s >= SPLIT_MIN_BLOCKS]
+    return next((s for s in fitting if blocks * s >= want), fitting[-1] if fitting else 1)
+
+
 def hand_picked(problem: AttentionProblem, target: Target, *, limit: int | None = None) -> list[Config]:
     """A few valid configurations for `problem`, best guesses first; where the query blocks of a pick would leave
-    most SMs idle (decode: L_q of a few rows), the 16-row picks go first."""
+    most SMs idle (decode: L_q of a few rows), the 16-row picks go first, and where the target's SM count is known,
+    each pick split over the keys (split_for) goes in front of it unsplit."""
     space = fa2_space(problem, target)
     picks: list[Config] = []
     values = {p.name: p.values for p in space.params}
@@ -164,16 +225,24 @@ def hand_picked(problem: AttentionProblem, target: Target, *, limit: int | None 
         bm, bn = min(bm, fit_m), min(bn, fit_n)
         warps = min(warps, max(1, bm // 16))
         for s in dict.fromkeys((stages, 2)):
-            cfg = {"family": FAMILY, "block_m": bm, "block_n": bn, "warps": warps, "stages": s}
+            cfg = {"family": FAMILY, "block_m": bm, "block_n": bn, "warps": warps, "stages": s, "kv_splits": 1}
             if space.why_invalid(cfg) is None:
                 if cfg not in picks:
                     picks.append(cfg)
                 break
     if problem.seq <= 16:
         picks.sort(key=lambda c: c["block_m"] != 16)  # stable
+    sm_count = (target.limits.sm_count if target.limits else None) or 0
+    split = [c for c in ({**c, "kv_splits": split_for(problem, c, sm_count)} for c in picks)
+             if c["kv_splits"] > 1 and space.why_invalid(c) is None]
+    unique: dict[str, Config] = {}
+    for c in split + picks:
+        unique.setdefault(config_key(c), c)
+    picks = list(unique.values())
     return picks[:limit] if limit else picks
 
 
 def describe(config: Mapping[str, Value]) -> str:
-    """A short human label: "fa2 128x64 w4 s2"."""
-    return f"fa2 {config['block_m']}x{config['block_n']} w{config['warps']} s{config['stages']}"
+    """A short human label: "fa2 128x64 w4 s2", "fa2 16x64 w1 s2 kv8" with split-KV."""
+    tail = f" kv{kv_splits_of(config)}" if kv_splits_of(config) > 1 else ""
+    return f"fa2 {config['block_m']}x{config['block_n']} w{config['warps']} s{config['stages']}{tail}"
