@@ -21,7 +21,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -281,6 +281,40 @@ def encode_tensor_map(ptr: int, spec: TensorMap, sizes: Mapping[str, int]) -> by
         getattr(d.CUtensorMapL2promotion, _L2_PROMOTION[spec.l2_promotion]),
         d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
     ), f"cuTensorMapEncodeTiled({spec.tensor})")
+    return ctypes.string_at(int(tmap.getPtr()), 128)
+
+
+def encode_tiled(ptr: int, dtype: str, dims: Sequence[int], strides_bytes: Sequence[int], box: Sequence[int],
+                 swizzle: str = "128B", l2_promotion: str = "256B") -> bytes:
+    """The 128-byte CUtensorMap of a tiled map of any rank (sizes and box innermost first; rank - 1 strides in bytes;
+    zeros out of bounds)."""
+    d = _driver()
+    tmap = _ok(d.cuTensorMapEncodeTiled(
+        getattr(d.CUtensorMapDataType, _MAP_DTYPE[dtype]), len(dims), ptr,
+        [d.cuuint64_t(int(v)) for v in dims], [d.cuuint64_t(int(v)) for v in strides_bytes],
+        [d.cuuint32_t(int(v)) for v in box], [d.cuuint32_t(1)] * len(dims),
+        d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, getattr(d.CUtensorMapSwizzle, _SWIZZLE[swizzle]),
+        getattr(d.CUtensorMapL2promotion, _L2_PROMOTION[l2_promotion]),
+        d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    ), "cuTensorMapEncodeTiled")
+    return ctypes.string_at(int(tmap.getPtr()), 128)
+
+
+def encode_im2col(ptr: int, dtype: str, dims: Sequence[int], strides_bytes: Sequence[int], lower: Sequence[int],
+                  upper: Sequence[int], channels_per_pixel: int, pixels_per_column: int,
+                  element_strides: Sequence[int], swizzle: str = "128B", l2_promotion: str = "256B") -> bytes:
+    """The 128-byte CUtensorMap of an im2col map (cuTensorMapEncodeIm2col; sizes innermost first, the corners in the
+    same order over the spatial dimensions; zeros out of bounds). Not yet run on a GPU."""
+    d = _driver()
+    tmap = _ok(d.cuTensorMapEncodeIm2col(
+        getattr(d.CUtensorMapDataType, _MAP_DTYPE[dtype]), len(dims), ptr,
+        [d.cuuint64_t(int(v)) for v in dims], [d.cuuint64_t(int(v)) for v in strides_bytes],
+        [int(v) for v in lower], [int(v) for v in upper], channels_per_pixel, pixels_per_column,
+        [d.cuuint32_t(int(v)) for v in element_strides],
+        d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, getattr(d.CUtensorMapSwizzle, _SWIZZLE[swizzle]),
+        getattr(d.CUtensorMapL2promotion, _L2_PROMOTION[l2_promotion]),
+        d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    ), "cuTensorMapEncodeIm2col")
     return ctypes.string_at(int(tmap.getPtr()), 128)
 
 
@@ -547,4 +581,5 @@ def evaluate_baseline(op: Any, baseline: Any, problem: Any, target: Target, *, s
 
 
 __all__ = ["L2Flush", "LaunchFailed", "LoadedModule", "bind", "compile_artifact", "compile_program", "device_target",
-           "encode_tensor_map", "evaluate", "evaluate_baseline", "gpu_device", "gpu_ready", "load", "runs_on"]
+           "encode_im2col", "encode_tensor_map", "encode_tiled", "evaluate", "evaluate_baseline", "gpu_device",
+           "gpu_ready", "load", "runs_on"]

@@ -18,6 +18,7 @@ from tracea_cli.ops.conv2d.families import wgmma_space as cs
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.gemm.families import wgmma as gemm_wgmma
 from tracea_cli.ops.gemm.families.engine import gemm_args
+from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.ops.launch import LaunchPlan
 from tracea_cli.resources import kernel_source
 from tracea_cli.space import SearchSpace, Value, config_key
@@ -25,6 +26,11 @@ from tracea_cli.target import Target
 
 GENERATOR_VERSION = 1  # bump when the text `source` generates around the headers changes
 CONV_HEADER = "cuda/conv2d_wgmma.cuh"
+IM2COL_HEADER = "cuda/conv2d_wgmma_im2col.cuh"  # step 2: general convolutions (not wired in, not run on a GPU)
+IM2COL_KERNEL = "conv2d_wgmma_im2col"
+# Where the GEMM kernel's own entry point begins: the im2col translation unit has its own entry instead.
+GEMM_ENTRY = '}  // namespace wg\n\nextern "C" __global__ void __launch_bounds__(wg::kThreads, 1)\n    gemm_wgmma('
+
 # The GEMM kernel's store of one output pair in its epilogue: the hook goes right before it (after the residual).
 STORE_LINE = "            store_pair(staging, C, r, col_in_tile, row, col, M, N, at, v0, v1);\n"
 AFTER_RESIDUAL = "            WG_CONV_AFTER_RESIDUAL(v0, v1);\n"
@@ -50,6 +56,26 @@ def wgmma_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
     head = (f"// tracea conv2d, family wgmma: {problem.label} as {view.label} (epilogue {problem.epilogue}), "
             f"config {config_key(config)}\n")
     return head + "".join(f"#define {k} {v}\n" for k, v in defines(problem, config).items()) + headers_text(problem)
+
+
+def im2col_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
+    """Step 2, compile-checked only: the translation unit of the im2col kernel (kernels/cuda/conv2d_wgmma_im2col.cuh)
+    for a general convolution: the GEMM family's defines over a view with the problem's M and N (K = C: the
+    reduction's size is the kernel's business), conv2d's hook, the GEMM kernel's pipeline without its entry point,
+    and the im2col producer and entry. Raises RuntimeError where the GEMM text lacks the places it needs."""
+    p = problem
+    view = GemmProblem(m=p.gemm_m, n=p.k, k=p.c, dtype=p.dtype, layout="nt", epilogue=cs.EPILOGUE_VIEW[p.epilogue][0])
+    text = headers_text(problem)
+    if text.count(GEMM_ENTRY) != 1:
+        raise RuntimeError(f"{gemm_wgmma.HEADER} has {text.count(GEMM_ENTRY)} copies of its entry point's opening, "
+                           "not 1: conv2d's im2col kernel cannot replace it")
+    pipeline = text[: text.index(GEMM_ENTRY)] + "}  // namespace wg\n"
+    values = {**gemm_wgmma.defines(view, config), "WG_POST_RELU": int(cs.post_relu(problem)), "WG_CONV_R": p.r,
+              "WG_CONV_S": p.s}
+    head = (f"// tracea conv2d, family wgmma, im2col (step 2, not run on a GPU): {problem.label}, "
+            f"config {config_key(config)}\n")
+    return (head + "".join(f"#define {k} {v}\n" for k, v in values.items()) + pipeline + "\n"
+            + kernel_source(IM2COL_HEADER))
 
 
 def conv2d_args(problem: Conv2dProblem, operands: Mapping[str, Any]) -> dict[str, Any]:

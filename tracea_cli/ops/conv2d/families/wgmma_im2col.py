@@ -30,7 +30,7 @@ from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.dtypes import get_dtype
 
 SWIZZLE_BYTES = 128
-MAX_BOX = 256  # TMA: pixelsPerColumn and channelsPerPixel (and every tiled box dimension) at most 256
+MAX_PIXELS = 1024  # cuTensorMapEncodeIm2col: pixelsPerColumn at most 1024 (channelsPerPixel at most 256)
 MAX_OFFSET = 1 << 16  # im2col offsets are 16-bit unsigned
 # rank -> the bounding box corners' range: 16 bits shared by the spatial dimensions (3-D: 16, 4-D: 8 each, 5-D: 5)
 CORNER_RANGE = {3: (-(1 << 15), (1 << 15) - 1), 4: (-128, 127), 5: (-16, 15)}
@@ -93,12 +93,12 @@ def why_not(problem: Conv2dProblem, tile_m: int) -> str | None:
     e = get_dtype(p.dtype).storage_bytes
     if (p.c * e) % 16:
         return f"TMA needs C·{e} bytes to be a multiple of 16 (C={p.c}): X's pixel stride"
-    if tile_m > MAX_BOX or tile_m & (tile_m - 1):
-        return f"an im2col load fills a power of two of at most {MAX_BOX} pixels, not tile_m={tile_m}"
+    if tile_m > MAX_PIXELS:
+        return f"an im2col load fills at most {MAX_PIXELS} pixels, not tile_m={tile_m}"
     if max(p.stride_h, p.stride_w) > MAX_TRAVERSAL_STRIDE:
         return f"TMA traversal strides are at most {MAX_TRAVERSAL_STRIDE} (stride {p.stride_h}x{p.stride_w})"
     low, high = CORNER_RANGE[4]
-    m = im2col_map(p, min(tile_m, MAX_BOX))
+    m = im2col_map(p, tile_m)
     for name, value in (("lower", m.lower), ("upper", m.upper)):
         if not all(low <= v <= high for v in value):
             return (f"the im2col bounding box's {name} corner (W, H) = {value} is outside [{low}, {high}] (padding "
