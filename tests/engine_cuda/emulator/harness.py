@@ -167,7 +167,8 @@ def run_plan(exe: Path, plan: LaunchPlan, values: Mapping, outputs: tuple[str, .
     memsets = [s for s in plan.steps if isinstance(s, MemsetStep)]
     for step in memsets:
         assert step.buffer == "workspace" and step.bytes_per == "mn", step
-    lines += [f"memset {index['workspace']} {sizes['M'] * sizes['N'] * s.elem_bytes}" for s in memsets if not s.per_call()]
+    mn = sizes["M"] * sizes["N"]
+    lines += [f"memset {index['workspace']} {mn * s.elem_bytes}" for s in memsets if not s.per_call()]
     for call in range(1, calls + 1):
         if call > 1:
             lines += [f"load {index[name]} {name}.bin" for name in outputs]
