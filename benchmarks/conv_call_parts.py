@@ -5,13 +5,14 @@ wrapper for comparison. A diagnostic for docs/python-api.md; writes a markdown t
 
 Then split-K's two ways of summing the slices on one small layer where split-K is picked (batch 1, 512 -> 512, 3x3,
 7x7, fp16 channels_last, bias: ResNet-50's last stage): the hand-picked split configuration with splitk_mode
-"reduce" (workspace memset, main kernel, reduction kernel: three launches a call) and "serial" (one launch; the
-workspace zeroed once when it was allocated, left zero by the kernel), the same tiles and split otherwise. Each is
+"reduce" (workspace memset, main kernel, reduction kernel: three launches a call), "serial" (one launch; the
+workspace zeroed once when it was allocated, left zero by the kernel) and "serial_ordered" (one launch, a part of the
+workspace per slice summed in slice order: deterministic), the same tiles and split otherwise. Each is
 checked against the float64 reference (the project's check path) and against stock torch through the routed call
 before it is timed; per mode: host µs per routed call (as above), GPU µs per routed call (50 calls queued behind a
 spin kernel, so the host never starves the GPU: CUDA events around them / 50, the median of 20 repeats), the launches
-a call queues, and the largest difference between two runs of the same call (serial and reduce both add the slices
-with atomics: results may differ in the last bits from run to run).
+a call queues, and the largest difference between two runs of the same call (reduce and serial add the slices
+with atomics into one sum: results may differ in the last bits from run to run; serial_ordered should show 0).
 
     python3 benchmarks/conv_call_parts.py --out OUT.md      (or OUT.md as the only argument)
 """
@@ -45,7 +46,7 @@ def _force(patch, conv, x, config) -> None:
 
 
 def splitk_rows(sync) -> list[tuple[str, str, str, str, str, str]]:
-    """(mode, configuration, launches a call, host µs, GPU µs, run-to-run max |diff|) for "reduce" and "serial"."""
+    """(mode, configuration, launches a call, host µs, GPU µs, run-to-run max |diff|) for each splitk_mode."""
     import statistics
 
     import torch
@@ -68,7 +69,7 @@ def splitk_rows(sync) -> list[tuple[str, str, str, str, str, str]]:
             serial = next((c for c in picks if c.get("splitk_mode") == "serial"), None)
             if serial is None:
                 raise SystemExit(f"no serial split-K pick for {problem.label}: {[describe(c) for c in picks]}")
-            for config in ({**serial, "splitk_mode": "reduce"}, serial):
+            for config in ({**serial, "splitk_mode": "reduce"}, serial, {**serial, "splitk_mode": "serial_ordered"}):
                 artifact = kernel.backend.compile(problem, config, kernel.target)
                 ev = kernel.backend.check(artifact, problem, kernel.target, seed=1)
                 if not ev.ok:
@@ -159,9 +160,9 @@ def main(out: str) -> None:
              "queue empty.", "",
              "| part | µs per call |", "| --- | ---: |"]
     lines += [f"| {name} | {us:.2f} |" for name, us in rows]
-    lines += ["", "## split-K: reduce (three launches) against serial (one launch)", "",
+    lines += ["", "## split-K: reduce (three launches) against serial and serial_ordered (one launch)", "",
               "Layer 512 -> 512, 3x3, 7x7, batch 1, fp16 channels_last, bias; the hand-picked split configuration "
-              "in both modes. Host: µs per routed call (median of 2000, each alone). GPU: µs per routed call (50 "
+              "in each mode. Host: µs per routed call (median of 2000, each alone). GPU: µs per routed call (50 "
               "calls queued behind a spin kernel, CUDA events, median of 20).", "",
               "| splitk_mode | configuration | launches queued a call | host µs per routed call | GPU µs per call | "
               "max abs diff between two runs |", "| --- | --- | ---: | ---: | ---: | ---: |"]

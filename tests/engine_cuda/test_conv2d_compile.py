@@ -95,12 +95,14 @@ SERIAL_KINDS = (
 
 
 def test_serial_split_k_picks_compile_for_sm80_and_sm90a_without_spills_and_in_one_kernel(make_target):
+    """Each layer's first serial pick, and the same with serial_ordered."""
     jobs = []
     for arch, problem in SERIAL_KINDS:
         target = make_target(arch, 132 if arch.startswith("sm_90") else 108)
         serial = [c for c in hand_picked(problem, target) if c.get("splitk_mode") == "serial"]
         assert serial, f"no serial split-K pick for {problem.label}"
         jobs.append((target, problem, serial[0]))
+        jobs.append((target, problem, {**serial[0], "splitk_mode": "serial_ordered"}))
     with ThreadPoolExecutor(max_workers=2) as pool:
         done = list(pool.map(_compile, jobs))
     spills = [_check(t, p, c, a) for (t, p, c), a in done]

@@ -188,18 +188,21 @@ def test_serial_split_k_is_rejected_with_a_reason_where_it_does_not_apply(sm90):
     space = conv2d_space(small, sm90)
     assert space.why_invalid({**SPLIT4, "splitk_mode": "serial"}) is None
     assert space.why_invalid(SPLIT4) is None  # a configuration stored before splitk_mode: reduce
+    assert space.why_invalid({**SPLIT4, "splitk_mode": "serial_ordered"}) is None
     assert "split_k=1 has none" in space.why_invalid({**SPLIT4, "split_k": 1, "splitk_mode": "serial"})
+    assert "serial_ordered sums" in space.why_invalid({**SPLIT4, "split_k": 1, "splitk_mode": "serial_ordered"})
     assert "is not one of" in space.why_invalid({**SPLIT4, "splitk_mode": "atomic"})
     big = {**SPLIT4, "block_m": 128, "warp_m": 64}
     reason = conv2d_space(large, sm90).why_invalid({**big, "split_k": 2, "splitk_mode": "serial"})
     assert f"at most {SERIAL_MAX_OUTPUT} elements" in reason and str(large.gemm_m * large.k) in reason
+    assert "offered" in conv2d_space(large, sm90).why_invalid({**big, "split_k": 2, "splitk_mode": "serial_ordered"})
     assert conv2d_space(large, sm90).why_invalid({**big, "split_k": 2}) is None
 
 
 def test_serial_rules_walked_over_a_small_layers_space(sm90):
     """Every serial configuration the space keeps splits K; every one it drops says why."""
     space = conv2d_space(layer(1, 256, 256, 14, 3), sm90)
-    kept = [c for c in space.valid_configs() if c["splitk_mode"] == "serial"]
+    kept = [c for c in space.valid_configs() if c["splitk_mode"] != "reduce"]
     assert kept and all(c["split_k"] > 1 for c in kept)
     assert all(space.why_invalid({**c, "splitk_mode": "serial", "split_k": 1}) for c in kept[:50])
 
@@ -215,6 +218,9 @@ def test_the_serial_plan_is_one_launch_on_a_workspace_zeroed_once():
     assert plan.grid(main, sizes) == (2 * 8, 1, 4)
     tiles = 2 * 8
     assert plan.workspace_bytes(sizes) == 49 * 512 * 8 >= 49 * 512 * 4 + 4 * tiles  # the sums, then the counters
+    ordered = conv2d_launch(problem, {**SPLIT4, "splitk_mode": "serial_ordered"})
+    assert ordered.steps[2].once and ordered.steps[2].elem_bytes == 4 * 4 + 4  # a part per slice, then the counters
+    assert ordered.workspace_bytes(sizes) == 49 * 512 * 20 and [s.name for s in ordered.steps[3:]] == [MAIN_KERNEL]
     reduce = conv2d_launch(problem, SPLIT4)
     kernels = [s.name for s in reduce.steps if isinstance(s, KernelStep) and s.when is None]
     assert kernels == [MAIN_KERNEL, REDUCE_KERNEL]
@@ -229,7 +235,9 @@ def test_a_reduce_configuration_compiles_the_text_it_did_before_splitk_mode_exis
     serial = conv2d_source(problem, {**SPLIT4, "splitk_mode": "serial"})
     assert "tracea::conv2d_mma_serial<Tile, Geometry," in serial
     assert f"{REDUCE_KERNEL}(TRACEA_CONV2D_PARAMS)" not in serial
-    assert '"splitk_mode":"serial"' in serial
+    assert '"splitk_mode":"serial"' in serial and "FewChannels, true>" not in serial
+    ordered = conv2d_source(problem, {**SPLIT4, "splitk_mode": "serial_ordered"})
+    assert "tracea::conv2d_mma_serial<Tile, Geometry, tracea::ConvIterator::Optimized, true>" in ordered
 
 
 def test_cache_keys_of_problems_outside_the_serial_offer_are_unchanged():

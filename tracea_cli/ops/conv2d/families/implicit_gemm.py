@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from tracea_cli.ops.conv2d.families.implicit_gemm_space import (
     FAMILY,
+    SERIAL_MODES,
     SPLITK_REDUCE_THREADS,
     conv2d_space,
     hand_picked,
@@ -49,7 +50,6 @@ TRANSPOSE_THREADS = 256
 TRANSPOSE_PIXELS = 64  # output pixels (M) per block of the input's transpose (its blocks stride over 32 x 32 tiles)
 FILTER_TRANSPOSE_FILTERS = 4  # output channels (N) per block of the filter's
 TRANSPOSE_TILE = 32 * 33  # elements of its shared tile
-SERIAL_WORKSPACE_BYTES = 8  # per output element: its fp32 sum, and room for the tiles' int counters after the sums
 ELEMENT = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16"}
 ITERATOR = {"analytic": "Analytic", "optimized": "Optimized", "few_channels": "FewChannels"}
 
@@ -65,7 +65,14 @@ def splitk_mode(config: Mapping[str, Value]) -> str:
 
 
 def is_serial(config: Mapping[str, Value]) -> bool:
-    return int(config["split_k"]) > 1 and splitk_mode(config) == "serial"
+    """Whether the configuration sums its slices in one launch ("serial" or "serial_ordered")."""
+    return int(config["split_k"]) > 1 and splitk_mode(config) in SERIAL_MODES
+
+
+def serial_workspace_bytes(config: Mapping[str, Value]) -> int:
+    """Workspace bytes per output element of a serial configuration: the fp32 sums (one set, or one per slice for
+    serial_ordered), then room for the tiles' int counters (never more tiles than output elements)."""
+    return 4 * (int(config["split_k"]) if splitk_mode(config) == "serial_ordered" else 1) + 4
 
 
 def conv2d_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
@@ -73,6 +80,7 @@ def conv2d_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
     p = problem
     family = str(config["family"])
     serial = is_serial(config)
+    ordered = ", true" if serial and splitk_mode(config) == "serial_ordered" else ""
     t = tiling(problem, config)
     element = ELEMENT[p.dtype]
     # BiasResidualRelu is tile_mainloops.cuh's value after gemm_common.cuh's epilogues
@@ -95,7 +103,8 @@ def conv2d_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
         f'static_assert(Tile::THREADS == {t.threads}, "block size differs from the launch description");',
         f'static_assert(Tile::SMEM_BYTES == {t.smem_bytes}, "shared memory differs from the launch description");',
         f'extern "C" __global__ void __launch_bounds__(Tile::THREADS) {MAIN_KERNEL}(TRACEA_CONV2D_PARAMS) '
-        f"{{ tracea::conv2d_{family}{'_serial' if serial else ''}<Tile, Geometry, {iterator}>(TRACEA_CONV2D_ARGS); }}",
+        f"{{ tracea::conv2d_{family}{'_serial' if serial else ''}<Tile, Geometry, {iterator}{ordered}>"
+        "(TRACEA_CONV2D_ARGS); }",
     ]
     if int(config["split_k"]) > 1 and not serial:
         lines.append(f'extern "C" __global__ void __launch_bounds__({SPLITK_REDUCE_THREADS}) {REDUCE_KERNEL}'
@@ -110,8 +119,8 @@ def conv2d_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
 def conv2d_launch(problem: Conv2dProblem, config: Mapping[str, Value]) -> LaunchPlan:
     """The NCHW and KCRS transposes (only where `x_is_nchw`, `filter_is_kcrs` are set), split-K's workspace zeroed,
     the main kernel over the output tiles (grid z: the reduction's slices), split-K's reduction. Serial split-K: the
-    workspace (sums, then one counter per tile: 8 bytes per output element) zeroed once when it is allocated
-    (`MemsetStep(once=True)`: the main kernel leaves it zero), and the main kernel alone."""
+    workspace (sums, then one counter per tile: serial_workspace_bytes per output element) zeroed once when it is
+    allocated (`MemsetStep(once=True)`: the main kernel leaves it zero), and the main kernel alone."""
     t = tiling(problem, config)
     split = int(config["split_k"])
     serial = is_serial(config)
@@ -123,13 +132,13 @@ def conv2d_launch(problem: Conv2dProblem, config: Mapping[str, Value]) -> Launch
                    dynamic_smem_bytes=TRANSPOSE_TILE * elem, params=FILTER_TRANSPOSE_PARAMS,
                    when=FILTER_TRANSPOSE_FLAG)]
     if split > 1:
-        steps.append(MemsetStep(elem_bytes=SERIAL_WORKSPACE_BYTES if serial else 4, once=serial))
+        steps.append(MemsetStep(elem_bytes=serial_workspace_bytes(config) if serial else 4, once=serial))
     steps.append(KernelStep(MAIN_KERNEL, grid=("tiles", 1, "split_k"), block=(t.threads, 1, 1),
                             dynamic_smem_bytes=t.smem_bytes))
     if split > 1 and not serial:
         steps.append(KernelStep(REDUCE_KERNEL, grid=(f"mn/{SPLITK_REDUCE_THREADS}", 1, 1),
                                 block=(SPLITK_REDUCE_THREADS, 1, 1)))
-    per_mn = (SERIAL_WORKSPACE_BYTES if serial else 4) if split > 1 else 0
+    per_mn = (serial_workspace_bytes(config) if serial else 4) if split > 1 else 0
     return LaunchPlan(steps=tuple(steps), params=PARAMS, tile_m=int(config["block_m"]), tile_n=int(config["block_n"]),
                       split_k=split, workspace_bytes_per_mn=per_mn, alignment_bytes=t.copy_bytes)
 

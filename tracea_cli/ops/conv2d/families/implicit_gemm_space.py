@@ -40,8 +40,10 @@ MMA_STAGES = (2, 3, 4)
 SPLIT_K = (1, 2, 4, 8, 16)
 # How split-K's slices are summed: "reduce", three steps (the workspace zeroed, the main kernel adding into it, a
 # reduction kernel with the epilogue); "serial", one launch (the last of a tile's slices to arrive finishes the tile
-# and zeroes its part of the workspace again: kernels/cuda/conv2d_splitk_serial.cuh)
-SPLITK_MODES = ("reduce", "serial")
+# and zeroes its part of the workspace again: kernels/cuda/conv2d_splitk_serial.cuh); "serial_ordered", the same with
+# one part of the workspace per slice, summed in slice order: the same bits on every run
+SPLITK_MODES = ("reduce", "serial", "serial_ordered")
+SERIAL_MODES = ("serial", "serial_ordered")
 # serial split-K is offered for outputs of at most this many elements (N·P·Q·K): where the launches it saves are a
 # share of the call worth having (ResNet-50's layers at batch 1 are all within it). Larger problems' cache keys do not
 # hash its kernel (families/implicit_gemm.py's template), so they stayed what they were before it existed.
@@ -115,7 +117,7 @@ def tiling(problem: Conv2dProblem, config: Mapping[str, Value]) -> Tiling:
 
 
 def serial_offered(problem: Conv2dProblem) -> bool:
-    """Whether splitk_mode="serial" is in the problem's space (its output is small enough, SERIAL_MAX_OUTPUT)."""
+    """Whether the serial split-K modes are in the problem's space (its output is small enough, SERIAL_MAX_OUTPUT)."""
     return problem.gemm_m * problem.k <= SERIAL_MAX_OUTPUT
 
 
@@ -148,8 +150,8 @@ def _params(problem: Conv2dProblem) -> tuple[Param, ...]:
               "(precomputed offsets and filter-tap masks), few_channels (taps of a small C, one by one)"),
         Param("split_k", SPLIT_K, doc="slices of the reduction summed in an fp32 workspace"),
         Param("splitk_mode", SPLITK_MODES, "categorical", "how split-K's slices are summed: reduce (workspace zeroed, "
-              "main kernel, reduction kernel: three steps) or serial (one launch: the tile's last slice finishes it)",
-              default="reduce"),
+              "main kernel, reduction kernel: three steps), serial (one launch: the tile's last slice finishes it) or "
+              "serial_ordered (one launch, a part per slice summed in order: deterministic)", default="reduce"),
         Param("group_m", GROUP_M, doc="tile rows walked column by column (rasterization)"),
     )
 
@@ -228,12 +230,13 @@ def _rules(problem: Conv2dProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         return None
 
     def splitk_mode(cfg) -> str | None:
-        if cfg["splitk_mode"] != "serial":
+        mode = cfg["splitk_mode"]
+        if mode not in SERIAL_MODES:
             return None
         if cfg["split_k"] == 1:
-            return "splitk_mode=serial sums split-K slices; split_k=1 has none (use splitk_mode=reduce)"
+            return f"splitk_mode={mode} sums split-K slices; split_k=1 has none (use splitk_mode=reduce)"
         if not serial_offered(problem):
-            return (f"splitk_mode=serial is offered for outputs of at most {SERIAL_MAX_OUTPUT} elements (N·P·Q·K); "
+            return (f"splitk_mode={mode} is offered for outputs of at most {SERIAL_MAX_OUTPUT} elements (N·P·Q·K); "
                     f"this one has {m * k}, where the launches it saves are a small share of the call")
         return None
 
@@ -370,7 +373,7 @@ def _frozen(config: Mapping[str, Value]) -> tuple:
 def describe(config: Mapping[str, Value]) -> str:
     """A short human label: "mma 128x64x32 w64x32 s4 v8 optimized"."""
     tail = f" split{config['split_k']}" if config["split_k"] != 1 else ""
-    if tail and config.get("splitk_mode", "reduce") == "serial":
-        tail += " serial"
+    if tail and config.get("splitk_mode", "reduce") != "reduce":
+        tail += f" {str(config['splitk_mode']).replace('_', '-')}"
     return (f"{config['family']} {config['block_m']}x{config['block_n']}x{config['block_k']} "
             f"w{config['warp_m']}x{config['warp_n']} s{config['stages']} v{config['vec']} {config['iterator']}{tail}")
