@@ -3,7 +3,18 @@ timed alone with the GPU queue empty): the whole routed call, the module call ma
 allocation, the stream lookup, the launch (pointer writes + cuLaunchKernel, through ctypes), and cuLaunchKernel through cuda.bindings'
 wrapper for comparison. A diagnostic for docs/python-api.md; writes a markdown table to OUT (argument).
 
-    python3 benchmarks/conv_call_parts.py OUT.md
+Then split-K's two ways of summing the slices on one small layer where split-K is picked (batch 1, 512 -> 512, 3x3,
+7x7, fp16 channels_last, bias: ResNet-50's last stage): the hand-picked split configuration with splitk_mode
+"reduce" (workspace memset, main kernel, reduction kernel: three launches a call), "serial" (one launch; the
+workspace zeroed once when it was allocated, left zero by the kernel) and "serial_ordered" (one launch, a part of the
+workspace per slice summed in slice order: deterministic), the same tiles and split otherwise. Each is
+checked against the float64 reference (the project's check path) and against stock torch through the routed call
+before it is timed; per mode: host µs per routed call (as above), GPU µs per routed call (50 calls queued behind a
+spin kernel, so the host never starves the GPU: CUDA events around them / 50, the median of 20 repeats), the launches
+a call queues, and the largest difference between two runs of the same call (reduce and serial add the slices
+with atomics into one sum: results may differ in the last bits from run to run; serial_ordered should show 0).
+
+    python3 benchmarks/conv_call_parts.py --out OUT.md      (or OUT.md as the only argument)
 """
 
 from __future__ import annotations
@@ -14,6 +25,77 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from host_timing import host_us  # noqa: E402
+
+
+def _force(patch, conv, x, config) -> None:
+    """Route `conv`'s layer shape to `config` (the patch chose a kernel on the first call; this replaces it and
+    drops the module's fast path, which the next call builds again on the new kernel)."""
+    from tracea_cli.api.run import Kernel
+    from tracea_cli.api.torch_patch import _Layer
+
+    router = patch.router
+    key, layer = next((k, v) for k, v in router.layers.items() if not isinstance(v, str))
+    old = layer.kernel
+    plan = old.backend.family_of(config).launch(layer.problem, config)
+    router.layers[key] = _Layer(layer.problem, Kernel(old.backend, layer.problem, dict(config), old.target),
+                                f"splitk_mode={config.get('splitk_mode', 'reduce')}", plan.alignment_bytes)
+    router.fast.pop(conv, None)
+    conv(x)
+    if router.fast.get(conv) is None or router.fast[conv].launch is None:
+        raise SystemExit(f"the forced configuration is not on the fast path: {patch.report()}")
+
+
+def splitk_rows(sync) -> list[tuple[str, str, str, str, str, str]]:
+    """(mode, configuration, launches a call, host µs, GPU µs, run-to-run max |diff|) for each splitk_mode."""
+    import statistics
+
+    import torch
+
+    import tracea
+    from tracea_cli.ops.conv2d.families.implicit_gemm_space import describe, hand_picked
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(512, 512, 3, padding=1).cuda().half().to(memory_format=torch.channels_last)
+    x = torch.randn(1, 512, 7, 7, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    rows = []
+    with torch.no_grad():
+        want = torch.nn.functional.conv2d(x.float(), conv.weight.float(), conv.bias.float(), padding=1)
+        with tracea.patch_conv2d(conv, context=tracea.Context(device="cuda", mode="default"),
+                                 only_faster=False) as patch:
+            conv(x)
+            layer = next(v for v in patch.router.layers.values() if not isinstance(v, str))
+            problem, kernel = layer.problem, layer.kernel
+            picks = hand_picked(problem, kernel.target)
+            serial = next((c for c in picks if c.get("splitk_mode") == "serial"), None)
+            if serial is None:
+                raise SystemExit(f"no serial split-K pick for {problem.label}: {[describe(c) for c in picks]}")
+            for config in ({**serial, "splitk_mode": "reduce"}, serial, {**serial, "splitk_mode": "serial_ordered"}):
+                artifact = kernel.backend.compile(problem, config, kernel.target)
+                ev = kernel.backend.check(artifact, problem, kernel.target, seed=1)
+                if not ev.ok:
+                    raise SystemExit(f"{describe(config)} failed its check: {ev.status.value}: {ev.reason}")
+                _force(patch, conv, x, config)
+                first, second = conv(x).float(), conv(x).float()
+                err = float((first - want).abs().max())
+                if not err <= 0.05 * float(want.abs().max()):
+                    raise SystemExit(f"{describe(config)}: routed output differs from torch by {err}")
+                host = host_us(sync, lambda: conv(x))
+                gpu = []
+                for _ in range(20):
+                    sync()
+                    torch.cuda._sleep(20_000_000)  # ~10 ms of spinning: the 50 calls below queue behind it
+                    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(50):
+                        conv(x)
+                    stop.record()
+                    stop.synchronize()
+                    gpu.append(start.elapsed_time(stop) * 1e3 / 50)
+                run = patch.router.layers[next(iter(patch.router.layers))].kernel.bound
+                queued = len(next(iter(run.values()))[0]._queued)
+                rows.append((config["splitk_mode"], describe(config), str(queued), f"{host:.2f}",
+                             f"{statistics.median(gpu):.2f}", f"{float((first - second).abs().max()):.3g}"))
+    return rows
 
 
 def main(out: str) -> None:
@@ -73,14 +155,27 @@ def main(out: str) -> None:
     torch.cuda.synchronize()
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# Host time of a routed conv2d call, part by part ({stamp}, {torch.cuda.get_device_name()})", "",
-             "Command: `python3 benchmarks/conv_call_parts.py OUT.md`. Layer 64 -> 64, 3x3, 14x14, batch 1, fp16 "
+             "Command: `python3 benchmarks/conv_call_parts.py --out OUT.md`. Layer 64 -> 64, 3x3, 14x14, batch 1, fp16 "
              "channels_last, inference. Host time per call: the median of 2000 calls, each timed alone with the GPU "
              "queue empty.", "",
              "| part | µs per call |", "| --- | ---: |"]
     lines += [f"| {name} | {us:.2f} |" for name, us in rows]
+    lines += ["", "## split-K: reduce (three launches) against serial and serial_ordered (one launch)", "",
+              "Layer 512 -> 512, 3x3, 7x7, batch 1, fp16 channels_last, bias; the hand-picked split configuration "
+              "in each mode. Host: µs per routed call (median of 2000, each alone). GPU: µs per routed call (50 "
+              "calls queued behind a spin kernel, CUDA events, median of 20).", "",
+              "| splitk_mode | configuration | launches queued a call | host µs per routed call | GPU µs per call | "
+              "max abs diff between two runs |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {' | '.join(r)} |" for r in splitk_rows(sync)]
     open(out, "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "/tmp/conv_call_parts.md")
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_path", nargs="?", help="where the markdown table goes (or --out)")
+    parser.add_argument("--out", help="where the markdown table goes")
+    args = parser.parse_args()
+    main(args.out or args.out_path or "/tmp/conv_call_parts.md")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that checks and measures what the issues ask of the H200, writing everything under $OUT.
 # Usage on the device machine, from the repository root, after installing the carried wheels (../shared/device/README.md):
-#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | all
+#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | all
 # (ray needs Ray unpacked on the path: ../shared/device/prep-ray.sh says how)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -95,6 +95,11 @@ if [[ $part == api ]]; then
   printf 'import tracea\nctx = tracea.Context()\ngraph = tracea.Graph()\ngraph.add_gemm(m=2048, n=2048, k=2048)\nconfig = ctx.optimize_graph(graph)\nprint(config)\n' > /tmp/seed.py
   for i in 1 2; do stamp >> "$OUT/seed_snippet.txt"; /usr/bin/time -f "wall %e s" python3 /tmp/seed.py >> "$OUT/seed_snippet.txt" 2>&1; tail -3 "$OUT/seed_snippet.txt"; done
   timeout 120 python3 benchmarks/api_overhead.py "$OUT/api_overhead_h200.md" 2>&1 | tail -8
+fi
+if [[ $part == splitk ]]; then
+  say "conv2d serial split-K: its GPU tests, then reduce against serial per routed call (host and GPU us)"
+  timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/engine_cuda/test_conv2d_gpu.py -k serial 2>&1 | tee "$OUT/splitk_gpu_tests.log" | tail -15
+  timeout 240 python3 benchmarks/conv_call_parts.py --out "$OUT/conv_call_parts_splitk.md" 2>&1 | tail -30
 fi
 if [[ $part == resnet ]]; then
   say "ResNet-50 with patch_conv2d against cudnn.benchmark"

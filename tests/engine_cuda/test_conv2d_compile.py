@@ -10,7 +10,13 @@ import pytest
 
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.op_backend import OpBackend
-from tracea_cli.ops.conv2d.families.implicit_gemm import MAIN_KERNEL, TRANSPOSE_KERNEL, conv2d_launch, conv2d_source
+from tracea_cli.ops.conv2d.families.implicit_gemm import (
+    MAIN_KERNEL,
+    REDUCE_KERNEL,
+    TRANSPOSE_KERNEL,
+    conv2d_launch,
+    conv2d_source,
+)
 from tracea_cli.ops.conv2d.families.implicit_gemm_space import hand_picked, tiling
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.conv2d.suites import suite
@@ -77,3 +83,31 @@ def test_the_picks_of_every_gpu_suite_row_compile_without_spills(make_target):
     with ThreadPoolExecutor(max_workers=2) as pool:
         spills = [_check(t, p, c, a) for (t, p, c), a in pool.map(_compile, jobs)]
     assert not [s for s in spills if s], [s for s in spills if s]
+
+
+# serial split-K (one launch): ResNet's last-stage layers at batch 1, where the picks split the reduction
+SERIAL_KINDS = (
+    ("sm_90a", _layer(1, 512, 512, 7, 3, epilogue="bias_relu")),
+    ("sm_80", _layer(1, 512, 512, 7, 3, dtype="bf16", epilogue="bias_residual_relu")),
+    ("sm_90a", _layer(1, 256, 256, 14, 3, dtype="fp32", epilogue="bias")),
+    ("sm_80", _layer(1, 1024, 2048, 7, 1, dtype="tf32", epilogue="bias_residual")),
+)
+
+
+def test_serial_split_k_picks_compile_for_sm80_and_sm90a_without_spills_and_in_one_kernel(make_target):
+    """Each layer's first serial pick, and the same with serial_ordered."""
+    jobs = []
+    for arch, problem in SERIAL_KINDS:
+        target = make_target(arch, 132 if arch.startswith("sm_90") else 108)
+        serial = [c for c in hand_picked(problem, target) if c.get("splitk_mode") == "serial"]
+        assert serial, f"no serial split-K pick for {problem.label}"
+        jobs.append((target, problem, serial[0]))
+        jobs.append((target, problem, {**serial[0], "splitk_mode": "serial_ordered"}))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = list(pool.map(_compile, jobs))
+    spills = [_check(t, p, c, a) for (t, p, c), a in done]
+    assert not [s for s in spills if s], spills
+    for (_, problem, config), artifact in done:
+        assert REDUCE_KERNEL not in artifact.resources["kernels"], problem.label  # no second pass to launch
+        assert [s.name for s in artifact.plan.steps if getattr(s, "when", None) is None and hasattr(s, "name")] == \
+            [MAIN_KERNEL]

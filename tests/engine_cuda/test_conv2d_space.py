@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from space_walk import walk
 
-from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.backends.op_backend import OpBackend, digest
 from tracea_cli.ops.conv2d.families.implicit_gemm import (
+    GENERATOR_VERSION,
     MAIN_KERNEL,
     REDUCE_KERNEL,
     TRANSPOSE_FLAG,
@@ -15,17 +16,19 @@ from tracea_cli.ops.conv2d.families.implicit_gemm import (
     conv2d_args,
     conv2d_launch,
     conv2d_source,
+    template_text,
 )
 from tracea_cli.ops.conv2d.families.implicit_gemm_space import (
     FAMILY,
+    SERIAL_MAX_OUTPUT,
     conv2d_space,
     describe,
     hand_picked,
     tiling,
 )
-from tracea_cli.ops.tile_limits import MAX_ACCUMULATOR_REGS
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.launch import KernelStep, MemsetStep
+from tracea_cli.ops.tile_limits import MAX_ACCUMULATOR_REGS
 
 
 def layer(n, c, k, hw, rs, stride=1, dtype="fp16", epilogue="none"):
@@ -168,4 +171,94 @@ def test_families_serve_their_own_dtypes_and_say_why_not(sm90):
     assert [f.name for f, _ in backend.spaces(fp16, sm90)] == ["mma"]
     mma = next(f for f in backend.families if f.name == "mma")
     assert mma.space(fp32, sm90) == "the mma family has no fp32 kernels" and mma.template(fp32) is None
-    assert backend.source_hash(fp16) == backend.source_hash(layer(32, 3, 64, 224, 7, 2))  # sizes are run-time
+    # sizes are run-time: the hash changes only across the bound of serial split-K's offer (its header is hashed)
+    assert backend.source_hash(fp16) == backend.source_hash(layer(1, 3, 64, 224, 7, 2))
+    assert backend.source_hash(layer(32, 64, 64, 56, 3)) == backend.source_hash(layer(32, 3, 64, 224, 7, 2))
+
+
+# ---- serial split-K (splitk_mode) ------------------------------------------------------------------------------------
+
+SPLIT4 = {"family": "mma", "block_m": 32, "block_n": 64, "block_k": 32, "warp_m": 16, "warp_n": 32, "stages": 3,
+          "vec": 8, "iterator": "optimized", "split_k": 4, "group_m": 1}
+
+
+def test_serial_split_k_is_rejected_with_a_reason_where_it_does_not_apply(sm90):
+    small, large = layer(1, 512, 512, 7, 3), layer(32, 64, 64, 56, 3)
+    assert large.gemm_m * large.k > SERIAL_MAX_OUTPUT >= small.gemm_m * small.k
+    space = conv2d_space(small, sm90)
+    assert space.why_invalid({**SPLIT4, "splitk_mode": "serial"}) is None
+    assert space.why_invalid(SPLIT4) is None  # a configuration stored before splitk_mode: reduce
+    assert space.why_invalid({**SPLIT4, "splitk_mode": "serial_ordered"}) is None
+    assert "split_k=1 has none" in space.why_invalid({**SPLIT4, "split_k": 1, "splitk_mode": "serial"})
+    assert "serial_ordered sums" in space.why_invalid({**SPLIT4, "split_k": 1, "splitk_mode": "serial_ordered"})
+    assert "is not one of" in space.why_invalid({**SPLIT4, "splitk_mode": "atomic"})
+    big = {**SPLIT4, "block_m": 128, "warp_m": 64}
+    reason = conv2d_space(large, sm90).why_invalid({**big, "split_k": 2, "splitk_mode": "serial"})
+    assert f"at most {SERIAL_MAX_OUTPUT} elements" in reason and str(large.gemm_m * large.k) in reason
+    assert "offered" in conv2d_space(large, sm90).why_invalid({**big, "split_k": 2, "splitk_mode": "serial_ordered"})
+    assert conv2d_space(large, sm90).why_invalid({**big, "split_k": 2}) is None
+
+
+def test_serial_rules_walked_over_a_small_layers_space(sm90):
+    """Every serial configuration the space keeps splits K; every one it drops says why."""
+    space = conv2d_space(layer(1, 256, 256, 14, 3), sm90)
+    kept = [c for c in space.valid_configs() if c["splitk_mode"] != "reduce"]
+    assert kept and all(c["split_k"] > 1 for c in kept)
+    assert all(space.why_invalid({**c, "splitk_mode": "serial", "split_k": 1}) for c in kept[:50])
+
+
+def test_the_serial_plan_is_one_launch_on_a_workspace_zeroed_once():
+    problem = layer(1, 512, 512, 7, 3, epilogue="bias_relu")
+    plan = conv2d_launch(problem, {**SPLIT4, "splitk_mode": "serial"})
+    transpose, filter_transpose, memset, main = plan.steps
+    assert isinstance(memset, MemsetStep) and memset.once and not memset.per_call() and memset.elem_bytes == 8
+    assert memset.as_dict()["once"] is True and "once" not in MemsetStep().as_dict()
+    assert main.name == MAIN_KERNEL and transpose.when and filter_transpose.when  # the transposes only when asked
+    sizes = {"M": 49, "N": 512, "K": 4608}
+    assert plan.grid(main, sizes) == (2 * 8, 1, 4)
+    tiles = 2 * 8
+    assert plan.workspace_bytes(sizes) == 49 * 512 * 8 >= 49 * 512 * 4 + 4 * tiles  # the sums, then the counters
+    ordered = conv2d_launch(problem, {**SPLIT4, "splitk_mode": "serial_ordered"})
+    assert ordered.steps[2].once and ordered.steps[2].elem_bytes == 4 * 4 + 4  # a part per slice, then the counters
+    assert ordered.workspace_bytes(sizes) == 49 * 512 * 20 and [s.name for s in ordered.steps[3:]] == [MAIN_KERNEL]
+    reduce = conv2d_launch(problem, SPLIT4)
+    kernels = [s.name for s in reduce.steps if isinstance(s, KernelStep) and s.when is None]
+    assert kernels == [MAIN_KERNEL, REDUCE_KERNEL]
+    assert not reduce.steps[2].once
+
+
+def test_a_reduce_configuration_compiles_the_text_it_did_before_splitk_mode_existed():
+    problem = layer(1, 512, 512, 7, 3, epilogue="bias_relu")
+    before = conv2d_source(problem, SPLIT4)
+    assert conv2d_source(problem, {**SPLIT4, "splitk_mode": "reduce"}) == before
+    assert "conv2d_splitk_serial" not in before and "splitk_mode" not in before
+    serial = conv2d_source(problem, {**SPLIT4, "splitk_mode": "serial"})
+    assert "tracea::conv2d_mma_serial<Tile, Geometry," in serial
+    assert f"{REDUCE_KERNEL}(TRACEA_CONV2D_PARAMS)" not in serial
+    assert '"splitk_mode":"serial"' in serial and "FewChannels, true>" not in serial
+    ordered = conv2d_source(problem, {**SPLIT4, "splitk_mode": "serial_ordered"})
+    assert "tracea::conv2d_mma_serial<Tile, Geometry, tracea::ConvIterator::Optimized, true>" in ordered
+
+
+def test_cache_keys_of_problems_outside_the_serial_offer_are_unchanged():
+    """Those problems hash what the code before splitk_mode hashed (the generator version and conv2d_implicit.cuh's
+    translation unit: d3399344a3a66882 at that commit, checked when this was written), so their cached results stay
+    current; a problem inside the offer also hashes the serial header."""
+    backend = OpBackend("conv2d", "cuda")
+    before = digest(digest(f"generator {GENERATOR_VERSION}\n{template_text()}"))
+    assert backend.source_hash(layer(32, 64, 64, 56, 3, epilogue="bias_relu")) == before
+    assert backend.source_hash(layer(32, 128, 128, 28, 3, dtype="fp32")) == before
+    assert backend.source_hash(layer(1, 512, 512, 7, 3)) != before
+    assert "conv2d_splitk_serial" not in template_text() and "conv2d_splitk_serial" in template_text(serial=True)
+
+
+def test_where_split_k_is_picked_the_serial_sum_comes_first(sm90):
+    problem = layer(1, 512, 512, 7, 3)
+    picks = hand_picked(problem, sm90)
+    serial = [i for i, c in enumerate(picks) if c.get("splitk_mode") == "serial"]
+    assert serial and serial[0] == 0 and "serial" in describe(picks[0])
+    for i in serial:  # each right before the same configuration summed in three steps
+        twin = {k: v for k, v in picks[i].items() if k != "splitk_mode"}
+        assert picks[i + 1] == twin
+    assert all(conv2d_space(problem, sm90).why_invalid(c) is None for c in picks)
+    assert not any("splitk_mode" in c for c in hand_picked(layer(32, 64, 64, 56, 3), sm90))

@@ -212,3 +212,43 @@ def test_a_wgmma_configuration_is_refused_before_compiling_with_a_sentence(tmp_p
     assert result.exit_code == 2, result.output
     assert "the wgmma configuration of conv2d n32 1024->256 @14x14 1x1 fp16 cannot be exported yet" in result.output
     assert not (tmp_path / "out").exists()
+
+def test_a_serial_split_k_variant_zeroes_the_callers_workspace_on_every_call_then_launches_once(tmp_path, toolchain,
+                                                                                                 fake_driver):
+    """The exported runtime is handed the caller's workspace, which it cannot know is zero (the caller may share it
+    with other kernels), so a `once` memset runs on every call (docs/conv2d.md, "Serial split-K"): a memset of the
+    8-byte-per-output workspace, then conv2d_main alone (no reduction kernel), on each of the example's two calls."""
+    from dataclasses import replace
+
+    from tracea_cli.ops.conv2d.families.implicit_gemm_space import hand_picked
+    from tracea_cli.ops.conv2d.problem import Conv2dProblem
+    from tracea_cli.target import arch_target
+
+    problem = Conv2dProblem(1, 7, 7, 512, 512, 3, 3, 1, 1, 1, 1, dtype="fp16")
+    target = arch_target("sm_90")
+    target = replace(target, limits=replace(target.limits, sm_count=132))
+    config = next(c for c in hand_picked(problem, target) if c.get("splitk_mode") == "serial")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    args = ["conv2d", "--n", "1", "--h", "7", "--w", "7", "--c", "512", "--k", "512", "--r", "3", "--s", "3",
+            "--pad", "1", "--dtype", "fp16", "--backend", "cuda", "--arch", "sm_90",
+            "--config", str(tmp_path / "config.json"), "--out", str(tmp_path / "out")]
+    result = cli(args, tmp_path)
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "out"
+    doc = read_manifest(folder)
+    assert validate(doc) == []
+    steps = doc["launch"][0]["description"]["steps"]
+    assert [s for s in steps if s["kind"] == "memset"] == [
+        {"kind": "memset", "buffer": "workspace", "bytes_per": "mn", "elem_bytes": 8, "once": True}]
+    assert "conv2d_splitk_reduce" not in {k["name"] for k in doc["kernels"]}
+    example = build(toolchain["cxx"], [str(folder / "example.cpp")], folder / "example",
+                    [str(folder), toolchain["include"]], "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", "-ldl",
+                    "-lpthread")
+    _, log = run_with_fake(example, ["1", "7", "7"], fake_driver, cc="9.0")
+    # the runtime's memsets zero the workspace (value 0); the example's own poison Y (value 255)
+    events = [fields(line) | {"what": line.split()[0]} for line in log
+              if line.startswith("launch ") or (line.startswith("memset ") and fields(line)["value"] == "0")]
+    assert [e.get("name", e["what"]) for e in events] == [
+        "memset", "conv2d_main", "conv2d_nchw_to_nhwc", "conv2d_nchw_to_nhwc", "memset", "conv2d_main"]
+    for memset, main in ((events[0], events[1]), (events[4], events[5])):
+        assert memset["ptr"] == main["workspace"] and memset["bytes"] == str(8 * 49 * 512)

@@ -456,7 +456,8 @@ class BoundLaunch:
 
 def bind(loaded: LoadedModule, values: Mapping[str, Any], stream_ptr: int | None = None) -> BoundLaunch:
     """A launcher of the loaded plan over `values` (the family's `args`: arrays by tensor name, sizes by parameter
-    name). The workspace (split-K sums, then the staging scratch) is allocated here and lives with the launcher;
+    name). The workspace (split-K sums, then the staging scratch) is allocated here and lives with the launcher (it
+    is this launcher's alone, so a memset step marked `once` zeroes it here and never per call);
     tensor maps are encoded and every step's arguments packed once; each call queues the steps in order."""
     cupy = _cupy()
     d = _driver()
@@ -480,7 +481,10 @@ def bind(loaded: LoadedModule, values: Mapping[str, Any], stream_ptr: int | None
         if isinstance(step, MemsetStep):
             nbytes = sizes["M"] * sizes["N"] * step.elem_bytes
             ptr = _pointer(workspace)
-            queued.append(lambda ptr=ptr, nbytes=nbytes: cupy.cuda.runtime.memsetAsync(ptr, 0, nbytes, stream_ptr))
+            if step.per_call():
+                queued.append(lambda ptr=ptr, nbytes=nbytes: cupy.cuda.runtime.memsetAsync(ptr, 0, nbytes, stream_ptr))
+            else:  # zeroed once, here, on the launch's stream (before any call): the kernels leave it zero
+                cupy.cuda.runtime.memsetAsync(ptr, 0, nbytes, stream_ptr)
             continue
         if not step.runs(sizes):
             continue

@@ -230,6 +230,8 @@ def launch_steps(plan: LaunchPlan, kernel_names: Sequence[str], slots: Slots) ->
         if isinstance(raw, MemsetStep):
             if raw.buffer != "workspace" or raw.bytes_per != "mn":
                 raise _unsupported(f"a memset of {raw.buffer} per {raw.bytes_per}")
+            # a memset marked `once` runs on every call here too: the workspace is the caller's, who may share it
+            # with kernels that leave it dirty (ops/launch.py MemsetStep, docs/conv2d.md "Serial split-K")
             steps.append(Step("memset", memset_bytes_per_mn=raw.elem_bytes))
         elif isinstance(raw, KernelStep):
             if raw.cluster is not None and (min(raw.cluster) < 1 or (plan.cluster_m is not None

@@ -77,14 +77,30 @@ class KernelStep:
 @dataclass(frozen=True)
 class MemsetStep:
     """Zero `elem_bytes` per output element (M x N) of the workspace, on the stream, before the kernels that sum
-    into it (split-K)."""
+    into it (split-K).
+
+    `once`: the kernels leave that part of the workspace zero after every call (serial split-K restores what it
+    used), so it needs zeroing only when the workspace is allocated. The rule every runner follows: a runner that
+    allocates the workspace itself and gives it to this plan alone (the CUDA backend's `bind`: tuning, bench, the
+    Python API, patch_conv2d; one workspace per bound launch, never shared) zeroes it once there and skips the step
+    on every call; a runner handed a workspace it did not allocate, which the caller may share with other kernels
+    that leave it dirty (the exported C runtime), cannot know it is zero and runs the step on every call, as if
+    `once` were false. `once` is therefore only ever an optimisation: running it per call is always correct."""
 
     elem_bytes: int = 4
     buffer: str = "workspace"
     bytes_per: str = "mn"
+    once: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": "memset", "buffer": self.buffer, "bytes_per": self.bytes_per, "elem_bytes": self.elem_bytes}
+        d = {"kind": "memset", "buffer": self.buffer, "bytes_per": self.bytes_per, "elem_bytes": self.elem_bytes}
+        if self.once:
+            d["once"] = True
+        return d
+
+    def per_call(self) -> bool:
+        """Whether a runner that allocated the workspace itself (and zeroed it then) still runs this on each call."""
+        return not self.once
 
 
 @dataclass(frozen=True)

@@ -142,10 +142,15 @@ def build_plan(source: str, plan: LaunchPlan, values: Mapping, workdir: Path, la
 
 
 def run_plan(exe: Path, plan: LaunchPlan, values: Mapping, outputs: tuple[str, ...], workdir: Path, *,
-             timeout_s: float = 120.0) -> dict[str, np.ndarray]:
+             timeout_s: float = 120.0, calls: int = 1, keep_workspace: bool = False) -> dict[str, np.ndarray]:
     """Follow `plan` over `values` (the family's arguments: host arrays in storage format by pointer name, ints by
     size name): the workspace placed as plan.scratch_layout says, memsets, then each kernel step whose `when` holds,
-    grids from the plan's rules. Returns the arrays named in `outputs`, as the kernels left them."""
+    grids from the plan's rules. Returns the arrays named in `outputs`, as the kernels left them.
+
+    A memset marked `once` runs when the workspace is allocated, not per call (as the CUDA backend's bind does). With
+    `calls` > 1 the plan's steps run that many times on the same workspace, each output reloaded from `values`
+    (poisoned) before each call after the first; the outputs of call i (from 1) come back as "NAME@i" as well. With
+    `keep_workspace`, the workspace as the last call left it comes back as "workspace" (raw bytes)."""
     sizes = {k: int(v) for k, v in values.items() if isinstance(v, (int, np.integer)) and not isinstance(v, bool)}
     arrays = {k: v for k, v in values.items() if isinstance(v, np.ndarray)}
     index = {name: i for i, name in enumerate(arrays)}
@@ -157,24 +162,43 @@ def run_plan(exe: Path, plan: LaunchPlan, values: Mapping, outputs: tuple[str, .
     _, workspace_bytes = plan.scratch_layout(sizes)
     if workspace_bytes:
         index["workspace"] = len(index)
-        lines.append(f"buffer {index['workspace']} {workspace_bytes}")
-    for step in plan.steps:
-        if isinstance(step, MemsetStep):
-            assert step.buffer == "workspace" and step.bytes_per == "mn", step
-            lines.append(f"memset {index['workspace']} {sizes['M'] * sizes['N'] * step.elem_bytes}")
-        elif isinstance(step, KernelStep):
-            assert step.block[1:] == (1, 1) and step.cluster is None, step
-            if not step.runs(sizes):
-                continue
-            x, y, z = plan.grid(step, sizes)
-            args = [f"i{sizes[n]}" if n in sizes else f"p{index.get(n, -1)}" for n in plan.step_params(step)]
-            lines.append(f"kernel {step.name} {x} {y} {z} {step.block[0]} {' '.join(args)}")
-        else:
-            raise AssertionError(f"the emulator cannot run a {type(step).__name__}")
-    lines += [f"write {index[name]} {name}.out" for name in outputs]
+        # a garbage-filled allocation (0xFF bytes: NaN sums, counters of -1): only the plan's memsets make it zero
+        lines.append(f"buffer {index['workspace']} {workspace_bytes} -")
+    memsets = [s for s in plan.steps if isinstance(s, MemsetStep)]
+    for step in memsets:
+        assert step.buffer == "workspace" and step.bytes_per == "mn", step
+    mn = sizes["M"] * sizes["N"]
+    lines += [f"memset {index['workspace']} {mn * s.elem_bytes}" for s in memsets if not s.per_call()]
+    for call in range(1, calls + 1):
+        if call > 1:
+            lines += [f"load {index[name]} {name}.bin" for name in outputs]
+        for step in plan.steps:
+            if isinstance(step, MemsetStep):
+                if step.per_call():
+                    lines.append(f"memset {index['workspace']} {sizes['M'] * sizes['N'] * step.elem_bytes}")
+            elif isinstance(step, KernelStep):
+                assert step.block[1:] == (1, 1) and step.cluster is None, step
+                if not step.runs(sizes):
+                    continue
+                x, y, z = plan.grid(step, sizes)
+                args = [f"i{sizes[n]}" if n in sizes else f"p{index.get(n, -1)}" for n in plan.step_params(step)]
+                lines.append(f"kernel {step.name} {x} {y} {z} {step.block[0]} {' '.join(args)}")
+            else:
+                raise AssertionError(f"the emulator cannot run a {type(step).__name__}")
+        lines += [f"write {index[name]} {name}.{call}.out" for name in outputs]
+    if keep_workspace and workspace_bytes:
+        lines.append(f"write {index['workspace']} workspace.out")
     (workdir / "launch.txt").write_text("\n".join(lines) + "\n")
     result = subprocess.run([str(exe), str(workdir)], capture_output=True, text=True, timeout=timeout_s)
     if result.returncode != 0:
         raise RuntimeError(f"emulated kernel failed ({result.returncode}): {result.stderr[-2000:]}")
-    return {name: np.frombuffer((workdir / f"{name}.out").read_bytes(), dtype=arrays[name].dtype)
-            .reshape(arrays[name].shape) for name in outputs}
+
+    def read(name: str, call: int) -> np.ndarray:
+        raw = (workdir / f"{name}.{call}.out").read_bytes()
+        return np.frombuffer(raw, dtype=arrays[name].dtype).reshape(arrays[name].shape)
+
+    out = {name: read(name, calls) for name in outputs}
+    out.update({f"{name}@{call}": read(name, call) for name in outputs for call in range(1, calls + 1)})
+    if keep_workspace and workspace_bytes:
+        out["workspace"] = np.frombuffer((workdir / "workspace.out").read_bytes(), dtype=np.uint8)
+    return out

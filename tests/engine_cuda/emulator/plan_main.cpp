@@ -1,6 +1,8 @@
 // Runs any family's compiled kernels on the CPU by following a launch plan (see tracea_host_emulation.h and
 // harness.py's run_plan). Usage: plan_emulator DIR. DIR/launch.txt holds one item per line:
-//   buffer INDEX BYTES [FILE]        device memory: INDEX's bytes, read from DIR/FILE when given (else zeros)
+//   buffer INDEX BYTES [FILE]        device memory: INDEX's bytes, read from DIR/FILE when given (else zeros; FILE "-":
+//                                    0xFF bytes, garbage that only a memset clears)
+//   load INDEX FILE                  buffer INDEX read again from DIR/FILE (an output poisoned again between calls)
 //   memset INDEX BYTES               zeros the first BYTES of buffer INDEX
 //   kernel NAME GX GY GZ BX ARGS...  a launch; each argument is pINDEX (a buffer's address, p-1: null) or iVALUE
 //   write INDEX FILE                 at the end, buffer INDEX is written to DIR/FILE
@@ -67,13 +69,20 @@ int main(int argc, char **argv) {
       std::string file;
       words >> index >> bytes >> file;
       Memory m{static_cast<unsigned char *>(std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256)), bytes};
-      std::memset(m.data, 0, bytes);
-      if (!file.empty()) {
+      std::memset(m.data, file == "-" ? 0xFF : 0, bytes);
+      if (!file.empty() && file != "-") {
         std::ifstream in(dir + "/" + file, std::ios::binary);
         if (!in) emu::fail(("cannot read " + file).c_str());
         in.read(reinterpret_cast<char *>(m.data), static_cast<std::streamsize>(bytes));
       }
       memory[index] = m;
+    } else if (kind == "load") {
+      int index = 0;
+      std::string file;
+      words >> index >> file;
+      std::ifstream in(dir + "/" + file, std::ios::binary);
+      if (!in) emu::fail(("cannot read " + file).c_str());
+      in.read(reinterpret_cast<char *>(memory.at(index).data), static_cast<std::streamsize>(memory.at(index).size));
     } else if (kind == "memset") {
       int index = 0;
       size_t bytes = 0;

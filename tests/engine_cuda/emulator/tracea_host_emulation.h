@@ -64,6 +64,10 @@ inline __nv_bfloat16 __float2bfloat16_rn(float x) {
 }
 
 inline float atomicAdd(float *address, float value) { return std::atomic_ref<float>(*address).fetch_add(value); }
+inline int atomicAdd(int *address, int value) { return std::atomic_ref<int>(*address).fetch_add(value); }
+// Blocks run one after another here, so a fence has nothing to order across blocks; it still orders this thread's
+// memory operations as on the GPU.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 // Integer intrinsics (conv2d's fast divmod): the high 32 bits of a 32 x 32-bit product; leading zero bits.
 inline unsigned __umulhi(unsigned a, unsigned b) {
   return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
@@ -91,6 +95,7 @@ struct Warp {
 struct Block {
   explicit Block(int threads) : meet(threads) {}
   std::barrier<> meet;
+  std::atomic<int> vote{0};  // __syncthreads_or's
 };
 
 inline thread_local dim3 thread_index, block_index;
@@ -106,6 +111,18 @@ inline dim3 block_dim, grid_dim;
 #define gridDim (emu::grid_dim)
 
 inline void __syncthreads() { emu::block->meet.arrive_and_wait(); }
+// A barrier that returns whether any thread's predicate was non-zero: set, meet, read, meet; thread 0 clears the vote
+// after the second meeting, before it can reach the next call's first one.
+inline int __syncthreads_or(int predicate) {
+  emu::Block &b = *emu::block;
+  b.meet.arrive_and_wait();
+  if (predicate) b.vote.store(1);
+  b.meet.arrive_and_wait();
+  const int any = b.vote.load();
+  b.meet.arrive_and_wait();
+  if (threadIdx.x == 0) b.vote.store(0);
+  return any;
+}
 
 #ifdef TRACEA_HOST_EMULATION  // the kernel's translation unit (the launcher shares only what is above)
 namespace tracea {

@@ -38,6 +38,16 @@ MMA_WARP = (16, 32, 64, 128)
 SIMT_WARP_M, SIMT_WARP_N = (16, 32, 64), (32, 64)
 MMA_STAGES = (2, 3, 4)
 SPLIT_K = (1, 2, 4, 8, 16)
+# How split-K's slices are summed: "reduce", three steps (the workspace zeroed, the main kernel adding into it, a
+# reduction kernel with the epilogue); "serial", one launch (the last of a tile's slices to arrive finishes the tile
+# and zeroes its part of the workspace again: kernels/cuda/conv2d_splitk_serial.cuh); "serial_ordered", the same with
+# one part of the workspace per slice, summed in slice order: the same bits on every run
+SPLITK_MODES = ("reduce", "serial", "serial_ordered")
+SERIAL_MODES = ("serial", "serial_ordered")
+# serial split-K is offered for outputs of at most this many elements (N·P·Q·K): where the launches it saves are a
+# share of the call worth having (ResNet-50's layers at batch 1 are all within it). Larger problems' cache keys do not
+# hash its kernel (families/implicit_gemm.py's template), so they stayed what they were before it existed.
+SERIAL_MAX_OUTPUT = 1 << 20
 GROUP_M = (1, 4, 8)
 ITERATORS = ("analytic", "optimized", "few_channels")
 MASK_BITS = 32  # the optimized iterator's filter-row and filter-column masks are 32-bit
@@ -106,6 +116,11 @@ def tiling(problem: Conv2dProblem, config: Mapping[str, Value]) -> Tiling:
     return Tiling(family, threads, smem, acc, estimated, vec * elem, chunk)
 
 
+def serial_offered(problem: Conv2dProblem) -> bool:
+    """Whether the serial split-K modes are in the problem's space (its output is small enough, SERIAL_MAX_OUTPUT)."""
+    return problem.gemm_m * problem.k <= SERIAL_MAX_OUTPUT
+
+
 def _next_pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
@@ -134,6 +149,9 @@ def _params(problem: Conv2dProblem) -> tuple[Param, ...]:
         Param("iterator", ITERATORS, "categorical", "how a step's activations are gathered: analytic, optimized "
               "(precomputed offsets and filter-tap masks), few_channels (taps of a small C, one by one)"),
         Param("split_k", SPLIT_K, doc="slices of the reduction summed in an fp32 workspace"),
+        Param("splitk_mode", SPLITK_MODES, "categorical", "how split-K's slices are summed: reduce (workspace zeroed, "
+              "main kernel, reduction kernel: three steps), serial (one launch: the tile's last slice finishes it) or "
+              "serial_ordered (one launch, a part per slice summed in order: deterministic)", default="reduce"),
         Param("group_m", GROUP_M, doc="tile rows walked column by column (rasterization)"),
     )
 
@@ -211,6 +229,17 @@ def _rules(problem: Conv2dProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
             return f"splitting the reduction {split} ways leaves a slice without work: it has {total} steps"
         return None
 
+    def splitk_mode(cfg) -> str | None:
+        mode = cfg["splitk_mode"]
+        if mode not in SERIAL_MODES:
+            return None
+        if cfg["split_k"] == 1:
+            return f"splitk_mode={mode} sums split-K slices; split_k=1 has none (use splitk_mode=reduce)"
+        if not serial_offered(problem):
+            return (f"splitk_mode={mode} is offered for outputs of at most {SERIAL_MAX_OUTPUT} elements (N·P·Q·K); "
+                    f"this one has {m * k}, where the launches it saves are a small share of the call")
+        return None
+
     def pipeline_depth(cfg) -> str | None:
         per_slice = -(-steps(problem, cfg) // cfg["split_k"])
         if cfg["stages"] > 2 and cfg["stages"] > per_slice + 1:
@@ -225,7 +254,7 @@ def _rules(problem: Conv2dProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
 
     # Cheap, shape-only rules first: most rejections happen before a tiling is derived.
     return (architecture, warp_divides_block, tile_fits_problem, iterator, aligned_loads, element_copies, grouping,
-            split_k_slices, pipeline_depth, resources)
+            split_k_slices, splitk_mode, pipeline_depth, resources)
 
 
 def conv2d_space(problem: Conv2dProblem, target: Target) -> SearchSpace:
@@ -324,15 +353,16 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
             for split in reversed([s for s in SPLIT_K[1:] if tiles(base) * s <= sm_count]):
                 cfg = first_valid(base, split_k=split)
                 if cfg is not None:
-                    split_picks.append(cfg)
+                    # the one-launch sum first where it is offered (the same arithmetic, two launches fewer)
+                    serial = {**cfg, "splitk_mode": "serial"} if serial_offered(problem) else None
+                    split_picks.append([c for c in (serial, cfg) if c is not None and space.why_invalid(c) is None])
                     break
-        for i, cfg in enumerate(split_picks):
-            if cfg in picks:
-                continue
+        for i, group in enumerate(split_picks):
+            group = [c for c in group if c not in picks]
             if i == 0 and tiles(mid) * SPLIT_FIRST_FRACTION < sm_count:
-                picks.insert(0, cfg)
+                picks[0:0] = group
             else:
-                picks.append(cfg)
+                picks += group
     return picks[:limit] if limit else picks
 
 
@@ -343,5 +373,7 @@ def _frozen(config: Mapping[str, Value]) -> tuple:
 def describe(config: Mapping[str, Value]) -> str:
     """A short human label: "mma 128x64x32 w64x32 s4 v8 optimized"."""
     tail = f" split{config['split_k']}" if config["split_k"] != 1 else ""
+    if tail and config.get("splitk_mode", "reduce") != "reduce":
+        tail += f" {str(config['splitk_mode']).replace('_', '-')}"
     return (f"{config['family']} {config['block_m']}x{config['block_n']}x{config['block_k']} "
             f"w{config['warp_m']}x{config['warp_n']} s{config['stages']} v{config['vec']} {config['iterator']}{tail}")
