@@ -39,7 +39,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tracea_cli.backends.base import CompileFailed  # noqa: E402
 from tracea_cli.backends.cuda import device_target  # noqa: E402
 from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
 from tracea_cli.ops.conv2d.families.implicit_gemm import GENERATOR_VERSION  # noqa: E402
@@ -47,7 +46,7 @@ from tracea_cli.ops.conv2d.families.implicit_gemm_space import conv2d_space, des
 from tracea_cli.ops.conv2d.problem import Conv2dProblem  # noqa: E402
 from tracea_cli.ops.conv2d.suites import RESNET50  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
-from gpu_run import measure_between_baselines, num, provenance_lines, run_meta, write_report  # noqa: E402
+from gpu_run import compiler, measure_between_baselines, num, provenance_lines, run_meta, write_report  # noqa: E402
 
 POLICY = TimingPolicy(warmup=3, min_samples=10, max_samples=40, target_cv=0.02, max_seconds=0.6)
 NAMES = {(64, 64, 56, 3, 1): "3x3 64@56", (128, 128, 28, 3, 1): "3x3 128@28", (256, 256, 14, 3, 1): "3x3 256@14",
@@ -223,14 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     problems = rows()[:4] if args.rows == "quick" else rows()
     plans = [(p, candidates(p, target, args.extra)) for p in problems]
 
-    def build(job):
-        problem, config = job
-        try:
-            return backend.compile(problem, config, target), ""
-        except CompileFailed as e:
-            return None, str(e)
-        except Exception as e:  # a bug must not stop the other candidates
-            return None, f"{type(e).__name__}: {e}"
+    build = compiler(backend, target)
 
     pool = ThreadPoolExecutor(max_workers=16)  # NVRTC through ctypes releases the GIL: compiles overlap the GPU work
     futures = [[pool.submit(build, (p, c)) for c in configs] for p, configs in plans]

@@ -35,9 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_run import measure_between_baselines, num, provenance_lines, run_meta, write_report  # noqa: E402
+from gpu_run import compiler, measure_between_baselines, num, provenance_lines, run_meta, write_report  # noqa: E402
 
-from tracea_cli.backends.base import CompileFailed  # noqa: E402
 from tracea_cli.backends.cuda import device_target  # noqa: E402
 from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
 from tracea_cli.ops.conv2d.families import implicit_gemm_space as ig  # noqa: E402
@@ -174,14 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         meta["torch"] = f"unavailable ({e})"
     plans = [(p, *candidates(p, target, args.implicit)) for p in rows(args.rows, args.epilogue)]
 
-    def build(job):
-        problem, config = job
-        try:
-            return backend.compile(problem, config, target), ""
-        except CompileFailed as e:
-            return None, str(e)
-        except Exception as e:  # a bug must not stop the other candidates
-            return None, f"{type(e).__name__}: {e}"
+    build = compiler(backend, target)
 
     pool = ThreadPoolExecutor(max_workers=16)  # NVRTC releases the GIL: compiles overlap the GPU work
     futures = [[pool.submit(build, (p, c)) for c in configs] for p, configs, _ in plans]

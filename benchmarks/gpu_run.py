@@ -45,19 +45,27 @@ def provenance_lines(meta: dict[str, Any]) -> list[str]:
             f"- command: `{meta['command']}`"]
 
 
-def compile_all(backend: Any, jobs: list[tuple[Any, dict]], target: Any) -> list[tuple[Any, str]]:
-    """(artifact or None, compile error) per (problem, configuration), 16 compiles at a time (NVRTC releases the GIL)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def build(job):
+def compiler(backend: Any, target: Any) -> Callable[[tuple[Any, dict]], tuple[Any, str]]:
+    """A function that compiles one (problem, configuration): (artifact, "") or (None, why not): a compile error, or
+    any other exception by name (a bug must not stop the other candidates)."""
+    def build(job: tuple[Any, dict]) -> tuple[Any, str]:
         problem, config = job
         try:
             return backend.compile(problem, config, target), ""
         except CompileFailed as e:
             return None, str(e)
+        except Exception as e:
+            return None, f"{type(e).__name__}: {e}"
+
+    return build
+
+
+def compile_all(backend: Any, jobs: list[tuple[Any, dict]], target: Any) -> list[tuple[Any, str]]:
+    """(artifact or None, compile error) per (problem, configuration), 16 compiles at a time (NVRTC releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=16) as pool:
-        return list(pool.map(build, jobs))
+        return list(pool.map(compiler(backend, target), jobs))
 
 
 def num(x: float | None, digits: int) -> str:

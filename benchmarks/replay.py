@@ -284,7 +284,7 @@ def report(args, files, budgets, traces, cpu, overhead, started, load_before, lo
         + (f" gp-ei ran to budget {args.plain_budget} only (it refits its GP from scratch at every step: minutes "
            "per run beyond that on this machine); its later columns are empty and its comparisons use the budgets "
            "it ran." if args.plain_budget < budgets[-1] else ""),
-        f"- CPU time per run (median, process time): "
+        "- CPU time per run (median, process time): "
         + ", ".join(f"{s} {statistics.median(v):.1f} s" for s, v in cpu.items()) + ".",
         "",
         "## Mean fraction of the optimum (share of repeats within 95 %)",
