@@ -162,3 +162,23 @@ def test_a_serial_kernel_that_keeps_its_counters_gets_the_second_call_wrong(plan
     out, want, _ = _run(plan_emulator, problem, config, seed=13, name="gemv-serial-noreset", source=wrong)
     assert _verdict(out, want, 1).ok and not _verdict(out, want, 2).ok
     assert out["workspace"][:4 * problem.m * problem.n].any()
+
+
+# ---- the benchmark (benchmarks/gemm_fp32_h200.py): both modes measured side by side -------------------------------
+
+def test_the_fp32_benchmark_measures_every_split_gemv_configuration_in_both_modes(sm90):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gemm_fp32_h200.py"
+    spec = importlib.util.spec_from_file_location("gemm_fp32_h200", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for m in (1, 16):
+        configs = bench.configurations(GemmProblem(m, 4096, 4096, "fp32"), sm90)
+        split = [c for c in configs if c.get("kernel") == "gemv" and c["split_k"] > 1]
+        assert configs[0]["splitk_mode"] == "serial" and configs[1] == {**configs[0], "splitk_mode": "sum"}
+        rows = [{"config": c, "median_ms": 1.0} for c in configs]
+        pairs = bench.mode_pairs(rows)
+        assert len(pairs) * 2 == len(split) >= 8
+        assert all(one["config"] == {**two["config"], "splitk_mode": "serial"} for two, one in pairs)
