@@ -182,3 +182,76 @@ def test_the_fp32_benchmark_measures_every_split_gemv_configuration_in_both_mode
         pairs = bench.mode_pairs(rows)
         assert len(pairs) * 2 == len(split) >= 8
         assert all(one["config"] == {**two["config"], "splitk_mode": "serial"} for two, one in pairs)
+
+
+# ---- on a GPU (marked `gpu`: skipped with the reason where CuPy or a CUDA device is missing) ----------------------
+
+@pytest.mark.gpu
+def test_serial_cases_and_picks_are_right_on_the_gpu(gpu_target):
+    """The emulator's cases in both modes, and the hand-picked serial configurations of M = 1, 3 and 16 over
+    N = K = 4096 with every epilogue, checked against the float64 reference (each check binds afresh: a workspace
+    zeroed once at allocation, one launch)."""
+    from tracea_cli.backends.op_backend import OpBackend
+    from tracea_cli.ops.gemm.families.engine_space import hand_picked
+
+    backend = OpBackend("gemm", "cuda")
+    jobs = [(GemmProblem(*s, dtype="fp32", epilogue=e), {**c, "splitk_mode": mode}) for s, e, c in CASES
+            for mode in ("serial", "sum")]
+    for m in (1, 3, 16):
+        for epilogue in EPILOGUE_NAMES:
+            problem = GemmProblem(m, 4096, 4096, "fp32", epilogue=epilogue)
+            jobs += [(problem, c) for c in hand_picked(problem, gpu_target, limit=2) if c["splitk_mode"] == "serial"]
+    assert len(jobs) == 2 * len(CASES) + 3 * len(EPILOGUE_NAMES)
+    failures = []
+    for problem, config in jobs:
+        artifact = backend.compile(problem, config, gpu_target)
+        ev = backend.check(artifact, problem, gpu_target, seed=problem.m * 31 + problem.k)
+        if not ev.ok:
+            failures.append(f"{problem.label} {config}: {ev.status.value}: {ev.reason}")
+    assert not failures, failures
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", (1, 16))
+def test_serial_repeated_calls_stay_right_leave_the_counters_zero_and_match_the_sum_bit_for_bit(m, gpu_target):
+    """One bound launch of the serial pick called 30 times on new inputs (same pointers): every C matches the
+    reference, the counters are zero after every call, and C is bit for bit the two-launch sum's (bound beside it
+    over the same arrays); then 20 more calls on the same inputs give one bit pattern."""
+    import cupy
+
+    from tracea_cli.backends import cuda
+    from tracea_cli.backends.op_backend import OpBackend
+    from tracea_cli.ops.gemm.families.engine_space import hand_picked
+
+    backend = OpBackend("gemm", "cuda")
+    problem = GemmProblem(m, 4096, 4096, "fp32", epilogue="bias_gelu")
+    serial, summed = hand_picked(problem, gpu_target, limit=2)
+    assert serial["splitk_mode"] == "serial" and summed == {**serial, "splitk_mode": "sum"}
+    rng = np.random.default_rng(9)
+    first = make_inputs(problem, rng)
+    device = {n: cupy.asarray(to_storage(v, "fp32")) for n, v in first.items()}
+    device["C"] = cupy.full((m, problem.n), np.nan, dtype=np.float32)
+    c_sum = cupy.full((m, problem.n), np.nan, dtype=np.float32)
+    bound = cuda.bind(cuda.load(backend.compile(problem, serial, gpu_target)), gemm_args(problem, device))
+    bound_sum = cuda.bind(cuda.load(backend.compile(problem, summed, gpu_target)),
+                          gemm_args(problem, {**device, "C": c_sum}))
+    workspace = next(k for k in bound._keep if isinstance(k, cupy.ndarray))
+    counters = workspace[:4 * m * problem.n]
+    for call in range(30):
+        inputs = first if call == 0 else make_inputs(problem, rng)
+        for name, values in inputs.items():
+            device[name][...] = cupy.asarray(to_storage(values, "fp32"))
+        device["C"].fill(np.nan)
+        bound()
+        bound_sum()
+        cupy.cuda.get_current_stream().synchronize()
+        got = cupy.asnumpy(device["C"])
+        verdict = check(got.astype(np.float64), reference(problem, inputs)["C"], "fp32")
+        assert verdict.ok, f"call {call}: {verdict.reason}"
+        assert not bool(counters.any()), f"call {call} left a counter set"
+        assert np.array_equal(got.view(np.uint32), cupy.asnumpy(c_sum).view(np.uint32)), f"call {call}"
+    outputs = set()
+    for _ in range(20):
+        bound()
+        outputs.add(cupy.asnumpy(device["C"]).tobytes())
+    assert len(outputs) == 1
