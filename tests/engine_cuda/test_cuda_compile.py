@@ -268,8 +268,8 @@ def test_a_k_cluster_kernel_declares_its_cluster_and_adds_through_dsmem(sm90):
     assert plan.workspace_bytes_per_mn == 0 and plan.workspace_bytes({"M": 16, "N": 4096, "K": 4096}) == 0
 
 
-def test_the_fp32_gemv_picks_compile_without_spills(sm90, sm80):
-    """The gemv kernel's two hand-picked configurations (fp32, 1 and 16 rows, layout nn) for sm_90 and sm_80: first
+def test_the_fp32_gemv_picks_compile_without_spills(make_target, sm80):
+    """The gemv kernel's two hand-picked configurations (fp32, 1 and 16 rows, layout nn) for sm_90a and sm_80: first
     its slices summed in one launch (splitk_mode serial: the main kernel alone, the counters zeroed once), then with
     split-K's summing pass (no memset); the block and shared memory the template asserts, no spill."""
     from tracea_cli.ops.gemm.families.engine import SUM_KERNEL
@@ -277,7 +277,7 @@ def test_the_fp32_gemv_picks_compile_without_spills(sm90, sm80):
 
     jobs = []
     for m, epilogue in ((1, "bias_gelu"), (16, "none")):
-        for target in (sm90, sm80):
+        for target in (make_target("sm_90a", 132), sm80):
             problem = GemmProblem(m, 4096, 4096, dtype="fp32", epilogue=epilogue)
             jobs += [(problem, c, target) for c in hand_picked(problem, target, limit=2)]
     assert len(jobs) == 8
