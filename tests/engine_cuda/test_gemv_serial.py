@@ -255,3 +255,19 @@ def test_serial_repeated_calls_stay_right_leave_the_counters_zero_and_match_the_
         bound()
         outputs.add(cupy.asnumpy(device["C"]).tobytes())
     assert len(outputs) == 1
+
+
+def test_the_gemm_emulator_harness_runs_the_serial_mode(emulator, sm90):
+    """The GEMM launcher (harness.build/run, the opt-in random sweep's) sizes the workspace from the plan, so a serial
+    gemv configuration runs there too (one kernel, gemm_main). The two-launch sum does not: that launcher knows
+    gemm_main and gemm_splitk_reduce only, not gemm_splitk_sum (as before this mode; the plan launcher runs it)."""
+    harness, workdir, launcher = emulator
+    problem = GemmProblem(3, 130, 200, "fp32", epilogue="bias")
+    inputs = make_inputs(problem, np.random.default_rng(21))
+    for mode in ("serial",):
+        config = _gemv(4, 64, 64, vec=2, split_k=4, mode=mode)
+        assert gemm_space(problem, sm90).why_invalid(config) is None
+        exe = harness.build(problem, config, workdir / f"gemv-harness-{mode}", launcher)
+        out = harness.run(exe, problem, config, inputs, workdir / f"gemv-harness-{mode}")
+        verdict = check(out, reference(problem, inputs)["C"], "fp32")
+        assert verdict.ok, f"{mode}: {verdict.reason}"
