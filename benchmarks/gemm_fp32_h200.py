@@ -1,11 +1,13 @@
 """fp32 SIMT GEMM (no TF32) against cuBLAS SGEMM, issue 17 item 2: 2048^3, 4096^3, (1, 4096, 4096), (16, 4096, 4096).
 
-    python benchmarks/gemm_fp32_h200.py --out OUTPUT.md [--json OUTPUT.json] [--layout nn]
+    python benchmarks/gemm_fp32_h200.py --out OUTPUT.md [--json OUTPUT.json] [--layout nn] [--shapes 1x4096x4096 ...]
 
 For each shape: the simt family's hand-picked configurations (the tiled kernel's, and for M <= 16 the gemv kernel's
-first) plus a few more variants of the same kernels, compiled in parallel; then cuBLAS SGEMM (cupy.matmul on fp32,
-CuPy's compute type for fp32 checked to be the default, not TF32: CUPY_TF32 unset or 0) is timed before every
-configuration and once more after the last, in alternation in the same run. Every configuration is checked against
+first, its K slices summed in one launch and then the same with the two-launch sum) plus a few more variants of the
+same kernels (every gemv variant that splits K in both splitk_modes, compared in a table of their own), compiled in
+parallel; then cuBLAS SGEMM (cupy.matmul on fp32, CuPy's compute type for fp32 checked to be the default, not TF32:
+CUPY_TF32 unset or 0) is timed before every configuration and once more after the last, in alternation in the same
+run. Every configuration is checked against
 the float64 reference (fresh random inputs, NaN-poisoned output) before it is timed; a wrong one is not timed. Each
 configuration's ratio is cuBLAS's median nearest in time (the faster of the measurements before and after it) over
 its own median. Timing: CUDA events, L2 flushed between samples, medians. Needs a GPU; about a minute on an H200.
@@ -47,8 +49,9 @@ def _variants(problem: GemmProblem, target) -> list[dict]:
     else:
         rows = 1 if problem.m == 1 else 16
         raw = [{"family": "simt", "kernel": "gemv", "block_m": rows, "block_n": bn, "block_k": bk, "warp_m": 16,
-                "warp_n": 32, "stages": 2, "split_k": s, "group_m": 1, "vec": 4}
-               for bn, bk in ((128, 32), (128, 64), (64, 32), (256, 64)) for s in (4, 8, 16)]
+                "warp_n": 32, "stages": 2, "split_k": s, "group_m": 1, "vec": 4, "splitk_mode": mode}
+               for bn, bk in ((128, 32), (128, 64), (64, 32), (256, 64)) for s in (4, 8, 16)
+               for mode in ("serial", "sum")]
     return [space.complete(c) for c in raw if space.why_invalid(c) is None]
 
 
@@ -58,6 +61,17 @@ def configurations(problem: GemmProblem, target) -> list[dict]:
         if c not in out:
             out.append(c)
     return out
+
+
+def mode_pairs(rows: list[dict]) -> list[tuple[dict, dict]]:
+    """(two-launch sum row, one-launch serial row) of each gemv configuration measured in both splitk_modes."""
+    def twin_key(c):
+        return tuple(sorted((k, v) for k, v in c.items() if k != "splitk_mode"))
+
+    serial = {twin_key(r["config"]): r for r in rows if r["config"].get("splitk_mode") == "serial"}
+    return [(r, serial[twin_key(r["config"])]) for r in rows
+            if r["config"].get("kernel") == "gemv" and r["config"].get("splitk_mode") == "sum"
+            and twin_key(r["config"]) in serial]
 
 
 def _check_no_tf32() -> str:
@@ -128,6 +142,18 @@ def render(results: list[dict], meta: dict) -> str:
             lines.append(f"| {describe(row['config'])} | {status} | {num(row.get('median_ms'), 4)} | "
                          f"{num(row.get('cublas_ms'), 4)} | {num(row.get('ratio'), 3)} | {err} | "
                          f"{row.get('registers', '')} | {row.get('spill_bytes', '')} | {row.get('smem_bytes', '')} |")
+        pairs = mode_pairs(r["rows"])
+        if pairs:
+            lines += ["", "gemv split-K: the two-launch sum against the one launch (splitk_mode serial), same "
+                      "configuration otherwise; C bit for bit equal in both (checked in the emulator tests)", "",
+                      "| block_m x block_n x block_k | split_k | sum ms | serial ms | sum / serial |",
+                      "| --- | --- | --- | --- | --- |"]
+            for two, one in pairs:
+                c = two["config"]
+                both = two.get("median_ms") and one.get("median_ms")
+                lines.append(f"| {c['block_m']}x{c['block_n']}x{c['block_k']} | {c['split_k']} | "
+                             f"{num(two.get('median_ms'), 4)} | {num(one.get('median_ms'), 4)} | "
+                             f"{num(two['median_ms'] / one['median_ms'] if both else None, 3)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -136,7 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="Markdown table to write")
     parser.add_argument("--json", type=Path, help="also the raw samples as JSON")
     parser.add_argument("--layout", default="nn", choices=("nn", "nt"))
+    parser.add_argument("--shapes", nargs="+", metavar="MxNxK", help="only these shapes (default: all four)")
     args = parser.parse_args(argv)
+    shapes = SHAPES
+    if args.shapes:
+        try:
+            shapes = tuple(tuple(int(x) for x in s.split("x")) for s in args.shapes)
+            assert all(len(s) == 3 and min(s) >= 1 for s in shapes)
+        except (ValueError, AssertionError):
+            parser.error(f"--shapes takes MxNxK triples of positive integers, e.g. 1x4096x4096; got {args.shapes}")
     import json
 
     tf32 = _check_no_tf32()
@@ -144,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {**run_meta(target, argv), "tf32": tf32}
     backend = OpBackend("gemm", "cuda")
     results = []
-    for m, n, k in SHAPES:
+    for m, n, k in shapes:
         problem = GemmProblem(m, n, k, dtype="fp32", layout=args.layout)
         print(problem.label, file=sys.stderr)
         results.append(bench_shape(backend, problem, target, lambda s: print(s, file=sys.stderr, flush=True)))

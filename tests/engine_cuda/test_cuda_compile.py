@@ -268,16 +268,19 @@ def test_a_k_cluster_kernel_declares_its_cluster_and_adds_through_dsmem(sm90):
     assert plan.workspace_bytes_per_mn == 0 and plan.workspace_bytes({"M": 16, "N": 4096, "K": 4096}) == 0
 
 
-def test_the_fp32_gemv_picks_compile_without_spills(sm90):
-    """The gemv kernel's hand-picked configurations (fp32, 1 and 16 rows, layout nn) for sm_90: the main kernel and
-    split-K's summing pass, the block and shared memory the template asserts, no workspace memset, no spill."""
+def test_the_fp32_gemv_picks_compile_without_spills(make_target, sm80):
+    """The gemv kernel's two hand-picked configurations (fp32, 1 and 16 rows, layout nn) for sm_90a and sm_80: first
+    its slices summed in one launch (splitk_mode serial: the main kernel alone, the counters zeroed once), then with
+    split-K's summing pass (no memset); the block and shared memory the template asserts, no spill."""
     from tracea_cli.ops.gemm.families.engine import SUM_KERNEL
     from tracea_cli.ops.gemm.families.engine_space import hand_picked
 
     jobs = []
     for m, epilogue in ((1, "bias_gelu"), (16, "none")):
-        problem = GemmProblem(m, 4096, 4096, dtype="fp32", epilogue=epilogue)
-        jobs.append((problem, hand_picked(problem, sm90, limit=1)[0], sm90))
+        for target in (make_target("sm_90a", 132), sm80):
+            problem = GemmProblem(m, 4096, 4096, dtype="fp32", epilogue=epilogue)
+            jobs += [(problem, c, target) for c in hand_picked(problem, target, limit=2)]
+    assert len(jobs) == 8
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(_compile, jobs))
     for (problem, config, target), artifact, error in results:
@@ -285,7 +288,14 @@ def test_the_fp32_gemv_picks_compile_without_spills(sm90):
         assert config["kernel"] == "gemv" and config["split_k"] > 1
         res = artifact.resources
         assert res["spill_store_bytes"] == res["spill_load_bytes"] == res["stack_bytes"] == 0, problem.label
+        assert res["registers"] <= 128, (problem.label, target.arch, config["splitk_mode"], res["registers"])
         assert res["dynamic_shared_bytes"] == tiling(problem, config).smem_bytes
-        assert set(res["kernels"]) == {"gemm_main", SUM_KERNEL}
-        assert not any(isinstance(s, MemsetStep) for s in artifact.plan.steps)
-        assert artifact.plan.workspace_bytes_per_mn == 4 * config["split_k"]
+        memsets = [s for s in artifact.plan.steps if isinstance(s, MemsetStep)]
+        if config["splitk_mode"] == "serial":
+            assert set(res["kernels"]) == {"gemm_main"}
+            assert memsets == [MemsetStep(elem_bytes=4, once=True)]
+            assert artifact.plan.workspace_bytes_per_mn == 4 * (config["split_k"] + 1)
+        else:
+            assert set(res["kernels"]) == {"gemm_main", SUM_KERNEL}
+            assert not memsets
+            assert artifact.plan.workspace_bytes_per_mn == 4 * config["split_k"]

@@ -38,16 +38,25 @@ def test_the_split_k_pick_follows_the_sliced_ones(sm90, dtype, layout):
 
 
 def test_simt_small_m_picks_split_k_over_several_waves(sm90):
-    """fp32, 16 rows, layout nn: the gemv kernel first (all 16 rows in one block, B read once), then the tiled
-    kernel's split-K pick; both cover the SMs several times over."""
+    """fp32, 16 rows, layout nn: the gemv kernel first (all 16 rows in one block, B read once), its slices summed in
+    one launch, then the same with the two-launch sum, then the tiled kernel's split-K pick; all cover the SMs
+    several times over."""
     problem = GemmProblem(16, 4096, 4096, "fp32")
-    first, second = hand_picked(problem, sm90, limit=3)[:2]
-    for pick, waves in ((first, 3), (second, SMALL_M_WAVES)):  # gemv: 128-column blocks, split_k at most 16
+    serial, first, second = hand_picked(problem, sm90, limit=3)
+    for pick, waves in ((serial, 3), (first, 3), (second, SMALL_M_WAVES)):  # gemv: 128-column blocks, split_k <= 16
         assert gemm_space(problem, sm90).why_invalid(pick) is None and "slice_k" not in pick
         blocks = -(-problem.n // pick["block_n"]) * pick["split_k"]
         assert blocks >= waves * sm90.limits.sm_count
-    assert first["kernel"] == "gemv" and first["block_m"] == 16
-    assert second["kernel"] == "tiled" and second["block_m"] == 32
+    assert first["kernel"] == "gemv" and first["block_m"] == 16 and first["splitk_mode"] == "sum"
+    assert serial == {**first, "splitk_mode": "serial"}
+    assert second["kernel"] == "tiled" and second["block_m"] == 32 and second["splitk_mode"] == "sum"
+
+
+def test_simt_gemv_serial_pick_only_where_the_gemv_pick_splits(sm90):
+    """One slice (K too short to split) has nothing to sum: no serial pick."""
+    picks = hand_picked(GemmProblem(1, 4096, 64, "fp32"), sm90)
+    assert picks[0]["kernel"] == "gemv" and picks[0]["split_k"] == 1
+    assert all(c["splitk_mode"] == "sum" for c in picks)
 
 
 def test_simt_gemv_pick_only_where_it_applies(sm90):

@@ -526,3 +526,29 @@ def test_the_seeds_cpp_style_compiles_and_launches(fp16, toolchain, fake_driver,
     out, log = run_with_fake(program, [], fake_driver, cc="9.0")
     assert len(out) == 1 and out[0].startswith("refused / "), out
     assert len(launches(log)) == 1
+
+
+def test_the_gemv_serial_split_k_zeroes_its_counters_on_every_call_then_launches_once(tmp_path, toolchain,
+                                                                                       fake_driver):
+    """The gemv kernel's one-launch split-K exported: the caller's workspace may be shared, so the `once` memset of
+    the counters (4 bytes per element of C) runs on every call, then gemm_main alone (no gemm_splitk_sum), the
+    workspace 4·(split_k + 1) bytes per element (docs/engine.md, "GEMV: split-K in one launch")."""
+    config = {"family": "simt", "kernel": "gemv", "block_m": 1, "block_n": 128, "block_k": 64, "warp_m": 16,
+              "warp_n": 32, "stages": 2, "vec": 4, "group_m": 1, "split_k": 4, "splitk_mode": "serial"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = cli(["gemm", "--m", "1", "--n", "512", "--k", "1024", "--dtype", "fp32", "--arch", "sm_80",
+                  "--config", str(tmp_path / "config.json"), "--out", str(tmp_path / "out")], tmp_path)
+    assert result.exit_code == 0, result.output
+    doc = read_manifest(tmp_path / "out")
+    assert validate(doc) == []
+    steps = doc["launch"][0]["description"]["steps"]
+    assert [s for s in steps if s["kind"] == "memset"] == [
+        {"kind": "memset", "buffer": "workspace", "bytes_per": "mn", "elem_bytes": 4, "once": True}]
+    assert {k["name"] for k in doc["kernels"]} == {"gemm_main"}
+    out, log = run_with_fake(probe(tmp_path / "out", toolchain, elem_bytes=4, dtype_code=0), ["1", "512", "1024"],
+                             fake_driver, cc="8.0")
+    assert out == [f"workspace_bytes={4 * 5 * 512}", "status=0 ok"]
+    memset = next(fields(line) for line in log if line.startswith("memset"))
+    (main,) = launches(log)
+    assert memset["bytes"] == str(4 * 512) and memset["value"] == "0" and memset["ptr"] == main["workspace"]
+    assert main["name"] == "gemm_main" and main["grid"] == f"{512 // 128},1,4"

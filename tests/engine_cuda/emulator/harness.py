@@ -78,10 +78,15 @@ def run(exe: Path, problem: GemmProblem, config: Mapping, inputs: Mapping[str, n
     ldb = problem.n if problem.layout == "nn" else problem.k
     lines = [f"dims {problem.m} {problem.n} {problem.k} {problem.k} {ldb} {problem.n} {elem}"]
     sizes = {"M": problem.m, "N": problem.n, "K": problem.k}
+    # this launcher's workspace is made by its memset line, sized by it: the plan's whole workspace, all zeros (run
+    # once, one call: a `once` memset and a per-call one are the same here; build_plan/run_plan follow them exactly)
+    workspace = plan.workspace_bytes(sizes)
+    if workspace and not any(isinstance(s, MemsetStep) for s in plan.steps):
+        lines.append(f"memset {workspace}")  # a plan whose kernels overwrite their workspace, without a memset
     for step in plan.steps:
         if isinstance(step, MemsetStep):
             assert step.buffer == "workspace" and step.bytes_per == "mn", step
-            lines.append(f"memset {problem.m * problem.n * step.elem_bytes}")
+            lines.append(f"memset {max(problem.m * problem.n * step.elem_bytes, workspace)}")
         elif isinstance(step, KernelStep):
             assert step.block[1:] == (1, 1) and step.cluster is None, step
             x, y, z = plan.grid(step, sizes)

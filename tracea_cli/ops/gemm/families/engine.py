@@ -20,7 +20,9 @@ from tracea_cli.ops.gemm.families.engine_space import (
     hand_picked,
     has_gemv,
     kernel_of,
+    shown_config,
     slice_k_of,
+    splitk_mode,
     tiling,
 )
 from tracea_cli.ops.gemm.problem import GemmProblem
@@ -41,6 +43,11 @@ def template_text(family: str) -> str:
     return kernel_translation_unit(f"cuda/gemm_{family}.cuh")
 
 
+def is_serial(config: Mapping[str, Value]) -> bool:
+    """Whether the configuration is the gemv kernel summing its K slices in one launch (splitk_mode "serial")."""
+    return kernel_of(config) == "gemv" and int(config["split_k"]) > 1 and splitk_mode(config) == "serial"
+
+
 def _cluster_dims(config: Mapping[str, Value]) -> str:
     """The entry's compile-time cluster shape (an ordinary launch then makes the clusters), or nothing."""
     cluster = cluster_k_of(config)
@@ -50,19 +57,20 @@ def _cluster_dims(config: Mapping[str, Value]) -> str:
 def _gemv_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
     """The simt family's GEMV-class kernel (kernels/cuda/gemm_gemv.cuh, its own translation unit)."""
     t = tiling(problem, config)
+    serial = is_serial(config)
     args = [config[p] for p in ("block_m", "block_n", "block_k", "vec", "split_k")]
     lines = [
         f"// Tracea CUDA GEMM ({problem.dtype}, layout {problem.layout}, epilogue {problem.epilogue})",
-        f"// configuration {config_key(config)}",
-        template_text("gemv"),
+        f"// configuration {config_key(shown_config(config))}",
+        template_text("gemv_serial" if serial else "gemv"),
         f"using Gemm = tracea::GemvGemm<{ELEMENT[problem.dtype]}, tracea::Layout::NN, "
         f"tracea::Epilogue::{problem.fused.template_name}, {', '.join(str(int(a)) for a in args)}>;",
         f'static_assert(Gemm::THREADS == {t.threads}, "block size differs from the launch description");',
         f'static_assert(Gemm::SMEM_BYTES == {t.smem_bytes}, "shared memory differs from the launch description");',
         f"extern \"C\" __global__ void __launch_bounds__(Gemm::THREADS) {MAIN_KERNEL}(TRACEA_GEMM_PARAMS) "
-        f"{{ tracea::gemm_gemv<Gemm>(TRACEA_GEMM_ARGS); }}",
+        f"{{ tracea::gemm_gemv{'_serial' if serial else ''}<Gemm>(TRACEA_GEMM_ARGS); }}",
     ]
-    if int(config["split_k"]) > 1:
+    if int(config["split_k"]) > 1 and not serial:
         lines.append(f"extern \"C\" __global__ void __launch_bounds__({SPLITK_REDUCE_THREADS}) {SUM_KERNEL}"
                      f"(TRACEA_GEMM_PARAMS) {{ tracea::gemm_splitk_sum<Gemm>(TRACEA_GEMM_ARGS); }}")
     return "\n".join(lines) + "\n"
@@ -90,7 +98,7 @@ def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
         entry, bounds = "tracea::gemm_simt<Gemm>", "Gemm::THREADS, Gemm::MIN_BLOCKS"  # blocks per SM: see the template
     lines = [
         f"// Tracea CUDA GEMM ({problem.dtype}, layout {problem.layout}, epilogue {problem.epilogue})",
-        f"// configuration {config_key(config)}",
+        f"// configuration {config_key(shown_config(config))}",
         template_text(family),
         f"using Gemm = {head}{', '.join(str(int(a)) for a in args)}>;",
         f'static_assert(Gemm::THREADS == {t.threads}, "block size differs from the launch description");',
@@ -110,9 +118,16 @@ def gemm_launch(problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan
     t = tiling(problem, config)
     split = int(config["split_k"])
     if config["family"] == "simt" and kernel_of(config) == "gemv":
+        main = KernelStep(MAIN_KERNEL, grid=("tiles", 1, "split_k"), block=(t.threads, 1, 1),
+                          dynamic_smem_bytes=t.smem_bytes)
+        if is_serial(config):
+            # One launch: the counters (first 4 bytes per element of C) zeroed once when the workspace is allocated
+            # and left zero by every call, then the slices' parts (kernels/cuda/gemm_gemv_serial.cuh).
+            return LaunchPlan(steps=(MemsetStep(elem_bytes=4, once=True), main), params=PARAMS,
+                              tile_m=int(config["block_m"]), tile_n=int(config["block_n"]), split_k=split,
+                              workspace_bytes_per_mn=4 * (split + 1), alignment_bytes=t.copy_bytes)
         # Each K slice writes its own M x N part of the workspace; the second pass adds them: no memset.
-        steps = [KernelStep(MAIN_KERNEL, grid=("tiles", 1, "split_k"), block=(t.threads, 1, 1),
-                            dynamic_smem_bytes=t.smem_bytes)]
+        steps = [main]
         if split > 1:
             steps.append(KernelStep(SUM_KERNEL, grid=(f"mn/{SPLITK_REDUCE_THREADS}", 1, 1),
                                     block=(SPLITK_REDUCE_THREADS, 1, 1)))
@@ -156,7 +171,7 @@ class TemplateFamily:
             return None
         text = f"generator {GENERATOR_VERSION}\n{template_text(self.name)}"
         if has_gemv(problem):  # the GEMV-class kernel is in this problem's space: its source is in the key too
-            text += template_text("gemv")
+            text += template_text("gemv") + template_text("gemv_serial")
         return text
 
     def source(self, problem: GemmProblem, config: Mapping[str, Value]) -> str:

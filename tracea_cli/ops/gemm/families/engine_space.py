@@ -62,6 +62,12 @@ GEMV_BLOCK_K = (64, 128)  # deeper steps than the tiled kernel's, offered beside
 GEMV_THREADS = 256
 GEMV_REDUCTION_BYTES = 16384  # the block's sum of its K groups, a round of rows at a time (GemvGemm::RED_ROWS)
 KERNEL_DEFAULT = "tiled"
+# How the gemv kernel sums its K slices (only where the space offers gemv): "sum", a second launch (gemm_splitk_sum,
+# what a configuration without the parameter means), or "serial", one launch: the last slice of each column block to
+# arrive adds the slices' parts in slice order and applies the epilogue (kernels/cuda/gemm_gemv_serial.cuh). Both
+# add the same numbers in the same order: the same bits.
+SPLITK_MODES = ("sum", "serial")
+SPLITK_MODE_DEFAULT = "sum"
 MIN_MMA_CC = (8, 0)  # cp.async, bf16 and tf32 mma.sync
 
 
@@ -102,6 +108,19 @@ def slice_k_of(config: Mapping[str, Value]) -> int:
 def kernel_of(config: Mapping[str, Value]) -> str:
     """The simt family's kernel: "tiled", or "gemv" for a few rows of C ("tiled" where the parameter is absent)."""
     return str(config.get("kernel", KERNEL_DEFAULT))
+
+
+def splitk_mode(config: Mapping[str, Value]) -> str:
+    """How a gemv configuration that splits K sums its slices: "sum" (two launches, the default) or "serial"."""
+    return str(config.get("splitk_mode", SPLITK_MODE_DEFAULT))
+
+
+def shown_config(config: Mapping[str, Value]) -> Mapping[str, Value]:
+    """The configuration as its source names it: splitk_mode "sum" is the configuration that did not name it (the
+    same text, the same binary as before the parameter existed)."""
+    if config.get("splitk_mode") != SPLITK_MODE_DEFAULT:
+        return config
+    return {k: v for k, v in config.items() if k != "splitk_mode"}
 
 
 def gemv_k_groups(config: Mapping[str, Value]) -> int:
@@ -188,7 +207,10 @@ def _params(problem: GemmProblem, limits: DeviceLimits) -> tuple[Param, ...]:
     return (
         Param("family", (family,), "categorical", "kernel family: simt (FMA) or mma (mma.sync tensor cores)"),
         *((Param("kernel", ("tiled", "gemv"), "categorical", default=KERNEL_DEFAULT,
-                 doc=f"simt kernel: tiled, or gemv (fp32, M at most {GEMV_MAX_M}: B read once, K split)"),)
+                 doc=f"simt kernel: tiled, or gemv (fp32, M at most {GEMV_MAX_M}: B read once, K split)"),
+           Param("splitk_mode", SPLITK_MODES, "categorical", default=SPLITK_MODE_DEFAULT,
+                 doc="how the gemv kernel sums its K slices: sum (a second launch) or serial (one launch: the last "
+                     "slice of a column block sums the slices in order)"))
           if gemv else ()),
         Param("block_m", block_m, doc="rows of C per block"),
         Param("block_n", BLOCK_MN, doc="columns of C per block"),
@@ -238,6 +260,16 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         if c["block_k"] % groups:
             return (f"gemv block_k={c['block_k']} must be a multiple of its {groups} K groups "
                     f"({GEMV_THREADS} threads / (block_n={c['block_n']} / vec={c['vec']}))")
+        return None
+
+    def gemv_splitk_mode(c) -> str | None:
+        if splitk_mode(c) == SPLITK_MODE_DEFAULT:
+            return None
+        if kernel_of(c) != "gemv":
+            return (f"splitk_mode={c['splitk_mode']} is the gemv kernel's one-launch split-K; the tiled kernel sums "
+                    "its slices with atomics and a reduction pass (use splitk_mode=sum)")
+        if c["split_k"] == 1:
+            return f"splitk_mode={c['splitk_mode']} sums K slices; split_k=1 has none (use splitk_mode=sum)"
         return None
 
     def warp_divides_block(c) -> str | None:
@@ -334,7 +366,7 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
 
     # Cheap, shape-only rules first: most rejections happen before a tiling is derived.
     if FAMILY[problem.dtype] == "simt":
-        shape = (gemv_shape,) if has_gemv(problem) else ()
+        shape = (gemv_shape, gemv_splitk_mode) if has_gemv(problem) else ()
         return (architecture, *shape, warp_divides_block, tile_fits_problem, aligned_rows, grouping, split_k_slices,
                 pipeline_depth, resources)
     return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, element_copies, grouping, sliced_k,
@@ -473,7 +505,12 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
                     "stages": 2}
             tiles_n = -(-problem.n // 128)
             split = next((s for s in SPLIT_K if tiles_n * s >= SMALL_M_WAVES * sm_count), SPLIT_K[-1])
-            small.insert(0, first_valid(gemv, split_k=split) or first_valid(gemv))
+            pick = first_valid(gemv, split_k=split) or first_valid(gemv)
+            small.insert(0, pick)
+            if pick is not None and int(pick["split_k"]) > 1:
+                # the one-launch sum first: the same arithmetic and bits, without the second launch and the gap
+                # between the two (docs/engine.md, "GEMV: split-K in one launch")
+                small.insert(0, {**pick, "splitk_mode": "serial"})
         for c in reversed(small):
             if c is not None and c not in picks:
                 picks.insert(0, c)
