@@ -96,6 +96,9 @@ def im2col_launch(problem: Conv2dProblem, config: Mapping[str, Value]) -> Launch
     (im2col), the filter (tiled3d), Y (the GEMM's 2-D map of C over the output)."""
     p = problem
     gemm = gemm_wgmma.wgmma_launch(cs.im2col_view(p), config)
+    if len(gemm.steps) != 1 or gemm.scratch:  # the view's K is whole k-steps and C, K are aligned: never staged
+        raise RuntimeError(f"the GEMM family's plan for {p.label}'s im2col view stages an operand; the im2col kernel "
+                           "reads X and the filter in place")
     main = gemm.main_kernel
     step = KernelStep(IM2COL_KERNEL, grid=main.grid, block=main.block, dynamic_smem_bytes=main.dynamic_smem_bytes,
                       cluster=main.cluster)
