@@ -52,10 +52,13 @@ def test_the_family_is_registered_first_so_its_picks_lead_where_it_applies():
     ({"stride_h": 9, "stride_w": 9}, "TMA traversal strides are at most 8 (stride 9x9); the wgmma family runs this "
                                      "convolution (r=1, s=1, stride 9x9, pad 0x0, dilation 1x1) only through TMA "
                                      "im2col"),
-    ({"r": 3, "s": 3, "pad_h": 130, "pad_w": 1, "hw": 300},
+    ({"r": 3, "s": 3, "pad_h": 130, "pad_w": 1, "hw": 300, "n": 1},
      "the im2col bounding box's lower corner (W, H) = (-1, -130) is outside [-128, 127]"),
-    ({"r": 3, "s": 3, "dilation_h": 80, "dilation_w": 1, "hw": 300},
+    ({"r": 3, "s": 3, "dilation_h": 80, "dilation_w": 1, "hw": 300, "n": 1},
      "the im2col bounding box's upper corner (W, H) = (-2, -160) is outside [-128, 127]"),
+    ({"r": 3, "s": 3, "pad_h": 1, "pad_w": 1, "hw": 224}, "the wgmma family's GEMM view would have M = N·P·Q = "
+                                                          "1605632, over the GEMM op's size limit of 1048576"),
+    ({"hw": 224}, "M = N·P·Q = 1605632, over the GEMM op's size limit"),  # a 1x1 GEMM view, too
 ])
 def test_every_problem_it_refuses_says_why(change, words):
     problem = one_by_one(**change)

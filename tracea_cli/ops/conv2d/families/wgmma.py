@@ -49,7 +49,7 @@ AFTER_RESIDUAL = "            WG_CONV_AFTER_RESIDUAL(v0, v1);\n"
 def headers_text(problem: Conv2dProblem) -> str:
     """conv2d's additions, then the GEMM family's headers for the problem's view with the hook pasted in. Raises
     RuntimeError if the GEMM kernel no longer has exactly one place for it (its epilogue changed: update STORE_LINE)."""
-    gemm = gemm_wgmma.headers_text(cs.gemm_view(problem))
+    gemm = gemm_wgmma.headers_text(cs.view(problem))
     if gemm.count(STORE_LINE) != 1:
         raise RuntimeError(f"{gemm_wgmma.HEADER} has {gemm.count(STORE_LINE)} copies of its epilogue's store, not 1: "
                            "conv2d's wgmma family cannot place its after-residual hook")

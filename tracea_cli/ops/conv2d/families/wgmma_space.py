@@ -25,6 +25,7 @@ from typing import Mapping
 from tracea_cli.ops.conv2d.families import wgmma_im2col as im
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.gemm.families import wgmma_space as gs
+from tracea_cli.ops.gemm.problem import SHAPE_LIMIT as GEMM_SHAPE_LIMIT
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.space import SearchSpace, Value
 from tracea_cli.target import Target, base_arch
@@ -65,6 +66,11 @@ def problem_reason(problem: Conv2dProblem) -> str | None:
         if value % per_row:
             return (f"TMA needs {name} to be a multiple of {per_row} for {p.dtype} ({name}={value}: X, W and Y are "
                     "read and written in place with 16-byte strides)")
+    depth = p.c if is_gemm(p) else im.k_blocks(p) * im.tile_k(p.dtype)
+    for name, value in (("M = N·P·Q", p.gemm_m), ("K", depth)):
+        if value > GEMM_SHAPE_LIMIT:
+            return (f"the wgmma family's GEMM view would have {name} = {value}, over the GEMM op's size limit of "
+                    f"{GEMM_SHAPE_LIMIT} (split the batch)")
     if is_gemm(p):
         return None
     reason = im.why_not(p, min(t[0] for t in IM2COL_PICKS))
