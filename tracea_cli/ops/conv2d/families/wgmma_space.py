@@ -42,10 +42,13 @@ EPILOGUE_VIEW = {"none": ("none", False), "bias": ("bias", False), "bias_relu": 
 # bytes per FLOP and, with one consumer, hide less latency). benchmarks/conv2d_hopper_h200.py measures the picks.
 PICK_TILES = ((128, 256, 3, "tma", 1.0), (128, 192, 4, "tma", 0.95), (128, 128, 4, "tma", 0.85),
               (128, 64, 6, "direct", 0.7), (64, 64, 6, "direct", 0.5))
-# The im2col form's picks, in the order the H200 measured them on ResNet-50's 3x3 layers at N = 32, fp16
-# (docs/results/conv2d_im2col_h200_2026-12-03.md: 128x128 s4 tma best on 6 of 7 layers, 128x64 s6 direct on the rest
-# and second elsewhere; 128x256 s3 slower on every layer, so not picked), then 64x64 for problems too small for them.
+# The im2col form's picks, from what the H200 measured on ResNet-50's 3x3 layers at N = 32, fp16
+# (docs/results/conv2d_im2col_h200_2026-12-03.md): 128x128 s4 tma best where it has work for at least half the SMs
+# (four layers, 0.83-0.91x cuDNN), 128x64 s6 direct where 128x128 would leave more than half idle (the two 512-channel
+# layers: 0.67x and 0.64x against 0.56x and 0.55x) and where N = 64 (0.86x); 128x256 s3 slower on every layer, so not
+# picked; then 64x64 for problems too small for them.
 IM2COL_PICKS = ((128, 128, 4, "tma"), (128, 64, 6, "direct"), (64, 64, 4, "direct"))
+IM2COL_MIN_FILL = 0.5  # below this share of the SMs busy, 128x64 comes before 128x128 (measured, above)
 ASSUMED_SMS = 132  # an H200's SMs, for a target that does not say how many it has
 
 
@@ -149,7 +152,7 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
     if isinstance(space, str):
         return []
     if not is_gemm(problem):
-        picks = im2col_picked(problem, space)
+        picks = im2col_picked(problem, space, target.cuda_limits().sm_count or ASSUMED_SMS)
         return picks[:limit] if limit else picks
     gemm = gemm_view(problem)
     sm_count = target.cuda_limits().sm_count or 0
@@ -176,10 +179,10 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
     return picks[:limit] if limit else picks
 
 
-def im2col_picked(problem: Conv2dProblem, space: SearchSpace) -> list[dict[str, Value]]:
-    """The im2col form's picks (IM2COL_PICKS, in the measured order): persistent, cooperative, no cluster, each made
-    valid by `_fitted` (the ring no deeper than the k-steps, direct stores beside a residual); the ones no change
-    makes valid left out."""
+def im2col_picked(problem: Conv2dProblem, space: SearchSpace, sm_count: int) -> list[dict[str, Value]]:
+    """The im2col form's picks (IM2COL_PICKS): persistent, cooperative, no cluster, each made valid by `_fitted`
+    (the ring no deeper than the k-steps, direct stores beside a residual; the ones no change makes valid left out);
+    128x64 first where 128x128 has work items for fewer than IM2COL_MIN_FILL of the `sm_count` SMs (as measured)."""
     picks: list[dict[str, Value]] = []
     for tm, tn, stages, store in IM2COL_PICKS:
         base: dict[str, Value] = {"family": FAMILY, "tile_m": tm, "tile_n": tn, "stages": stages,
@@ -188,6 +191,10 @@ def im2col_picked(problem: Conv2dProblem, space: SearchSpace) -> list[dict[str, 
         config = _fitted(space, base, im.k_blocks(problem), problem.has_residual)
         if config and config not in picks:
             picks.append(config)
+    shapes = [(int(c["tile_m"]), int(c["tile_n"])) for c in picks]
+    if shapes[:2] == [(128, 128), (128, 64)]:
+        if gs.work_items(im2col_view(problem), picks[0]) < IM2COL_MIN_FILL * sm_count:
+            picks[0], picks[1] = picks[1], picks[0]
     return picks
 
 
