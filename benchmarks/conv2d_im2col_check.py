@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Step 2 of conv2d's wgmma family on an H200: the TMA im2col kernel (kernels/cuda/conv2d_wgmma_im2col.cuh), which
-is not wired into the family yet, checked against the float64 conv2d reference, then timed against cuDNN on
-ResNet-50's 3x3 layers at N = 32.
+"""conv2d's wgmma family beyond 1x1 stride 1 on an H200: the TMA im2col kernel (kernels/cuda/conv2d_wgmma_im2col.cuh)
+through the family's source, launch plan and arguments, checked against the float64 conv2d reference, then timed
+against cuDNN on ResNet-50's 3x3 layers at N = 32.
 
     python3 benchmarks/conv2d_im2col_check.py --out FILE.md --json FILE.json
 
@@ -9,17 +9,16 @@ Check rows: strides, 'same' and asymmetric padding, dilation, R != S, ragged siz
 (fp16, bf16, tf32) and epilogue kind, cooperative/pingpong, clusters of 1 and 2, TMA and direct stores. A wrong
 result in the asymmetric rows only (pad_h != pad_w, R != S, dilation_h != dilation_w) while the symmetric ones pass
 would say that the corners or offsets are in the other order ({H, W}) than wgmma_im2col.py assumes ({W, H}).
-Each row: compile for sm_90a (NVRTC), encode the maps (cuTensorMapEncodeIm2col for X from wgmma_im2col.im2col_map;
-a 3-D tiled map for the filter; the GEMM family's 2-D map for Y), launch on a persistent grid, and check with the
-check-then-time path every kernel goes through (fresh inputs in [-1, 1], Y poisoned with NaN, relative Frobenius
-error bound per dtype). Timed rows (only after their check passes): CUDA events, L2 flushed, medians; cuDNN
+Each row: compile for sm_90a (NVRTC) the family's source, bind its launch plan (the CUDA runtime's `encode_map`:
+cuTensorMapEncodeIm2col for X, a 3-D tiled map for the filter, the GEMM family's 2-D map for Y), launch, and check
+with the check-then-time path every kernel goes through (fresh inputs in [-1, 1], Y poisoned with NaN, relative
+Frobenius error bound per dtype). Timed rows (only after their check passes): CUDA events, L2 flushed, medians; cuDNN
 (channels_last, cudnn.benchmark) checked and timed the same way. Exit 0 when every check passed.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import subprocess
 import sys
@@ -32,20 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_run import median_ms, num, provenance_lines, run_meta  # noqa: E402
 
 from tracea_cli.backends import cuda  # noqa: E402
-from tracea_cli.backends.checked import run_checked  # noqa: E402
 from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
 from tracea_cli.ops.conv2d.families import wgmma as cw  # noqa: E402
-from tracea_cli.ops.conv2d.families import wgmma_im2col as im  # noqa: E402
 from tracea_cli.ops.conv2d.problem import Conv2dProblem  # noqa: E402
-from tracea_cli.ops.dtypes import get_dtype  # noqa: E402
-from tracea_cli.ops.gemm.families import wgmma_space as gs  # noqa: E402
-from tracea_cli.ops.launch import KernelStep, LaunchPlan, TensorMap  # noqa: E402
 from tracea_cli.ops.registry import get_op  # noqa: E402
 from tracea_cli.timing import TimingPolicy  # noqa: E402
 
 POLICY = TimingPolicy(warmup=3, min_samples=10, max_samples=40, target_cv=0.02, max_seconds=0.6)
-PARAMS = ("map_x", "map_w", "map_c", "Y", "bias", "residual", "M", "N", "C", "ldc", "P", "Q", "stride_h", "stride_w",
-          "pad_h", "pad_w", "dilation_h", "dilation_w")
 
 
 def cfg(tm=128, tn=128, stages=4, consumers=2, schedule="cooperative", cluster=1, store="direct"):
@@ -79,53 +71,13 @@ def timed_rows() -> list[tuple[Conv2dProblem, dict]]:
     return out
 
 
-def plan_of(problem: Conv2dProblem, config: dict) -> LaunchPlan:
-    step = KernelStep(cw.IM2COL_KERNEL, grid=("persistent_clusters", 1, 1), block=(gs.threads(config), 1, 1),
-                      dynamic_smem_bytes=gs.smem_bytes(problem.dtype, config), cluster=(config["cluster_m"], 1, 1))
-    return LaunchPlan(steps=(step,), params=PARAMS, tile_m=config["tile_m"], tile_n=config["tile_n"],
-                      tile_k=im.tile_k(problem.dtype), cluster_m=config["cluster_m"], persistent=1, family="wgmma",
-                      arch="sm_90a")
-
-
-def launcher(loaded, problem: Conv2dProblem, config: dict, operands):
-    """The kernel over `operands` (storage-format CuPy arrays by tensor name), on the current stream."""
-    import cupy
-
-    d = cuda._driver()
-    p, plan = problem, loaded.artifact.plan
-    step = plan.steps[0]
-    e = get_dtype(p.dtype).storage_bytes
-    xm, fm = im.im2col_map(p, config["tile_m"]), im.filter_map(p, config["tile_n"], config["cluster_m"])
-    ptr = {name: cuda._pointer(operands.get(name)) for name in ("X", "W", "Y", "bias", "residual")}
-    maps = [cuda.encode_im2col(ptr["X"], p.dtype, xm.dims, xm.strides_bytes, xm.lower, xm.upper,
-                               xm.channels_per_pixel, xm.pixels_per_column, xm.element_strides),
-            cuda.encode_tiled(ptr["W"], p.dtype, fm.dims, fm.strides_bytes, fm.box)]
-    sizes = {"M": p.gemm_m, "N": p.k, "K": p.taps, "ldc": p.k}
-    c_map = TensorMap("Y", ("N", "M"), "ldc", (gs.SWIZZLE_BYTES // e, gs.consumer_rows(config)),
-                      "fp32" if p.dtype == "tf32" else p.dtype, e)
-    maps.append(cuda.encode_tensor_map(ptr["Y"], c_map, sizes))
-    ints = (p.gemm_m, p.k, p.c, p.k, p.p, p.q, p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w)
-    args = ([ctypes.create_string_buffer(m, 128) for m in maps]
-            + [ctypes.c_void_p(ptr[n]) for n in ("Y", "bias", "residual")] + [ctypes.c_int(v) for v in ints])
-    packed = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-    grid = plan.grid(step, sizes, loaded.resident.get(step.name))
-    stream = cupy.cuda.get_current_stream().ptr
-    config_ = cuda._launch_config(step, grid, stream)
-    function = loaded.functions[step.name]
-
-    def run() -> None:
-        cuda._ok(d.cuLaunchKernelEx(config_, function, ctypes.addressof(packed), 0), "cuLaunchKernelEx")
-
-    run.keep = (args, packed, config_)  # alive as long as the launcher
-    return run
-
-
 def evaluate(problem, config, policy, seed):
-    plan = plan_of(problem, config)
-    artifact = cuda.compile_artifact("wgmma", cw.im2col_source(problem, config), plan, config, "sm_90a")
-    loaded = cuda.load(artifact)
-    ev = run_checked(get_op("conv2d"), problem, cuda.gpu_device(), lambda ops: launcher(loaded, problem, config, ops),
-                     seed=seed, policy=policy, compile_s=artifact.compile_s)
+    """One row through the family's own plumbing: its source, launch plan (im2col, tiled3d and 2-D maps) and
+    arguments, bound and checked by the CUDA runtime as `tracea tune` does."""
+    family = cw.WGMMA
+    artifact = cuda.compile_artifact(family.name, family.source(problem, config), family.launch(problem, config),
+                                     config, "sm_90a")
+    ev = cuda.evaluate(get_op("conv2d"), family, problem, artifact, cuda.device_target(0), seed=seed, policy=policy)
     return ev, artifact.resources
 
 

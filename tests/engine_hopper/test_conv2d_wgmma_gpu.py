@@ -68,3 +68,37 @@ def test_resnet50_1x1_layers_at_batch_32(epilogue):
         problem = Conv2dProblem(32, hw, hw, c, k, 1, 1, dtype="fp16", epilogue=epilogue)
         jobs += [(problem, c) for c in cs.hand_picked(problem, H200)]
     assert not _checked(jobs)
+
+
+# ---- the im2col form (every convolution the maps describe beyond 1x1 stride 1) -------------------------------------
+
+#: strided, 'same' and asymmetric padding, dilation, R != S, ragged sizes (no tile divides M, K or C), C past one
+#: k-step, a strided 1x1 and a 7x7 at stride 2
+IM2COL_SHAPES = (
+    dict(n=3, h=13, w=11, c=72, k=40, r=3, s=3, stride_h=2, stride_w=2, pad_h=1, pad_w=1),
+    dict(n=2, h=10, w=14, c=136, k=96, r=3, s=5, stride_h=1, stride_w=2, pad_h=2, pad_w=0, dilation_h=2,
+         dilation_w=1),
+    dict(n=2, h=28, w=28, c=64, k=200, r=1, s=1, stride_h=2, stride_w=2),
+    dict(n=2, h=15, w=15, c=16, k=64, r=7, s=7, stride_h=2, stride_w=2, pad_h=3, pad_w=3),
+)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "tf32"])
+@pytest.mark.parametrize("epilogue", EPILOGUE_NAMES)
+def test_im2col_every_epilogue_and_dtype_on_strided_padded_dilated_ragged_shapes(dtype, epilogue):
+    jobs = []
+    for shape in IM2COL_SHAPES:
+        problem = Conv2dProblem(dtype=dtype, epilogue=epilogue, **shape)
+        assert not cs.is_gemm(problem)
+        jobs += [(problem, c) for c in cs.hand_picked(problem, H200)]
+    assert jobs and not _checked(jobs)
+
+
+@pytest.mark.parametrize("epilogue", ["none", "bias_residual_relu"])
+def test_im2col_resnet50_3x3_layers_at_batch_32(epilogue):
+    jobs = []
+    for c, hw, stride in ((64, 56, 1), (128, 56, 2), (128, 28, 1), (256, 28, 2), (256, 14, 1), (512, 14, 2),
+                          (512, 7, 1)):
+        problem = Conv2dProblem(32, hw, hw, c, c, 3, 3, stride, stride, 1, 1, dtype="fp16", epilogue=epilogue)
+        jobs += [(problem, c) for c in cs.hand_picked(problem, H200)]
+    assert not _checked(jobs)

@@ -44,15 +44,21 @@ def test_the_family_is_registered_first_so_its_picks_lead_where_it_applies():
 
 
 @pytest.mark.parametrize("change, words", [
-    ({"r": 3, "s": 3, "pad_h": 1, "pad_w": 1}, "the filter is not 1x1 at stride 1 without padding or dilation"),
-    ({"stride_h": 2, "stride_w": 2}, "stride 2x2, pad 0x0, dilation 1x1): the wgmma family runs only convolutions "
-                                     "that are a GEMM until TMA im2col lands"),
-    ({"pad_h": 1}, "pad 1x0"),
-    ({"dilation_w": 2, "r": 1}, "dilation 1x2"),
     ({"dtype": "fp32"}, "the wgmma family has no fp32 kernels"),
     ({"c": 100}, "TMA needs C to be a multiple of 8 for fp16 (C=100"),
     ({"k": 36}, "TMA needs K to be a multiple of 8 for fp16 (K=36"),
     ({"dtype": "tf32", "c": 6}, "TMA needs C to be a multiple of 4 for tf32"),
+    ({"c": 100, "r": 3, "s": 3, "pad_h": 1, "pad_w": 1}, "TMA needs C to be a multiple of 8 for fp16 (C=100"),
+    ({"stride_h": 9, "stride_w": 9}, "TMA traversal strides are at most 8 (stride 9x9); the wgmma family runs this "
+                                     "convolution (r=1, s=1, stride 9x9, pad 0x0, dilation 1x1) only through TMA "
+                                     "im2col"),
+    ({"r": 3, "s": 3, "pad_h": 130, "pad_w": 1, "hw": 300, "n": 1},
+     "the im2col bounding box's lower corner (W, H) = (-1, -130) is outside [-128, 127]"),
+    ({"r": 3, "s": 3, "dilation_h": 80, "dilation_w": 1, "hw": 300, "n": 1},
+     "the im2col bounding box's upper corner (W, H) = (-2, -160) is outside [-128, 127]"),
+    ({"r": 3, "s": 3, "pad_h": 1, "pad_w": 1, "hw": 224}, "the wgmma family's GEMM view would have M = N·P·Q = "
+                                                          "1605632, over the GEMM op's size limit of 1048576"),
+    ({"hw": 224}, "M = N·P·Q = 1605632, over the GEMM op's size limit"),  # a 1x1 GEMM view, too
 ])
 def test_every_problem_it_refuses_says_why(change, words):
     problem = one_by_one(**change)
@@ -67,11 +73,12 @@ def test_it_needs_an_sm90_target():
     assert cw.WGMMA.template(one_by_one()) is not None  # the text is the problem's, whatever the target
 
 
-def test_the_im2col_reason_is_what_the_op_reports_for_a_3x3_layer():
+def test_a_3x3_layer_is_served_through_im2col_and_a_refused_one_says_why_through_the_op():
     problem = one_by_one(c=64, k=64, r=3, s=3, pad_h=1, pad_w=1)
-    assert all(not isinstance(space, str) for _, space in CONV.spaces(problem, H200))
-    assert "wgmma" not in [f.name for f, _ in CONV.spaces(problem, H200)]
-    assert "until TMA im2col lands" in CONV.why_invalid(problem, H200, {"family": "wgmma"})
+    assert {f.name for f, space in CONV.spaces(problem, H200) if not isinstance(space, str)} == {"wgmma", "mma"}
+    assert CONV.suggested(problem, H200)[0]["family"] == "wgmma"
+    refused = one_by_one(c=64, k=64, r=3, s=3, stride_h=9, stride_w=9)
+    assert "TMA traversal strides are at most 8" in CONV.why_invalid(refused, H200, {"family": "wgmma"})
 
 
 @pytest.mark.parametrize("epilogue, gemm_epilogue, relu", [
@@ -159,11 +166,18 @@ def test_gemm_cache_keys_do_not_change_and_conv2d_keys_change_only_where_the_fam
     p = GemmProblem(4096, 4096, 4096, "fp16", "nt", "bias_residual")
     texts = [f.template(p) for f in gemm.families]
     assert all("WG_CONV_AFTER_RESIDUAL" not in t for t in texts if t)
-    three = one_by_one(64, 64, 56, r=3, s=3, pad_h=1, pad_w=1)
-    without = [f.template(three) for f in CONV.families if f.name != "wgmma"]
     from tracea_cli.backends.op_backend import digest
-    assert CONV.source_hash(three) == digest("".join(digest(t) for t in without if t is not None))
-    assert cw.WGMMA.template(one_by_one()) is not None
+    refused = one_by_one(64, 64, 56, r=3, s=3, stride_h=9, stride_w=9)  # stride 9: past TMA's traversal strides
+    without = [f.template(refused) for f in CONV.families if f.name != "wgmma"]
+    assert CONV.source_hash(refused) == digest("".join(digest(t) for t in without if t is not None))
+    # a problem the family did not serve before the im2col form now hashes the im2col text: its key changes once
+    three = one_by_one(64, 64, 56, r=3, s=3, pad_h=1, pad_w=1)
+    template = cw.WGMMA.template(three)
+    assert template.startswith(f"generator {cw.GENERATOR_VERSION}\nim2col\n") and cw.IM2COL_KERNEL in template
+    assert CONV.source_hash(three) != digest("".join(digest(f.template(three)) for f in CONV.families
+                                                     if f.name != "wgmma" and f.template(three) is not None))
+    # a 1x1 stride-1 problem hashes the GEMM text as before
+    assert cw.WGMMA.template(one_by_one()) == f"generator {cw.GENERATOR_VERSION}\n{cw.headers_text(one_by_one())}"
 
 
 def test_the_hook_is_refused_loudly_if_the_gemm_epilogue_changes(monkeypatch):

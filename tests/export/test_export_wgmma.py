@@ -355,6 +355,13 @@ def test_the_header_refuses_a_tensor_map_the_runtime_cannot_encode(change, says)
         c_header.tensor_map_row("map_a", TensorMap(**{**MAP, **change}), SLOTS)
 
 
+def test_the_header_refuses_a_tensor_map_of_another_kind():
+    spec = {**MAP, "row_stride": "", "dims": ["K", "M", "N"], "box": [64, 1, 64], "kind": "tiled3d",
+            "strides": ["lda", "ldb"]}
+    with pytest.raises(c_header.UnsupportedLaunch, match="of kind 'tiled3d'"):
+        c_header.tensor_map_row("map_a", TensorMap(**spec), SLOTS)
+
+
 def test_a_tensor_map_row_names_the_ops_slots_and_the_drivers_enums():
     row = c_header.tensor_map_row("map_a", TensorMap(**MAP), SLOTS)
     assert row.split() == ["{/*", "map_a", "*/", "TRACEA_GEMM_A,", "{TRACEA_GEMM_K,", "TRACEA_GEMM_M},", "TRACEA_GEMM_LDA,",

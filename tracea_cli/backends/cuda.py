@@ -264,7 +264,8 @@ ENCODED_MAPS_KEPT = 64  # tensor maps a pointer writer keeps encoded, by map and
 
 
 def encode_tensor_map(ptr: int, spec: TensorMap, sizes: Mapping[str, int]) -> bytes:
-    """The 128-byte CUtensorMap of `spec` over memory at `ptr` ("zero" out-of-bounds fill: the driver's FILL_NONE)."""
+    """The 128-byte CUtensorMap of a 2-D tiled `spec` over memory at `ptr` ("zero" out-of-bounds fill: the driver's
+    FILL_NONE)."""
     d = _driver()
     dims = [int(sizes[name]) for name in spec.dims]
     stride = int(sizes[spec.row_stride]) * spec.elem_bytes
@@ -282,6 +283,21 @@ def encode_tensor_map(ptr: int, spec: TensorMap, sizes: Mapping[str, int]) -> by
         d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
     ), f"cuTensorMapEncodeTiled({spec.tensor})")
     return ctypes.string_at(int(tmap.getPtr()), 128)
+
+
+def encode_map(ptr: int, spec: TensorMap, sizes: Mapping[str, int]) -> bytes:
+    """The 128-byte CUtensorMap of `spec` (any kind, docs/kernel-abi.md "Tensor maps") over memory at `ptr`, its sizes
+    and strides read from `sizes` by name: the one encoder `bind`, `repoint` and `pointer_writer` call."""
+    if spec.kind == "tiled":
+        return encode_tensor_map(ptr, spec, sizes)
+    dims = [int(sizes[name]) for name in spec.dims]
+    strides_bytes = [int(sizes[name]) * spec.elem_bytes for name in spec.strides]
+    if spec.kind == "tiled3d":
+        return encode_tiled(ptr, spec.dtype, dims, strides_bytes, spec.box, spec.swizzle, spec.l2_promotion)
+    if spec.kind == "im2col":
+        return encode_im2col(ptr, spec.dtype, dims, strides_bytes, spec.lower, spec.upper, spec.channels_per_pixel,
+                             spec.pixels_per_column, spec.element_strides, spec.swizzle, spec.l2_promotion)
+    raise LaunchFailed(f"the tensor map over {spec.tensor} is of kind {spec.kind!r}, which this runtime cannot encode")
 
 
 def encode_tiled(ptr: int, dtype: str, dims: Sequence[int], strides_bytes: Sequence[int], box: Sequence[int],
@@ -304,7 +320,7 @@ def encode_im2col(ptr: int, dtype: str, dims: Sequence[int], strides_bytes: Sequ
                   upper: Sequence[int], channels_per_pixel: int, pixels_per_column: int,
                   element_strides: Sequence[int], swizzle: str = "128B", l2_promotion: str = "256B") -> bytes:
     """The 128-byte CUtensorMap of an im2col map (cuTensorMapEncodeIm2col; sizes innermost first, the corners in the
-    same order over the spatial dimensions; zeros out of bounds). Not yet run on a GPU."""
+    same order over the spatial dimensions; zeros out of bounds)."""
     d = _driver()
     tmap = _ok(d.cuTensorMapEncodeIm2col(
         getattr(d.CUtensorMapDataType, _MAP_DTYPE[dtype]), len(dims), ptr,
@@ -436,7 +452,7 @@ class BoundLaunch:
                     if data is None:
                         if len(encoded) >= ENCODED_MAPS_KEPT:
                             encoded.clear()
-                        data = encoded[(map_name, address)] = encode_tensor_map(address, spec, sizes)
+                        data = encoded[(map_name, address)] = encode_map(address, spec, sizes)
                     for buffer in buffers:
                         ctypes.memmove(buffer, data, len(data))
 
@@ -449,7 +465,7 @@ class BoundLaunch:
                 slot.value = ptr
             for map_name, spec in self._plan.tensor_maps.items():
                 if spec.tensor == name and map_name in self._maps:
-                    encoded = encode_tensor_map(ptr, spec, self._sizes)
+                    encoded = encode_map(ptr, spec, self._sizes)
                     for buffer in self._maps[map_name]:
                         ctypes.memmove(buffer, encoded, len(encoded))
 
@@ -471,7 +487,7 @@ def bind(loaded: LoadedModule, values: Mapping[str, Any], stream_ptr: int | None
     for buf in placed:
         named[buf.name] = _pointer(workspace) + buf.offset
         sizes[buf.ld_name] = named[buf.ld_name] = buf.ld
-    maps = {name: encode_tensor_map(_pointer(named[spec.tensor]), spec, sizes) for name, spec in plan.tensor_maps.items()}
+    maps = {name: encode_map(_pointer(named[spec.tensor]), spec, sizes) for name, spec in plan.tensor_maps.items()}
     keep: list[Any] = [workspace]
     queued: list[Callable[[], None]] = []
     pointer_slots: dict[str, list[Any]] = {}
@@ -585,5 +601,5 @@ def evaluate_baseline(op: Any, baseline: Any, problem: Any, target: Target, *, s
 
 
 __all__ = ["L2Flush", "LaunchFailed", "LoadedModule", "bind", "compile_artifact", "compile_program", "device_target",
-           "encode_im2col", "encode_tensor_map", "encode_tiled", "evaluate", "evaluate_baseline", "gpu_device",
-           "gpu_ready", "load", "runs_on"]
+           "encode_im2col", "encode_map", "encode_tensor_map", "encode_tiled", "evaluate", "evaluate_baseline",
+           "gpu_device", "gpu_ready", "load", "runs_on"]

@@ -131,6 +131,8 @@ def _lookup(table: Mapping[str, str], value: Any, what: str) -> str:
 
 def tensor_map_row(name: str, m: TensorMap, slots: Slots) -> str:
     """One `tracea_tensor_map` row, checked against what cuTensorMapEncodeTiled accepts."""
+    if m.kind != "tiled":
+        raise _unsupported(f"a tensor map {name!r} of kind {m.kind!r} (the exported runtime encodes 2-D tiled maps)")
     if len(m.dims) != 2 or len(m.box) != 2 or any(
             not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= 256 for b in m.box):
         raise _unsupported(f"a tensor map {name!r} with dims {m.dims!r} and box {m.box!r} (two sizes of 1 to 256)")

@@ -238,10 +238,17 @@ def _resized(problem: Any, name: str, value: int) -> Any:
 
 
 def _check_abi_covers(builder: OpBackend, choice: resolve.Choice, abi: Any) -> None:
-    """UsageError, before anything compiles, where the choice's launch plan reads a tensor the op's export ABI has no
-    pointer slot for (a family whose plan is another op's over a view, say)."""
+    """UsageError, before anything compiles, where the choice's launch plan has a tensor map of a kind other than 2-D
+    tiled (im2col, tiled3d), or reads a tensor the op's export ABI has no pointer slot for (a family whose plan is
+    another op's over a view, say)."""
     family = builder.family_of(choice.config)
     plan = family.launch(choice.problem, choice.config)
+    other = sorted(f"{spec.tensor} ({spec.kind})" for spec in plan.tensor_maps.values() if spec.kind != "tiled")
+    if other:  # the exported runtime's tracea_tensor_map rows are 2-D tiled maps only (export/c_header.py)
+        raise UsageError(f"the {family.name} configuration of {choice.problem.label} cannot be exported yet: its "
+                         f"launch reads {', '.join(other)} through tensor maps the exported runtime cannot encode "
+                         "(it has 2-D tiled maps only).",
+                         "Export a configuration of another family (--config default, or a --config file).")
     slots = set(abi.pointers) | {b.name for b in plan.scratch}
     missing = sorted({spec.tensor for spec in plan.tensor_maps.values()} - slots)
     if missing:

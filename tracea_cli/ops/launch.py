@@ -122,25 +122,76 @@ class CallStep:
 Step = Union[KernelStep, MemsetStep, CallStep]
 
 
+MAP_KINDS = ("tiled", "tiled3d", "im2col")
+
+
 @dataclass(frozen=True)
 class TensorMap:
-    """A TMA tensor map over one tensor (docs/kernel-abi.md, "Tensor maps"): sizes innermost first, named."""
+    """A TMA tensor map over one tensor (docs/kernel-abi.md, "Tensor maps"): sizes innermost first, named.
 
-    tensor: str  # the pointer it maps: "A", "B", "C", "A_staged", "B_staged"
-    dims: tuple[str, str]  # sizes, innermost first: "K", "M"
-    row_stride: str  # elements per row: "lda", ...
-    box: tuple[int, int]
+    `kind` "tiled" (today's 2-D tiled map: `dims` two sizes, `row_stride` the elements per row, a 2-D `box`);
+    "tiled3d" (cuTensorMapEncodeTiled of rank 3: three `dims`, the two outer dimensions' `strides` in elements by
+    name, a 3-D `box`); "im2col" (cuTensorMapEncodeIm2col of rank 4: four `dims`, three `strides`, the spatial
+    bounding box's `lower` and `upper` corners (innermost spatial dimension first), `element_strides` per
+    dimension, `channels_per_pixel` x `pixels_per_column` elements per load; no `box`). Sizes and strides are named
+    values of the family's `args`; corners and traversal strides are integers the plan fixes for its problem."""
+
+    tensor: str  # the pointer it maps: "A", "B", "C", "A_staged", "B_staged", "X"
+    dims: tuple[str, ...]  # sizes, innermost first: "K", "M"
+    row_stride: str  # elements per row: "lda", ... (kind "tiled"; "" for the others, which name `strides`)
+    box: tuple[int, ...]
     dtype: str
     elem_bytes: int
     swizzle: str = "128B"
     interleave: str = "none"
     l2_promotion: str = "256B"
     oob_fill: str = "zero"
+    kind: str = "tiled"
+    strides: tuple[str, ...] = ()  # kinds "tiled3d", "im2col": dimensions 1.. in elements, by size name
+    lower: tuple[int, ...] = ()  # kind "im2col": pixelBoxLowerCorner
+    upper: tuple[int, ...] = ()  # kind "im2col": pixelBoxUpperCorner
+    element_strides: tuple[int, ...] = ()  # kind "im2col": traversal strides, one per dimension
+    channels_per_pixel: int = 0  # kind "im2col"
+    pixels_per_column: int = 0  # kind "im2col"
+
+    def __post_init__(self) -> None:
+        for name in ("dims", "box", "strides", "lower", "upper", "element_strides"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        rank = {"tiled": 2, "tiled3d": 3, "im2col": 4}.get(self.kind)
+        if rank is None:
+            raise ValueError(f"unknown tensor-map kind {self.kind!r} (one of {', '.join(MAP_KINDS)})")
+        if len(self.dims) != rank:
+            raise ValueError(f"a {self.kind} tensor map has {rank} dimensions, not {len(self.dims)}")
+        if self.kind == "tiled":
+            if not self.row_stride or len(self.box) != 2 or self.strides:
+                raise ValueError("a tiled tensor map names its row stride and a 2-D box (and no `strides`)")
+            return
+        if len(self.strides) != rank - 1:
+            raise ValueError(f"a {self.kind} tensor map names {rank - 1} strides, not {len(self.strides)}")
+        if self.kind == "tiled3d" and len(self.box) != 3:
+            raise ValueError("a tiled3d tensor map has a 3-D box")
+        if self.kind == "im2col" and (len(self.lower) != rank - 2 or len(self.upper) != rank - 2
+                                      or len(self.element_strides) != rank or self.box
+                                      or self.channels_per_pixel < 1 or self.pixels_per_column < 1):
+            raise ValueError("an im2col tensor map has two corners over the spatial dimensions, an element stride "
+                             "per dimension, channels and pixels per load, and no box")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"tensor": self.tensor, "dims": list(self.dims), "row_stride": self.row_stride, "box": list(self.box),
-                "dtype": self.dtype, "elem_bytes": self.elem_bytes, "swizzle": self.swizzle,
-                "interleave": self.interleave, "l2_promotion": self.l2_promotion, "oob_fill": self.oob_fill}
+        d: dict[str, Any] = {"tensor": self.tensor, "dims": list(self.dims)}
+        if self.kind == "tiled":  # today's form, key for key: every existing plan's manifest is unchanged
+            d["row_stride"] = self.row_stride
+        else:
+            d["kind"] = self.kind
+            d["strides"] = list(self.strides)
+        if self.kind != "im2col":
+            d["box"] = list(self.box)
+        d.update({"dtype": self.dtype, "elem_bytes": self.elem_bytes, "swizzle": self.swizzle,
+                  "interleave": self.interleave, "l2_promotion": self.l2_promotion, "oob_fill": self.oob_fill})
+        if self.kind == "im2col":
+            d.update({"lower": list(self.lower), "upper": list(self.upper),
+                      "element_strides": list(self.element_strides), "channels_per_pixel": self.channels_per_pixel,
+                      "pixels_per_column": self.pixels_per_column})
+        return d
 
 
 @dataclass(frozen=True)

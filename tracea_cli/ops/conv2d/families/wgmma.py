@@ -1,12 +1,18 @@
-"""conv2d's Hopper family `wgmma`: convolutions that are a GEMM (1x1, stride 1, no padding or dilation) on the GEMM
-op's wgmma kernel (kernels/cuda/gemm_wgmma.cuh: TMA, wgmma, warp-specialised producer/consumer, persistent tiles).
+"""conv2d's Hopper family `wgmma`: convolutions on the GEMM op's wgmma pipeline (kernels/cuda/gemm_wgmma.cuh: TMA,
+wgmma, warp-specialised producer/consumer, persistent tiles), in two forms (wgmma_space.py says which serves what).
 
-The convolution is its GEMM view (wgmma_space.gemm_view: nt, M = N·H·W, N = K, K = C): X (NHWC) is A, M x C
-row-major; the filter (KRSC with R = S = 1) is B, K x C; Y (NPQK) is C, M x K. The GEMM family's defines, tensor maps
-and launch plan (gemm/families/wgmma.py) are used as they are, over the view. What conv2d adds lives in
-kernels/cuda/conv2d_wgmma.cuh, pulled in by conv2d's translation unit only: the ReLU after the residual of
-bias_residual_relu, called from one line this generator pastes into the GEMM kernel's epilogue (`AFTER_RESIDUAL`).
-The GEMM op's own text, and so every GEMM cache key, is unchanged. Pure: no GPU.
+1x1, stride 1, no padding or dilation: the convolution is its GEMM view (wgmma_space.gemm_view: nt, M = N·H·W,
+N = K, K = C): X (NHWC) is A, M x C row-major; the filter (KRSC with R = S = 1) is B, K x C; Y (NPQK) is C, M x K. The
+GEMM family's defines, tensor maps and launch plan (gemm/families/wgmma.py) are used as they are, over the view.
+
+Every other convolution the maps can describe: the TMA im2col kernel (kernels/cuda/conv2d_wgmma_im2col.cuh), the
+GEMM kernel's pipeline and consumer with an im2col producer and its own entry point (`im2col_source`); its plan
+(`im2col_launch`) has an im2col map over X, a 3-D tiled map over the filter and the GEMM's 2-D map over Y
+(wgmma_im2col.py computes their arguments).
+
+What conv2d adds to the GEMM text lives in kernels/cuda/conv2d_wgmma.cuh, pulled in by conv2d's translation units
+only: the ReLU after the residual of bias_residual_relu, called from one line this generator pastes into the GEMM
+kernel's epilogue (`AFTER_RESIDUAL`). The GEMM op's own text, and so every GEMM cache key, is unchanged. Pure: no GPU.
 """
 
 from __future__ import annotations
@@ -14,20 +20,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from tracea_cli.ops.conv2d.families import wgmma_im2col as im
 from tracea_cli.ops.conv2d.families import wgmma_space as cs
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.gemm.families import wgmma as gemm_wgmma
 from tracea_cli.ops.gemm.families.engine import gemm_args
 from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.ops.launch import LaunchPlan
+from tracea_cli.ops.launch import KernelStep, LaunchPlan, TensorMap
 from tracea_cli.resources import kernel_source
 from tracea_cli.space import SearchSpace, Value, config_key
 from tracea_cli.target import Target
 
 GENERATOR_VERSION = 1  # bump when the text `source` generates around the headers changes
 CONV_HEADER = "cuda/conv2d_wgmma.cuh"
-IM2COL_HEADER = "cuda/conv2d_wgmma_im2col.cuh"  # step 2: general convolutions (not wired in, not run on a GPU)
+IM2COL_HEADER = "cuda/conv2d_wgmma_im2col.cuh"  # general convolutions: the TMA im2col producer
 IM2COL_KERNEL = "conv2d_wgmma_im2col"
+# The im2col kernel's parameters in signature order (kernels/cuda/conv2d_wgmma_im2col.cuh)
+IM2COL_PARAMS = ("map_x", "map_w", "map_c", "Y", "bias", "residual", "M", "N", "C", "ldc", "P", "Q", "stride_h",
+                 "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w")
 # Where the GEMM kernel's own entry point begins: the im2col translation unit has its own entry instead.
 GEMM_ENTRY = '}  // namespace wg\n\nextern "C" __global__ void __launch_bounds__(wg::kThreads, 1)\n    gemm_wgmma('
 
@@ -39,7 +49,7 @@ AFTER_RESIDUAL = "            WG_CONV_AFTER_RESIDUAL(v0, v1);\n"
 def headers_text(problem: Conv2dProblem) -> str:
     """conv2d's additions, then the GEMM family's headers for the problem's view with the hook pasted in. Raises
     RuntimeError if the GEMM kernel no longer has exactly one place for it (its epilogue changed: update STORE_LINE)."""
-    gemm = gemm_wgmma.headers_text(cs.gemm_view(problem))
+    gemm = gemm_wgmma.headers_text(cs.view(problem))
     if gemm.count(STORE_LINE) != 1:
         raise RuntimeError(f"{gemm_wgmma.HEADER} has {gemm.count(STORE_LINE)} copies of its epilogue's store, not 1: "
                            "conv2d's wgmma family cannot place its after-residual hook")
@@ -59,23 +69,55 @@ def wgmma_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
 
 
 def im2col_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
-    """Step 2, compile-checked only: the translation unit of the im2col kernel (kernels/cuda/conv2d_wgmma_im2col.cuh)
-    for a general convolution: the GEMM family's defines over a view with the problem's M and N (K = C: the
-    reduction's size is the kernel's business), conv2d's hook, the GEMM kernel's pipeline without its entry point,
-    and the im2col producer and entry. Raises RuntimeError where the GEMM text lacks the places it needs."""
+    """The exact translation unit of the im2col kernel (kernels/cuda/conv2d_wgmma_im2col.cuh) for a general
+    convolution: the GEMM family's defines over a view with the problem's M and N (K = C: the reduction's size is the
+    kernel's business), then `im2col_text`. Raises RuntimeError where the GEMM text lacks the places it needs."""
     p = problem
     view = GemmProblem(m=p.gemm_m, n=p.k, k=p.c, dtype=p.dtype, layout="nt", epilogue=cs.EPILOGUE_VIEW[p.epilogue][0])
+    values = {**gemm_wgmma.defines(view, config), "WG_POST_RELU": int(cs.post_relu(problem)), "WG_CONV_R": p.r,
+              "WG_CONV_S": p.s}
+    head = f"// tracea conv2d, family wgmma, im2col: {problem.label}, config {config_key(config)}\n"
+    return head + "".join(f"#define {k} {v}\n" for k, v in values.items()) + im2col_text(problem)
+
+
+def im2col_text(problem: Conv2dProblem) -> str:
+    """The im2col translation unit's text after its defines: conv2d's hook, the GEMM kernel's pipeline without its
+    entry point, then the im2col producer and entry. Raises RuntimeError where the GEMM text lacks the places."""
     text = headers_text(problem)
     if text.count(GEMM_ENTRY) != 1:
         raise RuntimeError(f"{gemm_wgmma.HEADER} has {text.count(GEMM_ENTRY)} copies of its entry point's opening, "
                            "not 1: conv2d's im2col kernel cannot replace it")
-    pipeline = text[: text.index(GEMM_ENTRY)] + "}  // namespace wg\n"
-    values = {**gemm_wgmma.defines(view, config), "WG_POST_RELU": int(cs.post_relu(problem)), "WG_CONV_R": p.r,
-              "WG_CONV_S": p.s}
-    head = (f"// tracea conv2d, family wgmma, im2col (step 2, not run on a GPU): {problem.label}, "
-            f"config {config_key(config)}\n")
-    return (head + "".join(f"#define {k} {v}\n" for k, v in values.items()) + pipeline + "\n"
-            + kernel_source(IM2COL_HEADER))
+    return text[: text.index(GEMM_ENTRY)] + "}  // namespace wg\n\n" + kernel_source(IM2COL_HEADER)
+
+
+def im2col_launch(problem: Conv2dProblem, config: Mapping[str, Value]) -> LaunchPlan:
+    """The im2col kernel's plan: the GEMM family's grid, block, cluster and shared memory for the configuration
+    (persistent_clusters or work_clusters over M = N·P·Q and N = K), its own parameters, and three tensor maps: X
+    (im2col), the filter (tiled3d), Y (the GEMM's 2-D map of C over the output)."""
+    p = problem
+    gemm = gemm_wgmma.wgmma_launch(cs.im2col_view(p), config)
+    if len(gemm.steps) != 1 or gemm.scratch:  # the view's K is whole k-steps and C, K are aligned: never staged
+        raise RuntimeError(f"the GEMM family's plan for {p.label}'s im2col view stages an operand; the im2col kernel "
+                           "reads X and the filter in place")
+    main = gemm.main_kernel
+    step = KernelStep(IM2COL_KERNEL, grid=main.grid, block=main.block, dynamic_smem_bytes=main.dynamic_smem_bytes,
+                      cluster=main.cluster)
+    c = gemm.tensor_maps["map_c"]
+    maps = {**im.tensor_maps(p, config),
+            "map_c": TensorMap("Y", c.dims, c.row_stride, c.box, c.dtype, c.elem_bytes)}
+    return LaunchPlan(steps=(step,), params=IM2COL_PARAMS, tensor_maps=maps, tile_m=gemm.tile_m, tile_n=gemm.tile_n,
+                      tile_k=im.tile_k(p.dtype), cluster_m=gemm.cluster_m, persistent=gemm.persistent,
+                      alignment_bytes=gemm.alignment_bytes, family=gemm.family, arch=gemm.arch, work=gemm.work)
+
+
+def im2col_args(problem: Conv2dProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
+    """The im2col kernel's arguments: X, W, Y, bias and residual by name; its geometry; the sizes its maps read
+    (`wgmma_im2col.map_sizes`); and "K" = R·S·C, the implicit GEMM's reduction, for the grid rules."""
+    p = problem
+    return {"X": operands["X"], "W": operands["W"], "Y": operands["Y"], "bias": operands.get("bias"),
+            "residual": operands.get("residual"), "M": p.gemm_m, "N": p.k, "K": p.r * p.s * p.c, "C": p.c,
+            "ldc": p.k, "P": p.p, "Q": p.q, "stride_h": p.stride_h, "stride_w": p.stride_w, "pad_h": p.pad_h,
+            "pad_w": p.pad_w, "dilation_h": p.dilation_h, "dilation_w": p.dilation_w, **im.map_sizes(p)}
 
 
 def conv2d_args(problem: Conv2dProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,19 +138,24 @@ class WgmmaFamily:
         return cs.conv2d_space(problem, target)
 
     def template(self, problem: Conv2dProblem) -> str | None:
-        """None for problems the family has no kernel for on any target, so that their keys stay what they were."""
+        """None for problems the family has no kernel for on any target, so that their keys stay what they were; the
+        GEMM text for 1x1 stride 1 (as before the im2col form), the im2col unit's text for the rest."""
         if cs.problem_reason(problem) is not None:
             return None
-        return f"generator {GENERATOR_VERSION}\n{headers_text(problem)}"
+        if cs.is_gemm(problem):
+            return f"generator {GENERATOR_VERSION}\n{headers_text(problem)}"
+        return f"generator {GENERATOR_VERSION}\nim2col\n{im2col_text(problem)}"
 
     def source(self, problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
-        return wgmma_source(problem, config)
+        return wgmma_source(problem, config) if cs.is_gemm(problem) else im2col_source(problem, config)
 
     def launch(self, problem: Conv2dProblem, config: Mapping[str, Value]) -> LaunchPlan:
-        return gemm_wgmma.wgmma_launch(cs.gemm_view(problem), config)
+        if cs.is_gemm(problem):
+            return gemm_wgmma.wgmma_launch(cs.gemm_view(problem), config)
+        return im2col_launch(problem, config)
 
     def args(self, problem: Conv2dProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
-        return conv2d_args(problem, operands)
+        return conv2d_args(problem, operands) if cs.is_gemm(problem) else im2col_args(problem, operands)
 
     def suggested(self, problem: Conv2dProblem, target: Target) -> list[dict[str, Value]]:
         return cs.hand_picked(problem, target, limit=3)

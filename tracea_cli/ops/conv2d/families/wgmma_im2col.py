@@ -1,7 +1,8 @@
-"""Host-side arithmetic of conv2d's TMA im2col path (step 2 of the Hopper family; NOT wired into the family yet and
-NOT verified on a GPU): the arguments of `cuTensorMapEncodeIm2col` for the activation X, those of a 3-D tiled map
-for the filter, and the coordinates and im2col offsets of every k-step's loads, as kernels/cuda/conv2d_wgmma_im2col.cuh
-computes them on the device. Pure: no GPU.
+"""Host-side arithmetic of conv2d's TMA im2col path (the wgmma family beyond 1x1 stride 1; checked on an H200,
+docs/results/conv2d_im2col_h200_2026-12-03.md): the arguments of `cuTensorMapEncodeIm2col` for the activation X,
+those of a 3-D tiled map for the filter (and the launch plan's `tensor_maps` that carry them), and the coordinates
+and im2col offsets of every k-step's loads, as kernels/cuda/conv2d_wgmma_im2col.cuh computes them on the device.
+Pure: no GPU.
 
 The implicit GEMM: row m of A is output pixel (n, p, q), m = (n·P + p)·Q + q; column k of A (and of the filter as B,
 K_out x R·S·C) is tap (r, s) and channel c, k = (r·S + s)·C + c. A k-step covers one tap and `tile_k` channels
@@ -25,9 +26,11 @@ k-step kb. `direct_rows` enumerates the same tile from the convolution's definit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.dtypes import get_dtype
+from tracea_cli.ops.launch import TensorMap
 
 SWIZZLE_BYTES = 128
 MAX_PIXELS = 1024  # cuTensorMapEncodeIm2col: pixelsPerColumn at most 1024 (channelsPerPixel at most 256)
@@ -127,6 +130,36 @@ def filter_map(problem: Conv2dProblem, tile_n: int, cluster: int = 1) -> FilterM
     e = get_dtype(p.dtype).storage_bytes
     return FilterMap(dims=(p.c, p.r * p.s, p.k), strides_bytes=(p.c * e, p.r * p.s * p.c * e),
                      box=(tile_k(p.dtype), 1, tile_n // cluster))
+
+
+# The sizes the launch plan's maps name (values of `map_sizes`), beside the kernel's own "M", "N", "C", "ldc", ...
+X_DIMS = ("C", "x_w", "x_h", "x_n")  # X (NHWC), innermost first
+X_STRIDES = ("C", "x_row", "x_image")  # elements between pixels, rows and images of X
+W_DIMS = ("C", "w_taps", "N")  # the filter (KRSC) as (C, R·S, K_out)
+W_STRIDES = ("C", "w_row")  # elements between taps and output channels of the filter
+
+
+def map_sizes(problem: Conv2dProblem) -> dict[str, int]:
+    """The named sizes and strides (in elements) the tensor maps of `tensor_maps` read."""
+    p = problem
+    return {"x_w": p.w, "x_h": p.h, "x_n": p.n, "x_row": p.w * p.c, "x_image": p.h * p.w * p.c,
+            "w_taps": p.r * p.s, "w_row": p.r * p.s * p.c}
+
+
+def tensor_maps(problem: Conv2dProblem, config: Mapping[str, Any]) -> dict[str, TensorMap]:
+    """The launch plan's maps of X (kind im2col, from `im2col_map`) and the filter (kind tiled3d, from `filter_map`)
+    for this configuration's tile_m, tile_n and cluster_m. They read the sizes `map_sizes` and the kernel's "C" and
+    "N" give; the encoded values equal `im2col_map`'s and `filter_map`'s (tested)."""
+    p = problem
+    e = get_dtype(p.dtype).storage_bytes
+    xm = im2col_map(p, int(config["tile_m"]))
+    fm = filter_map(p, int(config["tile_n"]), int(config["cluster_m"]))
+    return {
+        "map_x": TensorMap("X", X_DIMS, "", (), p.dtype, e, kind="im2col", strides=X_STRIDES, lower=xm.lower,
+                           upper=xm.upper, element_strides=xm.element_strides,
+                           channels_per_pixel=xm.channels_per_pixel, pixels_per_column=xm.pixels_per_column),
+        "map_w": TensorMap("W", W_DIMS, "", fm.box, p.dtype, e, kind="tiled3d", strides=W_STRIDES),
+    }
 
 
 def tile_start(problem: Conv2dProblem, m0: int) -> tuple[int, int, int]:
