@@ -266,23 +266,9 @@ ENCODED_MAPS_KEPT = 64  # tensor maps a pointer writer keeps encoded, by map and
 def encode_tensor_map(ptr: int, spec: TensorMap, sizes: Mapping[str, int]) -> bytes:
     """The 128-byte CUtensorMap of a 2-D tiled `spec` over memory at `ptr` ("zero" out-of-bounds fill: the driver's
     FILL_NONE)."""
-    d = _driver()
     dims = [int(sizes[name]) for name in spec.dims]
-    stride = int(sizes[spec.row_stride]) * spec.elem_bytes
-    tmap = _ok(d.cuTensorMapEncodeTiled(
-        getattr(d.CUtensorMapDataType, _MAP_DTYPE[spec.dtype]),
-        2,
-        ptr,
-        [d.cuuint64_t(v) for v in dims],
-        [d.cuuint64_t(stride)],
-        [d.cuuint32_t(int(v)) for v in spec.box],
-        [d.cuuint32_t(1), d.cuuint32_t(1)],
-        d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        getattr(d.CUtensorMapSwizzle, _SWIZZLE[spec.swizzle]),
-        getattr(d.CUtensorMapL2promotion, _L2_PROMOTION[spec.l2_promotion]),
-        d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-    ), f"cuTensorMapEncodeTiled({spec.tensor})")
-    return ctypes.string_at(int(tmap.getPtr()), 128)
+    return encode_tiled(ptr, spec.dtype, dims, [int(sizes[spec.row_stride]) * spec.elem_bytes], spec.box,
+                        spec.swizzle, spec.l2_promotion, what=f"cuTensorMapEncodeTiled({spec.tensor})")
 
 
 def encode_map(ptr: int, spec: TensorMap, sizes: Mapping[str, int]) -> bytes:
@@ -301,7 +287,7 @@ def encode_map(ptr: int, spec: TensorMap, sizes: Mapping[str, int]) -> bytes:
 
 
 def encode_tiled(ptr: int, dtype: str, dims: Sequence[int], strides_bytes: Sequence[int], box: Sequence[int],
-                 swizzle: str = "128B", l2_promotion: str = "256B") -> bytes:
+                 swizzle: str = "128B", l2_promotion: str = "256B", what: str = "cuTensorMapEncodeTiled") -> bytes:
     """The 128-byte CUtensorMap of a tiled map of any rank (sizes and box innermost first; rank - 1 strides in bytes;
     zeros out of bounds)."""
     d = _driver()
@@ -312,7 +298,7 @@ def encode_tiled(ptr: int, dtype: str, dims: Sequence[int], strides_bytes: Seque
         d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, getattr(d.CUtensorMapSwizzle, _SWIZZLE[swizzle]),
         getattr(d.CUtensorMapL2promotion, _L2_PROMOTION[l2_promotion]),
         d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-    ), "cuTensorMapEncodeTiled")
+    ), what)
     return ctypes.string_at(int(tmap.getPtr()), 128)
 
 
