@@ -65,10 +65,16 @@ template <Act A> __device__ __forceinline__ float activation(float x) {
 }
 
 template <class T_, bool NT_, Act ACT_, bool BIAS_, bool RESIDUAL_, bool SPLIT_T_, int RANK_, int BLOCK_M_, int WARPS_,
-          int WARPS_N1_, int BLOCK_K_, int BLOCK_N_, int WARPS_N2_, int STAGES_, int VEC_>
+          int WARPS_N1_, int BLOCK_K_, int BLOCK_N_, int WARPS_N2_, int STAGES_, int VEC_, bool STAGGER_ = false,
+          bool STAGE_Y_ = false>
 struct LowrankFused {
   using T = T_;
   static constexpr bool NT = NT_, BIAS = BIAS_, RESIDUAL = RESIDUAL_, SPLIT_T = SPLIT_T_;
+  // STAGGER: each block starts phase 1 at its own step of d_in and phase 2 at its own chunk of V (block index modulo
+  // the count), so that the blocks in flight do not all read the same lines of U and V from L2 at once. STAGE_Y:
+  // phase 2 writes each finished chunk (bias and activation applied, rounded to T) to shared memory first, then the
+  // block stores it row by row in 16-byte vectors (adding the residual, read the same way, in fp32).
+  static constexpr bool STAGGER = STAGGER_, STAGE_Y = STAGE_Y_;
   static constexpr Act ACT = ACT_;
   static constexpr int RANK = RANK_, BLOCK_M = BLOCK_M_, WARPS = WARPS_, BLOCK_K = BLOCK_K_, BLOCK_N = BLOCK_N_;
   static constexpr int STAGES = STAGES_, VEC = VEC_, THREADS = WARPS * 32;
@@ -95,7 +101,9 @@ struct LowrankFused {
   static constexpr int STAGE_X = BLOCK_M * LDX_S, STAGE1 = STAGE_X + U_ROWS * LDU_S, STAGE2 = V_ROWS * LDV_S;
   static constexpr int STAGE = STAGE1 > STAGE2 ? STAGE1 : STAGE2;
   static constexpr int LDT_S = R_PAD + PAD_K_ROWS, T_ELEMS = BLOCK_M * LDT_S;
-  static constexpr int SMEM_BYTES = (STAGES * STAGE + (SPLIT_T ? 2 : 1) * T_ELEMS) * int(sizeof(T));
+  static constexpr int LDY_S = BLOCK_N + PAD_N_ROWS, Y_ELEMS = STAGE_Y ? BLOCK_M * LDY_S : 0;
+  static constexpr int Y_VEC = 16 / int(sizeof(T));  // elements per 16-byte store of a staged chunk
+  static constexpr int SMEM_BYTES = (STAGES * STAGE + (SPLIT_T ? 2 : 1) * T_ELEMS + Y_ELEMS) * int(sizeof(T));
 
   // The GEMM engine's view of each phase's shared tiles (what load_fragments and multiply read).
   struct Phase1 {
@@ -118,6 +126,7 @@ struct LowrankFused {
   static_assert(BLOCK_K % 16 == 0 && STAGES >= 2, "whole instruction steps; two stages at least");
   static_assert(VEC * sizeof(T) <= 16 && BLOCK_K % VEC == 0 && BLOCK_N % VEC == 0 && R_K % VEC == 0,
                 "bad vector width");
+  static_assert(BLOCK_N % Y_VEC == 0, "a staged chunk's rows are whole 16-byte vectors");
 };
 
 // 3xTF32: v = big + small, both exactly representable in tf32 (big rounded to nearest, as to_tf32 rounds; small the
@@ -187,16 +196,54 @@ __device__ __forceinline__ void product_step(float (&acc)[G::TILES_M][G::TILES_N
   }
 }
 
+// act(product + bias[col]): the epilogue before the residual.
+template <class F> __device__ __forceinline__ float activated(float acc, const LowrankArgs &a, int col) {
+  using T = typename F::T;
+  float value = acc;
+  if constexpr (F::BIAS) value += Element<T>::widen(static_cast<const T *>(a.bias)[col]);
+  return activation<F::ACT>(value);
+}
+
 // The finished y[row, col] from its product (bias, activation, residual in that order).
 template <class F>
 __device__ __forceinline__ float finish(float acc, const LowrankArgs &a, int row, int col) {
   using T = typename F::T;
-  float value = acc;
-  if constexpr (F::BIAS) value += Element<T>::widen(static_cast<const T *>(a.bias)[col]);
-  value = activation<F::ACT>(value);
+  float value = activated<F>(acc, a, col);
   if constexpr (F::RESIDUAL)
     value += Element<T>::widen(static_cast<const T *>(a.residual)[static_cast<size_t>(row) * a.n + col]);
   return value;
+}
+
+// STAGE_Y: the block's staged chunk (BLOCK_M x BLOCK_N of act(product + bias) in T, rows LDY_S apart, starting at
+// y's row m0 and column n0) stored to y, the residual added in fp32: 16-byte vectors along each row where N allows
+// them, single elements at the edges.
+template <class F> __device__ __forceinline__ void store_staged(const LowrankArgs &a, const typename F::T *sy, int m0, int n0) {
+  using T = typename F::T;
+  constexpr int W = F::Y_VEC, PER_ROW = F::BLOCK_N / W;
+  T *y = static_cast<T *>(a.y);
+  const T *res = static_cast<const T *>(a.residual);
+  const bool whole = a.n % W == 0;
+  for (int idx = threadIdx.x; idx < F::BLOCK_M * PER_ROW; idx += F::THREADS) {
+    const int r = idx / PER_ROW, c = (idx % PER_ROW) * W, row = m0 + r, col = n0 + c;
+    if (row >= a.m || col >= a.n) continue;
+    const size_t at = static_cast<size_t>(row) * a.n + col;
+    Vec<T, W> out = *reinterpret_cast<const Vec<T, W> *>(sy + r * F::LDY_S + c);
+    if (whole) {  // col + W <= N: N and col are multiples of W
+      if constexpr (F::RESIDUAL) {
+        const Vec<T, W> add = *reinterpret_cast<const Vec<T, W> *>(res + at);
+#pragma unroll
+        for (int e = 0; e < W; ++e)
+          out.v[e] = Element<T>::narrow(Element<T>::widen(out.v[e]) + Element<T>::widen(add.v[e]));
+      }
+      *reinterpret_cast<Vec<T, W> *>(y + at) = out;
+    } else {
+      for (int e = 0; e < W && col + e < a.n; ++e) {
+        float value = Element<T>::widen(out.v[e]);
+        if constexpr (F::RESIDUAL) value += Element<T>::widen(res[at + e]);
+        y[at + e] = Element<T>::narrow(value);
+      }
+    }
+  }
 }
 
 // Stores the two finished values of y[row, col..col+1] (the caller checked row < M): one 4-byte store where both
@@ -223,7 +270,8 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T *smem = reinterpret_cast<T *>(smem_raw);
   T *t_hi = smem + F::STAGES * F::STAGE;
-  T *t_lo = t_hi + F::T_ELEMS;  // SPLIT_T only
+  T *t_lo = t_hi + F::T_ELEMS;                            // SPLIT_T only
+  T *s_y = t_hi + (F::SPLIT_T ? 2 : 1) * F::T_ELEMS;     // STAGE_Y only
   const T *X = static_cast<const T *>(a.x);
   const T *U = static_cast<const T *>(a.u);
   const T *V = static_cast<const T *>(a.v);
@@ -243,8 +291,10 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
       for (int e = 0; e < 4; ++e) acc1[i][j][e] = 0.f;
 
   const int k_steps = ceil_div(a.k, F::BLOCK_K);
+  const int k_first = F::STAGGER ? static_cast<int>(blockIdx.x % k_steps) : 0;
   auto load_step = [&](int kt, int s) {
-    const int k0 = kt * F::BLOCK_K;
+    const int kr = kt + k_first;  // the steps taken in turn from k_first, wrapping around
+    const int k0 = (kr < k_steps ? kr : kr - k_steps) * F::BLOCK_K;
     T *sx = stage(s), *su = stage(s) + F::STAGE_X;
     copy_tile<T, F::BLOCK_M, F::BLOCK_K, F::LDX_S, F::VEC, F::THREADS>(sx, X, a.k, m0, k0, a.m, a.k);
     if constexpr (F::NT)  // U stored R x K: rows are the rank's columns
@@ -277,8 +327,13 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
 
   // ---- handover: V's first chunks start copying; T goes to shared memory -----------------------------------------
   const int chunks = ceil_div(a.n, F::BLOCK_N);
+  const int c_first = F::STAGGER ? static_cast<int>(blockIdx.x % chunks) : 0;
+  auto chunk_n0 = [&](int c) {
+    const int cr = c + c_first;
+    return (cr < chunks ? cr : cr - chunks) * F::BLOCK_N;
+  };
   auto load_chunk = [&](int c, int s) {
-    const int n0 = c * F::BLOCK_N;
+    const int n0 = chunk_n0(c);
     if constexpr (F::NT)  // V stored N x R
       copy_tile<T, F::BLOCK_N, F::R_K, F::LDV_S, F::VEC, F::THREADS>(stage(s), V, a.r, n0, 0, a.n, a.r);
     else
@@ -332,19 +387,38 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
       product_step<F, P2>(acc2, t_hi, stage(read), kk, wm2, wn2, lane);
       if constexpr (F::SPLIT_T) product_step<F, P2>(acc2, t_lo, stage(read), kk, wm2, wn2, lane);
     }
-    const int n0 = c * F::BLOCK_N;
+    const int n0 = chunk_n0(c);
+    if constexpr (F::STAGE_Y) {
 #pragma unroll
-    for (int i = 0; i < P2::TILES_M; ++i)
+      for (int i = 0; i < P2::TILES_M; ++i)
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = m0 + wm2 + i * 16 + g + half * 8;
-        if (row >= a.m) continue;
+        for (int half = 0; half < 2; ++half) {
+          const int r = wm2 + i * 16 + g + half * 8;
 #pragma unroll
-        for (int j = 0; j < P2::TILES_N; ++j)
-          store_pair<F>(a, row, n0 + wn2 + j * 8 + 2 * tq, acc2[i][j][2 * half], acc2[i][j][2 * half + 1]);
-      }
+          for (int j = 0; j < P2::TILES_N; ++j) {
+            const int c2 = wn2 + j * 8 + 2 * tq, col = n0 + c2;
+            Vec<T, 2> pair;  // columns past N hold values nobody stores: read bias only inside
+            pair.v[0] = Element<T>::narrow(col < a.n ? activated<F>(acc2[i][j][2 * half], a, col) : 0.f);
+            pair.v[1] = Element<T>::narrow(col + 1 < a.n ? activated<F>(acc2[i][j][2 * half + 1], a, col + 1) : 0.f);
+            *reinterpret_cast<Vec<T, 2> *>(s_y + r * F::LDY_S + c2) = pair;
+          }
+        }
+      __syncthreads();  // the chunk is whole in shared memory
+      store_staged<F>(a, s_y, m0, n0);
+    } else {
+#pragma unroll
+      for (int i = 0; i < P2::TILES_M; ++i)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int row = m0 + wm2 + i * 16 + g + half * 8;
+          if (row >= a.m) continue;
+#pragma unroll
+          for (int j = 0; j < P2::TILES_N; ++j)
+            store_pair<F>(a, row, n0 + wn2 + j * 8 + 2 * tq, acc2[i][j][2 * half], acc2[i][j][2 * half + 1]);
+        }
+    }
     cp_async_wait<F::STAGES - 2>();
-    __syncthreads();  // chunk c+1 landed; every warp is done with chunk c's stage
+    __syncthreads();  // chunk c+1 landed; every warp is done with chunk c's stage (and the staged chunk)
     read = read + 1 == F::STAGES ? 0 : read + 1;
   }
 }

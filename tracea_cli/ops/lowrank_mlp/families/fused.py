@@ -32,7 +32,8 @@ def fused_source(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> str
     args = [kernel_abi.ELEMENT[p.dtype], flag[p.layout == "nt"], f"tracea::Act::{kernel_abi.ACT[p.act]}",
             flag[p.bias], flag[p.residual], flag[p.intermediate == "fp32"], str(p.rank),
             *(str(int(config[k])) for k in ("block_m", "warps", "warps_n1", "block_k", "block_n", "warps_n2", "stages",
-                                            "vec"))]
+                                            "vec")),
+            *(flag[bool(int(config[k]))] for k in ("stagger", "stage_y"))]
     lines = kernel_abi.header_lines(p, FAMILY, config_key(config)) + [
         f"using Fused = tracea::LowrankFused<{', '.join(args)}>;",
         f'static_assert(Fused::THREADS == {t.threads}, "block size differs from the launch description");',
@@ -50,7 +51,7 @@ def fused_launch(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> Lau
     bm = int(config["block_m"])
     return LaunchPlan(steps=(KernelStep(KERNEL, grid=(f"m/{bm}", 1, 1), block=(t.threads, 1, 1),
                                         dynamic_smem_bytes=t.smem_bytes),),
-                      params=kernel_abi.PARAMS, tile_m=bm, alignment_bytes=t.copy_bytes,
+                      params=kernel_abi.PARAMS, tile_m=bm, alignment_bytes=t.alignment_bytes,
                       family=FAMILY)
 
 

@@ -6,7 +6,11 @@ A configuration names the rows of x a block owns (block_m), its warps (4 or 8), 
 step (block_k), the width of the chunks of V streamed through phase 2 (block_n) and how phase 2's warps split them
 (warps_n2), the pipeline depth (stages, for both phases), the vector width of the global copies (vec, in elements;
 1 copies single elements through registers) and the blocks per SM promised to ptxas (min_blocks: 2 caps a thread's
-registers so that two blocks fit).
+registers so that two blocks fit), whether blocks stagger their walks over d_in and over V's chunks (stagger: each
+block starts at its own step, so that the blocks in flight do not all read the same lines of U and V at once) and
+whether phase 2 stages each finished chunk in shared memory and stores y in 16-byte rows (stage_y; with a residual,
+act(x·U·V + bias) is rounded to the input type once before the residual is added, one more rounding than the direct
+store).
 
 Rules come from the device (compute capability, threads, shared memory, registers), from the shape (vector copies
 need rows whose length is a multiple of the width; tiles no larger than the problem needs; the whole rank fits one
@@ -40,6 +44,8 @@ BLOCK_K = (32, 64)
 BLOCK_N = (64, 128, 256)
 STAGES = (2, 3, 4)
 MIN_BLOCKS = (1, 2)
+FLAGS = (0, 1)
+STORE_BYTES = 16  # stage_y's stores of y (and loads of the residual)
 PAD_K_ROWS = 8  # elements shared rows along K are padded by (LowrankFused::PAD_K_ROWS)
 # Accumulators and fragments one phase keeps live per thread: above this ptxas spilled (phase 1 with 128 accumulators
 # and 40 fragment registers: 254 registers and 8 bytes of spill on sm_90a; 128 + 32: 201 registers, none)
@@ -72,6 +78,7 @@ class Tiling:
     live2: int  # phase 2's
     estimated_regs: int  # the larger phase's accumulators + fragments, plus addresses and counters
     copy_bytes: int
+    alignment_bytes: int  # what y, x, U, V and the residual must be aligned to: the widest global access
 
 
 def tiling(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> Tiling:
@@ -90,14 +97,17 @@ def tiling(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> Tiling:
     stage2 = bn * (r_k + PAD_K_ROWS) if nt else r_k * (bn + pad_n)
     t_elems = bm * (r_pad + PAD_K_ROWS)
     split = 2 if problem.intermediate == "fp32" else 1
-    smem = (stages * max(stage1, stage2) + split * t_elems) * elem
+    staged = bool(int(config.get("stage_y", 0)))
+    y_elems = bm * (bn + pad_n) if staged else 0
+    smem = (stages * max(stage1, stage2) + split * t_elems + y_elems) * elem
     acc1, acc2 = wm1 * tile_n1 // 32, wm2 * tile_n2 // 32
     sets = 2 if fp32 else 1  # 3xTF32 holds each fragment as big and small
     frag1 = sets * ((wm1 // 16) * 4 + (tile_n1 // 8) * 2)
     frag2 = sets * ((wm2 // 16) * 4 + (tile_n2 // 8) * 2)
     return Tiling(threads=warps * 32, r_pad=r_pad, r_k=r_k, warp_m1=wm1, warp_n1=tile_n1, warp_m2=wm2,
                   warp_n2=tile_n2, smem_bytes=smem, acc1=acc1, acc2=acc2, live1=acc1 + frag1, live2=acc2 + frag2,
-                  estimated_regs=max(acc1 + frag1, acc2 + frag2) + REGISTER_OVERHEAD, copy_bytes=vec * elem)
+                  estimated_regs=max(acc1 + frag1, acc2 + frag2) + REGISTER_OVERHEAD, copy_bytes=vec * elem,
+                  alignment_bytes=max(vec * elem, STORE_BYTES if staged else 0))
 
 
 def applies(problem: LowrankMlpProblem) -> str | None:
@@ -121,6 +131,8 @@ def _params(problem: LowrankMlpProblem) -> tuple[Param, ...]:
         Param("stages", STAGES, doc="shared-memory pipeline depth of both phases"),
         Param("vec", vector_widths(problem.dtype), doc="elements per global copy; 1 copies through registers"),
         Param("min_blocks", MIN_BLOCKS, doc="blocks per SM promised to ptxas (2 caps the registers per thread)"),
+        Param("stagger", FLAGS, doc="1: each block starts its walks over d_in and V at its own step"),
+        Param("stage_y", FLAGS, doc="1: y goes through shared memory and out in 16-byte rows"),
     )
 
 
@@ -239,26 +251,34 @@ _PICKS = (
 
 
 def hand_picked(problem: LowrankMlpProblem, target: Target) -> list[Config]:
-    """A few valid configurations, best guesses first: each pick with the widest vector width the rows allow and two
-    blocks per SM where they fit (else one), and shallower pipelines or narrower phase-1 warp grids where the shape
-    needs them."""
+    """A few valid configurations, best guesses first: each pick staggered and with y staged where the shared memory
+    allows (else direct stores), with the widest vector width the rows allow and two blocks per SM where they fit
+    (else one), and shallower pipelines or narrower phase-1 warp grids where the shape needs them. The first pick
+    without stagger and staging comes second: the control the tuner measures the two against."""
     if applies(problem):
         return []
     space = fused_space(problem, target)
     picks: list[Config] = []
     for bm, warps, wn1, bk, bn, wn2, stages in _PICKS:
-        for c in _variants(bm, warps, wn1, bk, bn, wn2, stages, space):
-            if space.why_invalid(c) is None:
-                if c not in picks:
-                    picks.append(c)
-                break
+        c = _first_valid(_variants(bm, warps, wn1, bk, bn, wn2, stages, space, ((1, 1), (1, 0))), space)
+        if c is not None and c not in picks:
+            picks.append(c)
+    control = _first_valid(_variants(*_PICKS[0], space, ((0, 0),)), space)
+    if control is not None and control not in picks:
+        picks.insert(min(1, len(picks)), control)
     return picks
 
 
-def _variants(bm, warps, wn1, bk, bn, wn2, stages, space):
+def _first_valid(configs, space: SearchSpace) -> Config | None:
+    return next((c for c in configs if space.why_invalid(c) is None), None)
+
+
+def _variants(bm, warps, wn1, bk, bn, wn2, stages, space, flags):
     for warps_n1 in dict.fromkeys((wn1, 2, 1)):
         for st in dict.fromkeys((stages, 2)):
-            for vec in space.param("vec").values:
-                for blocks in (2, 1):
-                    yield {"family": FAMILY, "block_m": bm, "warps": warps, "warps_n1": warps_n1, "block_k": bk,
-                           "block_n": bn, "warps_n2": wn2, "stages": st, "vec": vec, "min_blocks": blocks}
+            for stagger, stage_y in flags:
+                for vec in space.param("vec").values:
+                    for blocks in (2, 1):
+                        yield {"family": FAMILY, "block_m": bm, "warps": warps, "warps_n1": warps_n1, "block_k": bk,
+                               "block_n": bn, "warps_n2": wn2, "stages": st, "vec": vec, "min_blocks": blocks,
+                               "stagger": stagger, "stage_y": stage_y}
