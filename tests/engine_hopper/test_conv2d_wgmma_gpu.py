@@ -102,3 +102,17 @@ def test_im2col_resnet50_3x3_layers_at_batch_32(epilogue):
         problem = Conv2dProblem(32, hw, hw, c, c, 3, 3, stride, stride, 1, 1, dtype="fp16", epilogue=epilogue)
         jobs += [(problem, c) for c in cs.hand_picked(problem, H200)]
     assert not _checked(jobs)
+
+
+def test_one_cubin_serves_two_geometries_each_with_its_own_tensor_maps():
+    """The im2col kernel's source does not depend on stride or padding (they are arguments and tensor-map fields), so
+    two problems share one cubin and one loaded module; each must still bind with its own maps (a regression: the
+    module cache once handed the second problem the first one's plan, and its maps read the wrong pixels)."""
+    config = cs.hand_picked(Conv2dProblem(4, 24, 24, 64, 64, 3, 3, 1, 1, 1, 1, dtype="fp16"), H200)[0]
+    problems = [Conv2dProblem(4, 24, 24, 64, 64, 3, 3, stride, stride, pad, pad, dtype="fp16")
+                for stride, pad in ((1, 1), (2, 1), (1, 0))]
+    artifacts = [BACKEND.compile(p, config, H200) for p in problems]
+    assert len({a.binary for a in artifacts}) == 1
+    for seed, (problem, artifact) in enumerate(zip(problems, artifacts)):
+        ev = BACKEND.check(artifact, problem, H200, seed=seed)
+        assert ev.ok, (problem.label, ev.reason)

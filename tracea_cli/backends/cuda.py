@@ -20,7 +20,7 @@ import re
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -364,18 +364,24 @@ def _resident(function: Any, step: KernelStep, sm_count: int) -> int:
     return n
 
 
-_LOADED: dict[tuple[str, int], LoadedModule] = {}
+_LOADED: dict[tuple[str, int, tuple], LoadedModule] = {}  # (cubin digest, device, kernels' launch shapes)
 _loaded_lock = threading.Lock()
 
 
 def load(artifact: Artifact) -> LoadedModule:
-    """The artifact's cubin in the current device's primary context, loaded once per process and device."""
+    """The artifact's cubin in the current device's primary context, loaded once per process and device. Several
+    artifacts can share one cubin (a family whose geometry is all in its arguments and tensor maps: conv2d's im2col
+    kernel serves every stride and padding with one source), so the module is shared but the LoadedModule returned
+    carries the caller's artifact: `bind` reads the plan (its tensor maps) from it, never from the first artifact
+    that loaded the cubin."""
     cupy = _cupy()
     device = cupy.cuda.Device()
-    key = (hashlib.sha256(artifact.binary or b"").hexdigest(), device.id)
+    launch_shapes = tuple((s.name, s.block, s.dynamic_smem_bytes, s.cluster) for s in artifact.plan.kernels)
+    key = (hashlib.sha256(artifact.binary or b"").hexdigest(), device.id, launch_shapes)
     with _loaded_lock:
-        if key in _LOADED:
-            return _LOADED[key]
+        cached = _LOADED.get(key)
+        if cached is not None:
+            return cached if cached.artifact is artifact else replace(cached, artifact=artifact)
         d = _driver()
         device.use()
         cupy.cuda.runtime.free(0)  # makes sure the primary context exists and is current
