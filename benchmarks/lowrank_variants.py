@@ -4,9 +4,9 @@ One call, about 2 minutes on an H200.
     python benchmarks/lowrank_variants.py --out F.md --json F.json [--dry-run]
 
 For each of issue 15's layers (M = 16384 and 4096, d = 4096, fp16, bias + SiLU), a ladder of fused configurations:
-a few tile shapes (rows per block, warps, chunk widths), each with stagger and stage_y off and on (the four
-combinations), compiled in parallel, then torch unfused, every variant (each checked against the float64 reference
-before it is timed), torch unfused again; ratio = torch's faster median / ours; % of floor = the memory floor (x read
+a few tile shapes (rows per block, warps, chunk widths, ring depths), each with y stored directly and staged,
+compiled in parallel, then torch unfused, every variant (each checked against the float64 reference before it is
+timed), torch unfused again; ratio = torch's faster median / ours; % of floor = the memory floor (x read
 + y written once at the measured copy bandwidth) over our median. `--dry-run` (no GPU) compiles the ladder for
 sm_90a and prints registers, spills and shared memory.
 """
@@ -39,11 +39,13 @@ from tracea_cli.ops.lowrank_mlp.problem import LowrankMlpProblem  # noqa: E402
 PROBLEMS = tuple(LowrankMlpProblem(m, 4096, r, 4096, "fp16", act="silu") for m, r in ((16384, 64), (16384, 256),
                                                                                         (4096, 64), (4096, 256)))
 # (block_m, warps, warps_n1, block_k, block_n, warps_n2, stages, vec, min_blocks): the tuned winners of 2026-12-02
-# (32 rows for rank 64, 64 for 256) and taller blocks (fewer reads of U and V per row of x)
-TILES = ((32, 8, 4, 32, 64, 4, 3, 4, 2), (64, 8, 4, 32, 64, 4, 2, 8, 2), (64, 4, 2, 64, 128, 2, 3, 8, 2),
-         (128, 8, 2, 64, 128, 4, 3, 8, 1), (128, 8, 4, 32, 128, 4, 4, 8, 1), (32, 8, 4, 32, 128, 4, 3, 8, 2),
-         (64, 8, 4, 32, 128, 4, 3, 8, 1))
-FLAGS = ((0, 0), (1, 0), (0, 1), (1, 1))
+# (32 rows for rank 64, 64 for 256) and taller blocks (fewer reads of U and V per row of x), at ring depths from the
+# old limit (4) to 8: where one block fills an SM, the ring is what keeps bytes in flight
+TILES = ((32, 8, 4, 32, 64, 4, 3, 4, 2), (32, 8, 4, 32, 64, 4, 6, 8, 2), (32, 8, 4, 64, 128, 4, 4, 8, 2),
+         (64, 8, 4, 32, 128, 4, 3, 8, 1), (64, 8, 4, 32, 128, 4, 6, 8, 1), (64, 8, 4, 64, 128, 4, 4, 8, 1),
+         (128, 8, 2, 64, 128, 4, 3, 8, 1), (128, 8, 2, 64, 128, 4, 4, 8, 1), (128, 8, 2, 64, 128, 4, 6, 8, 1),
+         (128, 8, 4, 32, 128, 4, 4, 8, 1), (128, 8, 4, 32, 128, 4, 6, 8, 1), (128, 8, 4, 32, 128, 4, 8, 8, 1))
+FLAGS = ((0, 0), (0, 1))
 KEYS = ("block_m", "warps", "warps_n1", "block_k", "block_n", "warps_n2", "stages", "vec", "min_blocks")
 
 

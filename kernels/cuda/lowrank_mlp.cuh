@@ -55,8 +55,12 @@ struct LowrankArgs {
   int ldt;
 };
 
-// The activation through the GEMM engine's epilogue math (gemm_common.cuh).
+// The activation: SiLU as x / (1 + e^-x) through the fast intrinsics (__expf: about 2 + 1.2|x| ulp; __fdividef: 2 ulp;
+// 0 for x below about -87, where e^-x overflows: SiLU's limit), inside every dtype's bound, fp32's included (the
+// IEEE division and expf of the GEMM engine's epilogue cost about as much as the rest of phase 2 on an H200); the
+// others through the GEMM engine's epilogue math (gemm_common.cuh).
 template <Act A> __device__ __forceinline__ float activation(float x) {
+  if constexpr (A == Act::Silu) return __fdividef(x, 1.0f + __expf(-x));
   constexpr Epilogue E = A == Act::Relu   ? Epilogue::BiasRelu
                          : A == Act::Silu ? Epilogue::BiasSilu
                          : A == Act::Gelu ? Epilogue::BiasGelu
@@ -196,19 +200,19 @@ __device__ __forceinline__ void product_step(float (&acc)[G::TILES_M][G::TILES_N
   }
 }
 
-// act(product + bias[col]): the epilogue before the residual.
-template <class F> __device__ __forceinline__ float activated(float acc, const LowrankArgs &a, int col) {
+// bias[col] widened (0 past N, and without a bias): phase 2 reads a thread's columns once per chunk, before the chunk's
+// product, so that the loads are in flight while the tensor cores work.
+template <class F> __device__ __forceinline__ float bias_at(const LowrankArgs &a, int col) {
   using T = typename F::T;
-  float value = acc;
-  if constexpr (F::BIAS) value += Element<T>::widen(static_cast<const T *>(a.bias)[col]);
-  return activation<F::ACT>(value);
+  if constexpr (F::BIAS) return col < a.n ? Element<T>::widen(static_cast<const T *>(a.bias)[col]) : 0.f;
+  return 0.f;
 }
 
-// The finished y[row, col] from its product (bias, activation, residual in that order).
+// The finished y[row, col] from its product and bias (bias, activation, residual in that order).
 template <class F>
-__device__ __forceinline__ float finish(float acc, const LowrankArgs &a, int row, int col) {
+__device__ __forceinline__ float finish(float acc, float bias, const LowrankArgs &a, int row, int col) {
   using T = typename F::T;
-  float value = activated<F>(acc, a, col);
+  float value = activation<F::ACT>(acc + bias);
   if constexpr (F::RESIDUAL)
     value += Element<T>::widen(static_cast<const T *>(a.residual)[static_cast<size_t>(row) * a.n + col]);
   return value;
@@ -249,17 +253,18 @@ template <class F> __device__ __forceinline__ void store_staged(const LowrankArg
 // Stores the two finished values of y[row, col..col+1] (the caller checked row < M): one 4-byte store where both
 // columns exist and the pair is aligned (N even), else one element at a time.
 template <class F>
-__device__ __forceinline__ void store_pair(const LowrankArgs &a, int row, int col, float v0, float v1) {
+__device__ __forceinline__ void store_pair(const LowrankArgs &a, int row, int col, float v0, float v1, float b0,
+                                           float b1) {
   using T = typename F::T;
   T *out = static_cast<T *>(a.y) + static_cast<size_t>(row) * a.n + col;
   if (col + 1 < a.n && a.n % 2 == 0) {
     Vec<T, 2> pair;
-    pair.v[0] = Element<T>::narrow(finish<F>(v0, a, row, col));
-    pair.v[1] = Element<T>::narrow(finish<F>(v1, a, row, col + 1));
+    pair.v[0] = Element<T>::narrow(finish<F>(v0, b0, a, row, col));
+    pair.v[1] = Element<T>::narrow(finish<F>(v1, b1, a, row, col + 1));
     *reinterpret_cast<Vec<T, 2> *>(out) = pair;
   } else {
-    if (col < a.n) out[0] = Element<T>::narrow(finish<F>(v0, a, row, col));
-    if (col + 1 < a.n) out[1] = Element<T>::narrow(finish<F>(v1, a, row, col + 1));
+    if (col < a.n) out[0] = Element<T>::narrow(finish<F>(v0, b0, a, row, col));
+    if (col + 1 < a.n) out[1] = Element<T>::narrow(finish<F>(v1, b1, a, row, col + 1));
   }
 }
 
@@ -382,12 +387,17 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
       for (int j = 0; j < P2::TILES_N; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc2[i][j][e] = 0.f;
+    const int n0 = chunk_n0(c);
+    float bias2[P2::TILES_N][2];  // this thread's columns of the chunk: the same for all its rows
+#pragma unroll
+    for (int j = 0; j < P2::TILES_N; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) bias2[j][e] = bias_at<F>(a, n0 + wn2 + j * 8 + 2 * tq + e);
 #pragma unroll
     for (int kk = 0; kk < F::R_K; kk += F::MMA_K) {
       product_step<F, P2>(acc2, t_hi, stage(read), kk, wm2, wn2, lane);
       if constexpr (F::SPLIT_T) product_step<F, P2>(acc2, t_lo, stage(read), kk, wm2, wn2, lane);
     }
-    const int n0 = chunk_n0(c);
     if constexpr (F::STAGE_Y) {
 #pragma unroll
       for (int i = 0; i < P2::TILES_M; ++i)
@@ -397,9 +407,9 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
 #pragma unroll
           for (int j = 0; j < P2::TILES_N; ++j) {
             const int c2 = wn2 + j * 8 + 2 * tq, col = n0 + c2;
-            Vec<T, 2> pair;  // columns past N hold values nobody stores: read bias only inside
-            pair.v[0] = Element<T>::narrow(col < a.n ? activated<F>(acc2[i][j][2 * half], a, col) : 0.f);
-            pair.v[1] = Element<T>::narrow(col + 1 < a.n ? activated<F>(acc2[i][j][2 * half + 1], a, col + 1) : 0.f);
+            Vec<T, 2> pair;  // columns past N hold values nobody stores
+            pair.v[0] = Element<T>::narrow(activation<F::ACT>(acc2[i][j][2 * half] + bias2[j][0]));
+            pair.v[1] = Element<T>::narrow(activation<F::ACT>(acc2[i][j][2 * half + 1] + bias2[j][1]));
             *reinterpret_cast<Vec<T, 2> *>(s_y + r * F::LDY_S + c2) = pair;
           }
         }
@@ -414,7 +424,8 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
           if (row >= a.m) continue;
 #pragma unroll
           for (int j = 0; j < P2::TILES_N; ++j)
-            store_pair<F>(a, row, n0 + wn2 + j * 8 + 2 * tq, acc2[i][j][2 * half], acc2[i][j][2 * half + 1]);
+            store_pair<F>(a, row, n0 + wn2 + j * 8 + 2 * tq, acc2[i][j][2 * half], acc2[i][j][2 * half + 1],
+                          bias2[j][0], bias2[j][1]);
         }
     }
     cp_async_wait<F::STAGES - 2>();

@@ -66,8 +66,8 @@ CASES = [
     # staggered walks (several blocks, so that they start at different steps of d_in and chunks of V; d_in and d_out
     # ragged against the tiles) and y staged through shared memory: 16-byte rows, the ragged edge (d_out not a
     # multiple of 8) element by element, the residual added after the staged rounding, fp32's 4-float rows
-    (dict(m=150, d_in=200, rank=48, d_out=200, act="silu", residual=True), _fused(64, 4, 1, 32, 64, 2, stagger=1,
-                                                                                      stage_y=1)),
+    (dict(m=150, d_in=200, rank=48, d_out=200, act="silu", residual=True), _fused(64, 4, 1, 32, 64, 2, stages=6,
+                                                                                      stagger=1, stage_y=1)),
     (dict(m=100, d_in=96, rank=64, d_out=100, act="gelu", layout="nt", dtype="bf16"),
      _fused(32, 4, 2, 32, 64, 4, stages=3, vec=4, stagger=1, stage_y=1)),
     (dict(m=90, d_in=160, rank=16, d_out=136, act="relu", intermediate="fp32"), _fused(64, 4, 1, 32, 64, 2,

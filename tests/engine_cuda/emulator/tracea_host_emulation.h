@@ -74,6 +74,7 @@ inline unsigned __umulhi(unsigned a, unsigned b) {
 }
 inline int __clz(unsigned x) { return x == 0 ? 32 : __builtin_clz(x); }
 inline float __fdividef(float a, float b) { return a / b; }
+inline float __expf(float x) { return expf(x); }
 
 namespace emu {
 
