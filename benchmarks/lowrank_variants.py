@@ -38,24 +38,31 @@ from tracea_cli.ops.lowrank_mlp.problem import LowrankMlpProblem  # noqa: E402
 
 PROBLEMS = tuple(LowrankMlpProblem(m, 4096, r, 4096, "fp16", act="silu") for m, r in ((16384, 64), (16384, 256),
                                                                                         (4096, 64), (4096, 256)))
-# (block_m, warps, warps_n1, block_k, block_n, warps_n2, stages, vec, min_blocks): the tuned winners of 2026-12-02
-# (32 rows for rank 64, 64 for 256) and taller blocks (fewer reads of U and V per row of x), at ring depths from the
-# old limit (4) to 8: where one block fills an SM, the ring is what keeps bytes in flight
-TILES = ((32, 8, 4, 32, 64, 4, 3, 4, 2), (32, 8, 4, 32, 64, 4, 6, 8, 2), (32, 8, 4, 64, 128, 4, 4, 8, 2),
-         (64, 8, 4, 32, 128, 4, 3, 8, 1), (64, 8, 4, 32, 128, 4, 6, 8, 1), (64, 8, 4, 64, 128, 4, 4, 8, 1),
-         (128, 8, 2, 64, 128, 4, 3, 8, 1), (128, 8, 2, 64, 128, 4, 4, 8, 1), (128, 8, 2, 64, 128, 4, 6, 8, 1),
-         (128, 8, 4, 32, 128, 4, 4, 8, 1), (128, 8, 4, 32, 128, 4, 6, 8, 1), (128, 8, 4, 32, 128, 4, 8, 8, 1))
-FLAGS = ((0, 0), (0, 1))
+# (block_m, warps, warps_n1, block_k, block_n, warps_n2, stages, vec, min_blocks) by rank. Rank 64: the best of the
+# 2026-12-03 ladder (128 rows with a 6-deep ring at M = 16384; 32 rows, two blocks per SM at M = 4096) and neighbours;
+# rank 256 (V's chunks take 256 rows of shared memory each): 32 and 64 rows, 64-wide chunks.
+TILES = {
+    64: ((128, 8, 2, 64, 128, 4, 4, 8, 1), (128, 8, 2, 64, 128, 4, 6, 8, 1), (64, 8, 4, 64, 128, 4, 4, 8, 1),
+         (64, 8, 4, 64, 128, 4, 4, 8, 2), (32, 8, 4, 64, 128, 4, 4, 8, 2), (32, 8, 4, 64, 128, 4, 6, 8, 2),
+         (32, 8, 4, 32, 64, 4, 6, 8, 2)),
+    256: ((64, 8, 4, 32, 64, 4, 2, 8, 2), (64, 8, 8, 32, 64, 4, 3, 8, 1), (64, 8, 4, 32, 64, 4, 3, 8, 1),
+          (32, 8, 4, 32, 64, 4, 3, 8, 2), (32, 4, 2, 32, 64, 4, 2, 8, 2), (128, 8, 4, 32, 64, 4, 2, 8, 1)),
+}
+# (stagger, stage_y, split_n): staged and direct stores; d_out shared by 2 and 4 blocks where rows are few
+FLAGS = ((0, 1, 1), (0, 0, 1), (0, 1, 2), (0, 1, 4))
 KEYS = ("block_m", "warps", "warps_n1", "block_k", "block_n", "warps_n2", "stages", "vec", "min_blocks")
 
 
 def ladder(backend: OpBackend, problem: LowrankMlpProblem, target) -> list[dict]:
-    """Every tile x flag combination the space admits for `problem`."""
+    """Every tile x flag combination the space admits for `problem` (d_out split only below 256 row blocks)."""
     space = dict((f.name, s) for f, s in backend.spaces(problem, target))[FAMILY]
     out = []
-    for tile in TILES:
-        for stagger, stage_y in FLAGS:
-            config = {"family": FAMILY, **dict(zip(KEYS, tile)), "stagger": stagger, "stage_y": stage_y}
+    for tile in TILES[problem.rank]:
+        for stagger, stage_y, split_n in FLAGS:
+            if split_n > 1 and problem.m // tile[0] >= 256:
+                continue
+            config = {"family": FAMILY, **dict(zip(KEYS, tile)), "stagger": stagger, "stage_y": stage_y,
+                      "split_n": split_n}
             why = space.why_invalid(config)
             if why is None:
                 out.append(config)

@@ -331,11 +331,16 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
   __syncthreads();  // the pipeline's buffers are free for V
 
   // ---- handover: V's first chunks start copying; T goes to shared memory -----------------------------------------
-  const int chunks = ceil_div(a.n, F::BLOCK_N);
+  // The grid's y dimension splits d_out: block (x, y) takes the y-th share of V's chunks (each share at least one
+  // chunk, the launch plan guarantees it), having computed the whole T of its rows (the blocks sharing rows read the
+  // same x, mostly from L2).
+  const int all_chunks = ceil_div(a.n, F::BLOCK_N), shares = static_cast<int>(gridDim.y);
+  const int c_begin = static_cast<int>(blockIdx.y) * all_chunks / shares;
+  const int chunks = (static_cast<int>(blockIdx.y) + 1) * all_chunks / shares - c_begin;
   const int c_first = F::STAGGER ? static_cast<int>(blockIdx.x % chunks) : 0;
   auto chunk_n0 = [&](int c) {
     const int cr = c + c_first;
-    return (cr < chunks ? cr : cr - chunks) * F::BLOCK_N;
+    return (c_begin + (cr < chunks ? cr : cr - chunks)) * F::BLOCK_N;
   };
   auto load_chunk = [&](int c, int s) {
     const int n0 = chunk_n0(c);

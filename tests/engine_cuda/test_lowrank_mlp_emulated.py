@@ -37,10 +37,10 @@ def lowrank_emulator(emulator, tmp_path_factory):
     return harness, workdir, harness.build_launcher(workdir)
 
 
-def _fused(bm, warps, wn1, bk, bn, wn2, stages=2, vec=8, min_blocks=1, stagger=0, stage_y=0):
+def _fused(bm, warps, wn1, bk, bn, wn2, stages=2, vec=8, min_blocks=1, stagger=0, stage_y=0, split_n=1):
     return {"family": "fused", "block_m": bm, "warps": warps, "warps_n1": wn1, "block_k": bk, "block_n": bn,
             "warps_n2": wn2, "stages": stages, "vec": vec, "min_blocks": min_blocks, "stagger": stagger,
-            "stage_y": stage_y}
+            "stage_y": stage_y, "split_n": split_n}
 
 
 def _two(xu, tv):
@@ -70,6 +70,11 @@ CASES = [
                                                                                       stagger=1, stage_y=1)),
     (dict(m=100, d_in=96, rank=64, d_out=100, act="gelu", layout="nt", dtype="bf16"),
      _fused(32, 4, 2, 32, 64, 4, stages=3, vec=4, stagger=1, stage_y=1)),
+    # d_out shared among blocks (split_n): unequal shares (5 chunks over 2 and 3 blocks), staggered within a share
+    (dict(m=70, d_in=64, rank=32, d_out=300, act="silu", residual=True), _fused(64, 4, 1, 32, 64, 2, vec=4, split_n=2,
+                                                                                  stage_y=1)),
+    (dict(m=40, d_in=64, rank=16, d_out=290, act="relu", dtype="bf16"), _fused(64, 4, 1, 32, 64, 2, vec=2, split_n=4,
+                                                                                 stagger=1)),
     (dict(m=90, d_in=160, rank=16, d_out=136, act="relu", intermediate="fp32"), _fused(64, 4, 1, 32, 64, 2,
                                                                                         stagger=1)),
     (dict(m=70, d_in=96, rank=32, d_out=140, dtype="fp32", act="silu", residual=True),

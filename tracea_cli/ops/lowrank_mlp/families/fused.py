@@ -46,10 +46,10 @@ def fused_source(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> str
 
 
 def fused_launch(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> LaunchPlan:
-    """One kernel, one block per block_m rows of x."""
+    """One kernel: split_n blocks per block_m rows of x."""
     t = tiling(problem, config)
     bm = int(config["block_m"])
-    return LaunchPlan(steps=(KernelStep(KERNEL, grid=(f"m/{bm}", 1, 1), block=(t.threads, 1, 1),
+    return LaunchPlan(steps=(KernelStep(KERNEL, grid=(f"m/{bm}", int(config["split_n"]), 1), block=(t.threads, 1, 1),
                                         dynamic_smem_bytes=t.smem_bytes),),
                       params=kernel_abi.PARAMS, tile_m=bm, alignment_bytes=t.alignment_bytes,
                       family=FAMILY)

@@ -6,7 +6,9 @@ A configuration names the rows of x a block owns (block_m), its warps (4 or 8), 
 step (block_k), the width of the chunks of V streamed through phase 2 (block_n) and how phase 2's warps split them
 (warps_n2), the pipeline depth (stages, for both phases), the vector width of the global copies (vec, in elements;
 1 copies single elements through registers) and the blocks per SM promised to ptxas (min_blocks: 2 caps a thread's
-registers so that two blocks fit), whether blocks stagger their walks over d_in and over V's chunks (stagger: each
+registers so that two blocks fit), how many blocks share one block_m of rows (split_n: each computes the rows' T
+and then its share of d_out's chunks, for problems with too few row blocks to fill the GPU), whether blocks stagger
+their walks over d_in and over V's chunks (stagger: each
 block starts at its own step, so that the blocks in flight do not all read the same lines of U and V at once) and
 whether phase 2 stages each finished chunk in shared memory and stores y in 16-byte rows (stage_y; with a residual,
 act(x·U·V + bias) is rounded to the input type once before the residual is added, one more rounding than the direct
@@ -45,6 +47,7 @@ BLOCK_N = (64, 128, 256)
 STAGES = (2, 3, 4, 6, 8)  # deep rings keep enough bytes in flight where one block fills an SM
 MIN_BLOCKS = (1, 2)
 FLAGS = (0, 1)
+SPLIT_N = (1, 2, 4)
 STORE_BYTES = 16  # stage_y's stores of y (and loads of the residual)
 PAD_K_ROWS = 8  # elements shared rows along K are padded by (LowrankFused::PAD_K_ROWS)
 # Accumulators and fragments one phase keeps live per thread: above this ptxas spilled (phase 1 with 128 accumulators
@@ -133,6 +136,7 @@ def _params(problem: LowrankMlpProblem) -> tuple[Param, ...]:
         Param("min_blocks", MIN_BLOCKS, doc="blocks per SM promised to ptxas (2 caps the registers per thread)"),
         Param("stagger", FLAGS, doc="1: each block starts its walks over d_in and V at its own step"),
         Param("stage_y", FLAGS, doc="1: y goes through shared memory and out in 16-byte rows"),
+        Param("split_n", SPLIT_N, doc="blocks sharing one block_m of rows, each computing T and a share of d_out"),
     )
 
 
@@ -196,6 +200,13 @@ def _rules(problem: LowrankMlpProblem, limits: DeviceLimits) -> tuple[Rule, ...]
             return f"vec=1 copies single 16-bit elements through registers; {', '.join(rows)} allow vec=2 or wider"
         return None
 
+    def d_out_shares(c) -> str | None:
+        chunks = -(-d_out // c["block_n"])
+        if c["split_n"] > chunks:
+            return (f"split_n={c['split_n']} shares d_out={d_out} ({chunks} chunk(s) of block_n={c['block_n']}) "
+                    "among more blocks than it has chunks")
+        return None
+
     def pipeline_depth(c) -> str | None:
         steps = -(-d_in // c["block_k"])
         if c["stages"] > 2 and c["stages"] > steps + 1:
@@ -228,8 +239,8 @@ def _rules(problem: LowrankMlpProblem, limits: DeviceLimits) -> tuple[Rule, ...]
                     f"{limits.max_shared_per_sm} of an SM")
         return None
 
-    return (architecture, warp_grids, tile_fits_problem, aligned_rows, element_copies, pipeline_depth, warp_tiles,
-            resources)
+    return (architecture, warp_grids, tile_fits_problem, aligned_rows, element_copies, d_out_shares, pipeline_depth,
+            warp_tiles, resources)
 
 
 def fused_space(problem: LowrankMlpProblem, target: Target) -> SearchSpace:
@@ -237,13 +248,16 @@ def fused_space(problem: LowrankMlpProblem, target: Target) -> SearchSpace:
     return SearchSpace(params=_params(problem), rules=_rules(problem, limits))
 
 
-# Hand-picked starting points (block_m, warps, warps_n1, block_k, block_n, warps_n2, stages), best guesses first: a
-# tall block for narrow ranks (less of U and V read per row of x), shorter ones as the rank grows (T's tile and V's
-# chunks take more shared memory), and a small one every shape admits.
+# Hand-picked starting points (block_m, warps, warps_n1, block_k, block_n, warps_n2, stages), best guesses first: the
+# best of the H200 ladder of 2026-12-03 for rank 64 at M = 16384 (128 rows, a 6-deep ring) and at M = 4096 (32 rows,
+# two blocks per SM), then shorter blocks as the rank grows (T's tile and V's chunks take more shared memory and
+# registers), and a small one every shape admits.
 _PICKS = (
+    (128, 8, 2, 64, 128, 4, 6),
+    (32, 8, 4, 64, 128, 4, 4),
+    (64, 8, 4, 32, 64, 4, 2),
     (128, 8, 2, 64, 128, 4, 3),
     (64, 4, 2, 64, 128, 2, 3),
-    (64, 8, 4, 32, 64, 4, 2),
     (128, 8, 4, 32, 64, 2, 2),
     (64, 4, 1, 32, 128, 2, 2),
     (32, 4, 2, 32, 64, 4, 2),
@@ -251,21 +265,18 @@ _PICKS = (
 
 
 def hand_picked(problem: LowrankMlpProblem, target: Target) -> list[Config]:
-    """A few valid configurations, best guesses first: each pick staggered and with y staged where the shared memory
-    allows (else direct stores), with the widest vector width the rows allow and two blocks per SM where they fit
-    (else one), and shallower pipelines or narrower phase-1 warp grids where the shape needs them. The first pick
-    without stagger and staging comes second: the control the tuner measures the two against."""
+    """A few valid configurations, best guesses first: each pick with y staged where the shared memory allows (else
+    stored directly; staging measured faster at every tile of the 2026-12-03 ladder but the smallest), not staggered
+    (no gain measured), d_out not split, the widest vector width the rows allow and two blocks per SM where they fit
+    (else one), and shallower pipelines or narrower phase-1 warp grids where the shape needs them."""
     if applies(problem):
         return []
     space = fused_space(problem, target)
     picks: list[Config] = []
     for bm, warps, wn1, bk, bn, wn2, stages in _PICKS:
-        c = _first_valid(_variants(bm, warps, wn1, bk, bn, wn2, stages, space, ((1, 1), (1, 0))), space)
+        c = _first_valid(_variants(bm, warps, wn1, bk, bn, wn2, stages, space, ((0, 1), (0, 0))), space)
         if c is not None and c not in picks:
             picks.append(c)
-    control = _first_valid(_variants(*_PICKS[0], space, ((0, 0),)), space)
-    if control is not None and control not in picks:
-        picks.insert(min(1, len(picks)), control)
     return picks
 
 
@@ -275,10 +286,10 @@ def _first_valid(configs, space: SearchSpace) -> Config | None:
 
 def _variants(bm, warps, wn1, bk, bn, wn2, stages, space, flags):
     for warps_n1 in dict.fromkeys((wn1, 2, 1)):
-        for st in dict.fromkeys((stages, 2)):
+        for st in dict.fromkeys((stages, 4, 2)):
             for stagger, stage_y in flags:
                 for vec in space.param("vec").values:
                     for blocks in (2, 1):
                         yield {"family": FAMILY, "block_m": bm, "warps": warps, "warps_n1": warps_n1, "block_k": bk,
                                "block_n": bn, "warps_n2": wn2, "stages": st, "vec": vec, "min_blocks": blocks,
-                               "stagger": stagger, "stage_y": stage_y}
+                               "stagger": stagger, "stage_y": stage_y, "split_n": 1}
