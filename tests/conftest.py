@@ -7,12 +7,14 @@ session unless a test sets its own (most do, per test, with tmp_path). Spawned w
 
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
 
 from tracea_cli.cache import CacheKey, Trial, TuningCache
 
+sys.path.insert(0, os.path.dirname(__file__))  # slow_tests, under pytest's importlib import mode
 _SESSION_DIR = tempfile.mkdtemp(prefix="tracea-tests-")
 
 

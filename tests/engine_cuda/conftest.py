@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -24,7 +23,9 @@ def arch_target(arch: str, sm_count: int | None = None) -> Target:
 
 
 def slow_enabled() -> bool:
-    return os.environ.get("TRACEA_SLOW_TESTS", "").strip().lower() in {"1", "true", "yes", "on"}
+    from slow_tests import SLOW_TESTS
+
+    return SLOW_TESTS
 
 
 @pytest.fixture(scope="session")

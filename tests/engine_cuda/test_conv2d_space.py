@@ -4,6 +4,7 @@ spaces, the shape rules' sentences, the hand-picked starting points; no GPU, no 
 from __future__ import annotations
 
 import pytest
+from slow_tests import subset
 from space_walk import walk
 
 from tracea_cli.backends.op_backend import OpBackend, digest
@@ -39,7 +40,8 @@ def layer(n, c, k, hw, rs, stride=1, dtype="fp16", epilogue="none"):
 # stage: every kind of rule fires somewhere
 CASES = (("sm90", layer(32, 64, 64, 56, 3)), ("sm80", layer(32, 3, 64, 224, 7, 2)),
          ("sm90", Conv2dProblem(1, 27, 31, 12, 37, 3, 3, 2, 2, 1, 2, 2, 1)), ("sm80", layer(1, 512, 512, 7, 3)))
-WALKS = [("fp16", 0), ("bf16", 1), ("fp32", 2), ("tf32", 3), ("fp16", 2), ("fp32", 1)]
+# every case and dtype once by default; TRACEA_SLOW_TESTS=1 adds the second walks of cases 2 and 1
+WALKS = subset([("fp16", 0), ("bf16", 1), ("fp32", 2), ("tf32", 3), ("fp16", 2), ("fp32", 1)], quick=(0, 1, 2, 3))
 
 
 @pytest.mark.parametrize("dtype,case", WALKS)

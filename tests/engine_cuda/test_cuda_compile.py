@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from slow_tests import SLOW_TESTS
 
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import CompileFailed
@@ -20,7 +21,7 @@ from tracea_cli.ops.launch import KernelStep, MemsetStep
 
 pytestmark = pytest.mark.skipif(not nvrtc.available(), reason="NVRTC is not installed (pip install 'tracea[test]')")
 
-SAMPLE_PER_DTYPE = 12  # per dtype, half for sm_80 and half for sm_90
+SAMPLE_PER_DTYPE = 12 if SLOW_TESTS else 6  # per dtype, half for sm_80 and half for sm_90
 SEED = 20261129
 PTXAS = shutil.which("ptxas") or next(iter(Path("/usr/local").glob("cuda*/bin/ptxas")), None)
 BACKEND = OpBackend("gemm", "cuda")
@@ -185,7 +186,7 @@ def test_resources_agree_with_a_standalone_ptxas(tmp_path, sm80):
         assert kept["stack_bytes"] == standalone.stack_bytes
 
 
-@pytest.mark.skipif(not __import__("os").environ.get("TRACEA_SLOW_TESTS"), reason="whole space: TRACEA_SLOW_TESTS=1")
+@pytest.mark.skipif(not SLOW_TESTS, reason="whole space: TRACEA_SLOW_TESTS=1")
 @pytest.mark.parametrize("dtype", ("fp32", "fp64", "tf32", "fp16", "bf16"))
 def test_the_whole_space_compiles(dtype, sm90):
     """Opt-in: every valid configuration of a large aligned problem compiles for sm_90 within the limits (hours)."""
