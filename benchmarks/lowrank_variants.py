@@ -40,13 +40,16 @@ PROBLEMS = tuple(LowrankMlpProblem(m, 4096, r, 4096, "fp16", act="silu") for m, 
                                                                                         (4096, 64), (4096, 256)))
 # (block_m, warps, warps_n1, block_k, block_n, warps_n2, stages, vec, min_blocks) by rank. Rank 64: the best of the
 # 2026-12-03 ladder (128 rows with a 6-deep ring at M = 16384; 32 rows, two blocks per SM at M = 4096) and neighbours;
-# rank 256 (V's chunks take 256 rows of shared memory each): 32 and 64 rows, 64-wide chunks.
+# rank 256 (V's chunks take 256 rows of shared memory each): 32 and 64 rows, 64-wide chunks; and 16 warps per block
+# (more warps to hide latency where one block fills an SM).
 TILES = {
     64: ((128, 8, 2, 64, 128, 4, 4, 8, 1), (128, 8, 2, 64, 128, 4, 6, 8, 1), (64, 8, 4, 64, 128, 4, 4, 8, 1),
          (64, 8, 4, 64, 128, 4, 4, 8, 2), (32, 8, 4, 64, 128, 4, 4, 8, 2), (32, 8, 4, 64, 128, 4, 6, 8, 2),
-         (32, 8, 4, 32, 64, 4, 6, 8, 2)),
+         (32, 8, 4, 32, 64, 4, 6, 8, 2), (128, 16, 2, 64, 128, 4, 4, 8, 1), (128, 16, 2, 64, 128, 4, 6, 8, 1),
+         (128, 16, 2, 64, 128, 8, 4, 8, 1), (128, 16, 4, 32, 64, 4, 3, 8, 1)),
     256: ((64, 8, 4, 32, 64, 4, 2, 8, 2), (64, 8, 8, 32, 64, 4, 3, 8, 1), (64, 8, 4, 32, 64, 4, 3, 8, 1),
-          (32, 8, 4, 32, 64, 4, 3, 8, 2), (32, 4, 2, 32, 64, 4, 2, 8, 2), (128, 8, 4, 32, 64, 4, 2, 8, 1)),
+          (32, 8, 4, 32, 64, 4, 3, 8, 2), (32, 4, 2, 32, 64, 4, 2, 8, 2), (128, 8, 4, 32, 64, 4, 2, 8, 1),
+          (128, 16, 4, 32, 64, 4, 3, 8, 1), (64, 16, 8, 32, 64, 4, 3, 8, 1)),
 }
 # (stagger, stage_y, split_n): staged and direct stores; d_out shared by 2 and 4 blocks where rows are few
 FLAGS = ((0, 1, 1), (0, 0, 1), (0, 1, 2), (0, 1, 4))

@@ -70,6 +70,8 @@ CASES = [
                                                                                       stagger=1, stage_y=1)),
     (dict(m=100, d_in=96, rank=64, d_out=100, act="gelu", layout="nt", dtype="bf16"),
      _fused(32, 4, 2, 32, 64, 4, stages=3, vec=4, stagger=1, stage_y=1)),
+    # 16 warps (512 threads): phase 1 a 8 x 2 warp grid of 16-row tiles, phase 2 4 x 4
+    (dict(m=150, d_in=96, rank=64, d_out=200, act="gelu", residual=True), _fused(128, 16, 2, 32, 64, 4, stage_y=1)),
     # d_out shared among blocks (split_n): unequal shares (5 chunks over 2 and 3 blocks), staggered within a share
     (dict(m=70, d_in=64, rank=32, d_out=300, act="silu", residual=True), _fused(64, 4, 1, 32, 64, 2, vec=4, split_n=2,
                                                                                   stage_y=1)),
