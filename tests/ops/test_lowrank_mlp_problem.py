@@ -109,5 +109,8 @@ def test_the_suites_hold_issue_15s_shapes():
     fp16 = {(p.m, p.d_in, p.rank) for p in gpu if p.dtype == "fp16" and p.d_out == 4096}
     assert {(m, 4096, r) for m in (4096, 16384) for r in (64, 256, 512)} <= fp16
     assert {p.dtype for p in gpu} == {"fp32", "fp16", "bf16"}
-    assert OP.suite("default", "cuda", ("fp16",)) and OP.suite("default", "cpu", ("fp32", "fp64"))
+    default = OP.suite("default", "cuda", ("fp16",))
+    assert {(p.m, p.rank) for p in default} == {(m, r) for m in (4096, 16384) for r in (64, 256, 512)}
+    assert all(p.d_in == p.d_out == 4096 and p.epilogue == "bias_silu" for p in default)
+    assert OP.suite("default", "cpu", ("fp32", "fp64"))
     assert all(p.dtype in ("fp32", "fp64") for p in OP.suite("lowrank-mlp", "cpu", ("fp32", "fp64")))

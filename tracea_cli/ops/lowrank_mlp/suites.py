@@ -1,7 +1,7 @@
 """lowrank-mlp's rows of the built-in bench suites.
 
-GPU: `default` has two of issue 15's benchmark shapes (fp16, d = 4096, SiLU with bias); `lowrank-mlp` all of them
-(M ∈ {4096, 16384} × rank ∈ {64, 256, 512}, fp16), the same shapes' bf16 and fp32 rows at rank 64 and 256, and an
+GPU: `default` has issue 15's benchmark shapes (M ∈ {4096, 16384} × rank ∈ {64, 256, 512}, fp16, d = 4096, SiLU
+with bias); `lowrank-mlp` those, the same shapes' bf16 and fp32 rows at rank 64 and 256, and an
 awkward shape (M no tile divides, rank 100, d_in ≠ d_out, residual). CPU: a small layer in `default` and a few more
 in `lowrank-mlp` (fp64, layout nt, an awkward shape), each a fraction of a second on two cores."""
 
@@ -15,7 +15,7 @@ def _layer(m: int, d: int, rank: int, dtype: str, **fields) -> LowrankMlpProblem
 
 
 _GPU_TARGETS = tuple(_layer(m, 4096, r, "fp16") for m in (4096, 16384) for r in (64, 256, 512))
-_GPU_DEFAULT = (_layer(16384, 4096, 64, "fp16"), _layer(4096, 4096, 256, "fp16"))
+_GPU_DEFAULT = _GPU_TARGETS
 _GPU_OWN = (
     *_GPU_TARGETS,
     *(_layer(16384, 4096, r, dt) for dt in ("bf16", "fp32") for r in (64, 256)),
