@@ -106,13 +106,14 @@ class Context:
         if not graph.nodes:
             raise UsageError("the graph is empty.", "Add nodes first, e.g. graph.add_gemm(m=2048, n=2048, k=2048).")
         began = time.monotonic()
-        steps = fuse(graph)
+        steps = fuse(graph, self.backend)
         nodes = graph.nodes
         problems = {}
         for number, step in enumerate(steps):
             if step.is_op:
                 node = nodes[step.node]
-                problem = get_op(node.op).problem(**dict(node.options), dtype=node.dtype, epilogue=step.epilogue)
+                op_name, options = step.runs(graph)
+                problem = get_op(op_name).problem(**options, dtype=node.dtype, epilogue=step.epilogue)
                 problems[number] = (problem, node.label)
         choices = choose(problems, self._request())
         kernels = {number: Kernel(OpBackend(c.problem.op, self.backend), c.problem, c.config, self.target)
@@ -120,13 +121,13 @@ class Context:
         rows = []
         for number, step in enumerate(steps):
             node = nodes[step.node]
-            fused = tuple(nodes[i].name for i in step.fused)
+            fused = tuple(nodes[i].name for i in (*step.merged, *step.fused))
             c = choices.get(number)
             if c is None:
                 rows.append(PlanRow(number, node.name, node.kind, "x".join(map(str, nodes[step.output].shape)), "",
                                     fused, "graph", None, None))
             else:
-                rows.append(PlanRow(number, node.name, node.op, c.problem.label, step.epilogue, fused, c.source,
+                rows.append(PlanRow(number, node.name, c.problem.op, c.problem.label, step.epilogue, fused, c.source,
                                     c.estimated_ms, c.measured_ms, c.evaluations, dict(c.config), c.key.id))
         return Plan(tuple(rows), self.backend, self.target.device_class, time.monotonic() - began,
                     Executor(graph, steps, kernels, self.backend))

@@ -125,6 +125,19 @@ def _op_attr(name: str) -> tuple[str, str] | None:
     return None
 
 
+def _node_problem(op: Op, label: str, options: Mapping[str, Any], dtype: str) -> Any:
+    """The problem an op node computes: its main product alone (epilogue "none"; the fusion pass names the epilogue
+    from the pointwise nodes after it). UsageErrors name the node."""
+    if "epilogue" in options:
+        raise UsageError(f"{op.name} node {label!r}: a graph's op node takes no epilogue=.",
+                         "Add the bias, activation and residual as graph nodes after it (.bias(b).relu().add(r)); "
+                         "they fuse into it.")
+    try:
+        return op.problem(**options, dtype=dtype, epilogue="none")
+    except UsageError as e:
+        raise UsageError(f"{op.name} node {label!r}: {e.message}", e.hint) from None
+
+
 class Graph:
     """An append-only graph: builders add nodes and return their values; nodes never change once added."""
 
@@ -211,10 +224,7 @@ class Graph:
 
     def _op_node(self, op: Op, label: str, values: list[Value], options: Mapping[str, Any], dtype: str, *,
                  explicit: bool) -> Value:
-        try:
-            problem = op.problem(**options, dtype=dtype)
-        except UsageError as e:
-            raise UsageError(f"{op.name} node {label!r}: {e.message}", e.hint) from None
+        problem = _node_problem(op, label, options, dtype)
         tensors = {t.name: t for t in op.tensors(problem)}
         for role, v in zip(op.graph.inputs, values):
             if tensors[role].shape != v.shape:
@@ -232,10 +242,7 @@ class Graph:
             raise UsageError(f"the {op_name} op cannot be part of a graph yet.")
         dtype = dtype or self.dtype
         label = name or f"{op_name}{len(self._nodes)}"
-        try:
-            problem = op.problem(**options, dtype=dtype)
-        except UsageError as e:
-            raise UsageError(f"{op_name} node {label!r}: {e.message}", e.hint) from None
+        problem = _node_problem(op, label, options, dtype)
         shapes = {t.name: t.shape for t in op.tensors(problem)}
         values = [self.input(f"{label}.{role}", shapes[role], dtype) for role in op.graph.inputs]
         return self._op_node(op, label, values, options, dtype, explicit=name is not None)

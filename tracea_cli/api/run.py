@@ -176,7 +176,7 @@ class Executor:
                 operands[role] = self._folded_weight(step, values)
             else:
                 operands[role] = values[index]
-        op = get_op(node.op)
+        op = get_op(step.runs(self.graph)[0])
         out_tensor = next(t for t in op.tensors(problem) if t.name == op.graph.output)
         out = self.xp.empty(out_tensor.shape, dtype=storage_dtype(problem.dtype))
         operands[op.graph.output] = out
@@ -206,7 +206,7 @@ class Executor:
 
     def _folded_weight(self, step: Step, values: dict[int, Any]) -> Any:
         node = self.graph.nodes[step.node]
-        weight = dict(zip(node.roles, node.inputs))[step.fold.weight]
+        weight = dict(step.operands)[step.fold.weight]
 
         def compute() -> Any:
             scale, _ = self._norm(step, values)

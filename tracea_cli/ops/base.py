@@ -8,6 +8,7 @@ operation. One op is a folder under `tracea_cli/ops/` that provides an `Op`; `re
     Family     one kernel family on one backend: space, source, launch plan (ops/launch.py), arguments, picks
     Baseline   a vendor library (or framework) call on the same problem, checked and timed like a kernel
     GraphBinding  how the Python API's Graph builds the op's nodes from tensors
+    NodePair   two other ops' nodes in a row that an op computes as one (the fusion pass asks for them)
     Op         the operation: options, problem type, dtypes per backend, families, baselines, inputs, reference,
                bench suite rows, export ABI, graph binding
 
@@ -292,6 +293,24 @@ class ExportAbi:
 
 
 @dataclass(frozen=True)
+class NodePair:
+    """Two op nodes in a row that this op computes as one node: a `first` node (of op `first`) whose value only a
+    `second` node (of op `second`) reads, as its input tensor `through` (x → linear → linear is one lowrank-mlp).
+
+    `options(first, second)` takes both nodes' option values and returns this op's option values for the pair (sizes
+    and geometry, as `GraphBinding.options_from` does), or None where this op does not compute the pair (a wide
+    middle, another layout). `operands` maps this op's input tensors, in its binding's order, to (0: the first node,
+    1: the second; that node's tensor name). The fusion pass asks every op of the registry for its pairs, so the API
+    names no op; the pointwise chain after the second node then fuses as this op's epilogue."""
+
+    first: str
+    second: str
+    through: str
+    options: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any] | None]
+    operands: Mapping[str, tuple[int, str]]
+
+
+@dataclass(frozen=True)
 class GraphBinding:
     """How the Python API's `Graph` builds a node of this op from tensors (`g.conv2d(x, w, stride=2)`) and folds
     per-output-channel scales (an inference batch norm) into it.
@@ -305,7 +324,9 @@ class GraphBinding:
     `torch_module` names the torch.nn module class this op computes ("Conv2d"), and `from_torch(module)` reads one:
     (the builder's keywords, the module's weight in the op's layout by tensor name, its bias or None), or a sentence
     saying why the op cannot compute that module (Graph.from_fx and patch_conv2d use it; torch is imported by
-    the caller)."""
+    the caller).
+
+    `pairs` are the pairs of other ops' nodes this op computes as one node (`NodePair`)."""
 
     inputs: tuple[str, ...]
     output: str
@@ -314,6 +335,7 @@ class GraphBinding:
     aliases: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     torch_module: str | None = None
     from_torch: Callable[[Any], tuple[dict[str, Any], dict[str, Any], Any] | str] | None = None
+    pairs: tuple[NodePair, ...] = ()
 
 
 class Op(Protocol):

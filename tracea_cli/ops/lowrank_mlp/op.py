@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tracea_cli.ops.base import Option, Tensor, resolve_options
+from tracea_cli.errors import UsageError
+from tracea_cli.ops.base import Option, Tensor, find_epilogue, resolve_options
 from tracea_cli.ops.lowrank_mlp import problem as lp
 from tracea_cli.ops.lowrank_mlp.baselines import BASELINES
 from tracea_cli.ops.lowrank_mlp.export.abi import ABI
 from tracea_cli.ops.lowrank_mlp.families.fused import FUSED
 from tracea_cli.ops.lowrank_mlp.families.numba import NUMBA
 from tracea_cli.ops.lowrank_mlp.families.two_gemm import TWO_GEMM
+from tracea_cli.ops.lowrank_mlp.graph import BINDING
 from tracea_cli.ops.lowrank_mlp.problem import LowrankMlpProblem
 from tracea_cli.ops.lowrank_mlp.suites import suite
 
@@ -40,9 +42,21 @@ class LowrankMlpOp:
     families = (FUSED, TWO_GEMM, NUMBA)
     baselines = BASELINES
     export = ABI
-    graph = None  # not in the Python API's graphs yet
+    graph = BINDING
 
     def problem(self, **values: Any) -> LowrankMlpProblem:
+        """The problem for option values. `epilogue=NAME` ("bias_silu_residual"), as the Python API's graphs name
+        the fused epilogue, sets bias, act and residual (given as well, they must agree with it)."""
+        epilogue = values.pop("epilogue", None)
+        if epilogue is not None:
+            fused = find_epilogue(lp.EPILOGUES, epilogue)
+            parts = {"bias": fused.bias, "act": fused.activation or "none", "residual": fused.residual}
+            other = next((k for k, v in parts.items() if values.get(k) is not None and values[k] != v), None)
+            if other is not None:
+                raise UsageError(f"lowrank-mlp's epilogue {epilogue!r} and {other}={values[other]!r} disagree.",
+                                 "In a graph, add the bias, activation and residual as nodes after the node; they "
+                                 "fuse into it.")
+            values.update(parts)
         return LowrankMlpProblem(**resolve_options(self.name, self.options, values))
 
     def from_key(self, dtype: str, key: Mapping[str, Any]) -> LowrankMlpProblem:
