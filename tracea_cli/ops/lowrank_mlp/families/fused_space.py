@@ -248,33 +248,44 @@ def fused_space(problem: LowrankMlpProblem, target: Target) -> SearchSpace:
     return SearchSpace(params=_params(problem), rules=_rules(problem, limits))
 
 
-# Hand-picked starting points (block_m, warps, warps_n1, block_k, block_n, warps_n2, stages), best guesses first: the
-# best of the H200 ladder of 2026-12-03 for rank 64 at M = 16384 (128 rows, a 6-deep ring) and at M = 4096 (32 rows,
-# two blocks per SM), then shorter blocks as the rank grows (T's tile and V's chunks take more shared memory and
-# registers), and a small one every shape admits.
+# Hand-picked starting points (block_m, warps, warps_n1, block_k, block_n, warps_n2, stages), best guesses first, from
+# the H200 ladder of 2026-12-03 (docs/results/lowrank_variants_h200_2026-12-03_1246.md): 64 rows with two blocks per
+# SM (rank 64), 128 rows on 16 warps with 64-wide chunks (rank 256: 8 warps would hold 64 accumulators a thread),
+# 128 rows with a 6-deep ring, 32 rows; then shorter blocks and a small one every shape admits.
 _PICKS = (
+    (64, 8, 4, 64, 128, 4, 4),
+    (128, 16, 4, 32, 64, 4, 3),
     (128, 8, 2, 64, 128, 4, 6),
     (32, 8, 4, 64, 128, 4, 4),
     (64, 8, 4, 32, 64, 4, 2),
-    (128, 8, 2, 64, 128, 4, 3),
     (64, 4, 2, 64, 128, 2, 3),
-    (128, 8, 4, 32, 64, 2, 2),
     (64, 4, 1, 32, 128, 2, 2),
     (32, 4, 2, 32, 64, 4, 2),
 )
+ASSUMED_SMS = 132  # where the target does not say (an H100/H200)
+
+
+def split_for(problem: LowrankMlpProblem, block_m: int, sm_count: int) -> int:
+    """The d_out split the picks take: the largest of SPLIT_N that keeps the blocks within one wave of the SMs (1
+    where the row blocks alone fill them). Measured: at M = 4096 split_n = 2 was the best of every tile."""
+    row_blocks = -(-problem.m // block_m)
+    return max(s for s in SPLIT_N if s == 1 or row_blocks * s <= sm_count)
 
 
 def hand_picked(problem: LowrankMlpProblem, target: Target) -> list[Config]:
     """A few valid configurations, best guesses first: each pick with y staged where the shared memory allows (else
-    stored directly; staging measured faster at every tile of the 2026-12-03 ladder but the smallest), not staggered
-    (no gain measured), d_out not split, the widest vector width the rows allow and two blocks per SM where they fit
-    (else one), and shallower pipelines or narrower phase-1 warp grids where the shape needs them."""
+    stored directly; staging measured faster at nearly every tile of the 2026-12-03 ladders), not staggered (no gain
+    measured), d_out split where the row blocks alone leave SMs idle (`split_for`), the widest vector width the rows
+    allow and two blocks per SM where they fit (else one), and shallower pipelines or narrower phase-1 warp grids
+    where the shape needs them."""
     if applies(problem):
         return []
     space = fused_space(problem, target)
+    sms = target.cuda_limits().sm_count or ASSUMED_SMS
     picks: list[Config] = []
     for bm, warps, wn1, bk, bn, wn2, stages in _PICKS:
-        c = _first_valid(_variants(bm, warps, wn1, bk, bn, wn2, stages, space, ((0, 1), (0, 0))), space)
+        flags = ((0, 1, split_for(problem, bm, sms)), (0, 1, 1), (0, 0, 1))
+        c = _first_valid(_variants(bm, warps, wn1, bk, bn, wn2, stages, space, flags), space)
         if c is not None and c not in picks:
             picks.append(c)
     return picks
@@ -287,9 +298,9 @@ def _first_valid(configs, space: SearchSpace) -> Config | None:
 def _variants(bm, warps, wn1, bk, bn, wn2, stages, space, flags):
     for warps_n1 in dict.fromkeys((wn1, 2, 1)):
         for st in dict.fromkeys((stages, 4, 2)):
-            for stagger, stage_y in flags:
+            for stagger, stage_y, split_n in flags:
                 for vec in space.param("vec").values:
                     for blocks in (2, 1):
                         yield {"family": FAMILY, "block_m": bm, "warps": warps, "warps_n1": warps_n1, "block_k": bk,
                                "block_n": bn, "warps_n2": wn2, "stages": st, "vec": vec, "min_blocks": blocks,
-                               "stagger": stagger, "stage_y": stage_y, "split_n": 1}
+                               "stagger": stagger, "stage_y": stage_y, "split_n": split_n}
