@@ -142,7 +142,8 @@ def test_the_emulator_catches_a_wrong_packing(attention_emulator):
     p = OP.problem(batch=1, heads=4, kv_heads=1, seq=3, seq_k=100, head_dim=64, dtype="bf16", causal=True)
     config = _cfg(16, 16, 1, kv_splits=2, pack_gqa=1)
     right = FA2.source(p, config)
-    wrong = right.replace("return gq + head_of(m0 + r) * (long long)args.q_sh", "return gq + head0 * (long long)args.q_sh")
+    wrong = right.replace("return gq + head_of(m0 + r) * (long long)args.q_sh",
+                          "return gq + head0 * (long long)args.q_sh")
     assert wrong != right
     got, ref = _emulate(attention_emulator, p, config, seed=7, name="wrong-packing", source=wrong)
     assert not check(got["out"], ref["out"], p.dtype).ok
