@@ -91,7 +91,8 @@ __device__ void fa2_split_forward(const AttentionArgs &args, float *workspace) {
   auto query_row = [&](int r) { return PACK_GQA ? r % args.seq_q : r; };
   const int m0 = block_m * F::BLOCK_M;
   const int offset = args.seq_k - args.seq_q;
-  // the block's lowest and highest query rows (causal bounds): a packed block spanning two heads spans all of them
+  // the block's lowest and highest query rows (causal bounds): a packed block over two heads or more holds row
+  // seq_q - 1 of one and row 0 of the next
   const int m_last = PACK_GQA ? min(m0 + F::BLOCK_M, rows_total) - 1 : m0 + F::BLOCK_M - 1;
   const bool spans_heads = PACK_GQA && head_of(m0) != head_of(m_last);
   const int q_lo = spans_heads ? 0 : query_row(m0), q_hi = spans_heads ? args.seq_q - 1 : query_row(m_last);
