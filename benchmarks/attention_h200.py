@@ -71,7 +71,8 @@ SECONDS = {"prefill": 150.0, "decode": 300.0}
 
 
 def decode_configs(problem: AttentionProblem, target: Any) -> list[dict]:
-    """The first DECODE_TILES tiles of hand_picked, each with every kv_splits the space admits."""
+    """The first DECODE_TILES tiles of hand_picked (pack_gqa part of the tile), each with every kv_splits the space
+    admits."""
     space = fa2_space(problem, target)
     tiles: list[dict] = []
     for c in hand_picked(problem, target):

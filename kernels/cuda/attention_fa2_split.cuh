@@ -8,6 +8,12 @@
 //   block sees) and writes, for each of its rows, fp32 into the workspace
 //     O_z = Σ_j exp2(s_j - m) v_j / l      (D floats: the chunk's own softmax-weighted mean of V)
 //     lse_z = m + log2 l                   (log2 domain; -inf where the chunk holds no visible key of the row)
+// With PACK_GQA (grouped-query attention, G = heads / kv_heads > 1) the forward's grid is (ceil(G·seq_q / BLOCK_M),
+//   batch·kv_heads, KV_SPLITS) instead: a block's rows are the G query heads of its K/V head times the seq_q query
+//   rows (packed row r: head kv_head·G + r / seq_q, query row r % seq_q), so each K/V tile is loaded once per group,
+//   not G times, and a decode step (seq_q = 1) fills G rows of a 16-row tile rather than one. Q is gathered row by
+//   row, the causal mask reads each row's own query row, and each row goes to its own (batch·head, query row) slot
+//   of the workspace: the combine is the same kernel either way.
 // fa2_split_combine: grid (ceil(seq_q / COMBINE_WARPS), batch·heads), one warp per (batch·head, query row): with L = max_z lse_z and w_z = exp2(lse_z - L),
 //     out = Σ_z w_z O_z / Σ_z w_z,  lse = (L + log2 Σ_z w_z)·ln 2
 //   rounded to the op's dtype; a chunk with lse_z = -inf weighs 0 and its O_z is not read.
@@ -25,7 +31,8 @@
 
 #include "attention_fa2.cuh"
 
-// the FA2 kernel's parameters and the workspace (batch·heads is gridDim.y in both kernels)
+// the FA2 kernel's parameters and the workspace (batch·heads is gridDim.y of the combine, and of the forward without
+// PACK_GQA)
 #define TRACEA_ATTENTION_SPLIT_PARAMS TRACEA_ATTENTION_PARAMS, float *__restrict__ workspace
 
 namespace tracea {
@@ -39,7 +46,21 @@ template <class F, int KV_SPLITS_> struct Fa2Split {
   static_assert(F::D % 32 == 0, "whole columns per lane");
 };
 
-template <class F, int KV_SPLITS> __device__ void fa2_split_forward(const AttentionArgs &args, float *workspace) {
+// Copies `rows` rows of D elements, row r from `row_address(r)`, into shared rows of F::LD; rows past `valid_rows`
+// are zero-filled (copy_rows with a row address per row: packed GQA rows belong to different heads).
+template <class F, class RowAddress>
+__device__ __forceinline__ void gather_rows(typename F::T *dst, RowAddress row_address, int rows, int valid_rows) {
+  constexpr int CHUNKS = F::D / F::VEC;
+  for (int i = threadIdx.x; i < rows * CHUNKS; i += F::THREADS) {
+    const int r = i / CHUNKS, c = (i % CHUNKS) * F::VEC;
+    const bool valid = r < valid_rows;
+    const typename F::T *from = valid ? row_address(r) + c : row_address(0);
+    cp_async<16>(smem_address(dst + r * F::LD + c), from, valid);
+  }
+}
+
+template <class F, int KV_SPLITS, bool PACK_GQA = false>
+__device__ void fa2_split_forward(const AttentionArgs &args, float *workspace) {
   using T = typename F::T;
 #ifdef TRACEA_HOST_EMULATION
   T *smem = reinterpret_cast<T *>(smem_raw);
@@ -56,22 +77,34 @@ template <class F, int KV_SPLITS> __device__ void fa2_split_forward(const Attent
   const int g = lane / 4, t = lane % 4;
   const int blocks_m = static_cast<int>(gridDim.x);
   const int block_m = F::CAUSAL ? blocks_m - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
-  const int bh = static_cast<int>(blockIdx.y), split = static_cast<int>(blockIdx.z);
-  const int bhs = static_cast<int>(gridDim.y);
-  const int batch = bh / args.heads, head = bh % args.heads;
-  const int kv_head = head / (args.heads / args.kv_heads);
+  const int split = static_cast<int>(blockIdx.z);
+  const int group = args.heads / args.kv_heads;
+  // grid y: batch·heads + head, or with PACK_GQA batch·kv_heads + kv_head; head0 is the head of the block's row 0
+  const int by = static_cast<int>(blockIdx.y);
+  const int batch = by / (PACK_GQA ? args.kv_heads : args.heads);
+  const int head0 = PACK_GQA ? (by % args.kv_heads) * group : by % args.heads;
+  const int kv_head = head0 / group;
+  const int bhs = static_cast<int>(gridDim.y) * (PACK_GQA ? group : 1);  // batch·heads
+  const int rows_total = PACK_GQA ? group * args.seq_q : args.seq_q;      // the block rows' space, tiled by BLOCK_M
+  // packed row r: head head0 + r / seq_q, query row r % seq_q (unpacked: head0 and r)
+  auto head_of = [&](int r) { return PACK_GQA ? head0 + r / args.seq_q : head0; };
+  auto query_row = [&](int r) { return PACK_GQA ? r % args.seq_q : r; };
   const int m0 = block_m * F::BLOCK_M;
   const int offset = args.seq_k - args.seq_q;
+  // the block's lowest and highest query rows (causal bounds): a packed block over two heads or more holds row
+  // seq_q - 1 of one and row 0 of the next
+  const int m_last = PACK_GQA ? min(m0 + F::BLOCK_M, rows_total) - 1 : m0 + F::BLOCK_M - 1;
+  const bool spans_heads = PACK_GQA && head_of(m0) != head_of(m_last);
+  const int q_lo = spans_heads ? 0 : query_row(m0), q_hi = spans_heads ? args.seq_q - 1 : query_row(m_last);
 
-  const T *gq = static_cast<const T *>(args.q) + batch * (long long)args.q_sb + head * (long long)args.q_sh +
-                m0 * (long long)args.q_sr;
+  const T *gq = static_cast<const T *>(args.q) + batch * (long long)args.q_sb;
   const long long kv_base = batch * (long long)args.kv_sb + kv_head * (long long)args.kv_sh;
   const T *gk = static_cast<const T *>(args.k) + kv_base;
   const T *gv = static_cast<const T *>(args.v) + kv_base;
 
   // This chunk's key blocks: an even share of all of them, cut where the causal query block stops seeing keys.
   const int all_blocks = (args.seq_k + F::BLOCK_N - 1) / F::BLOCK_N;
-  const int keys = F::CAUSAL ? min(args.seq_k, m0 + F::BLOCK_M + offset) : args.seq_k;
+  const int keys = F::CAUSAL ? min(args.seq_k, q_hi + 1 + offset) : args.seq_k;
   const int seen_blocks = keys > 0 ? (keys + F::BLOCK_N - 1) / F::BLOCK_N : 0;
   const int j_begin = static_cast<int>((long long)split * all_blocks / KV_SPLITS);
   const int j_end = min(seen_blocks, static_cast<int>((long long)(split + 1) * all_blocks / KV_SPLITS));
@@ -88,7 +121,10 @@ template <class F, int KV_SPLITS> __device__ void fa2_split_forward(const Attent
   };
 
   // ---- prologue: Q and the chunk's first STAGES - 1 key/value blocks ------------------------------------------------
-  copy_rows<F>(sq, gq, args.q_sr, F::BLOCK_M, args.seq_q - m0);
+  gather_rows<F>(
+      sq,
+      [&](int r) { return gq + head_of(m0 + r) * (long long)args.q_sh + query_row(m0 + r) * (long long)args.q_sr; },
+      F::BLOCK_M, rows_total - m0);
   cp_async_commit();
   for (int j = 0; j < F::STAGES - 1; ++j) load_kv(j_begin + j);
   cp_async_wait<F::STAGES - 1>();
@@ -135,13 +171,13 @@ template <class F, int KV_SPLITS> __device__ void fa2_split_forward(const Attent
       }
     }
 
-    const bool masked = n0 + F::BLOCK_N > args.seq_k || (F::CAUSAL && n0 + F::BLOCK_N - 1 > m0 + offset);
+    const bool masked = n0 + F::BLOCK_N > args.seq_k || (F::CAUSAL && n0 + F::BLOCK_N - 1 > q_lo + offset);
     for (int i = 0; i < F::TILES_M; ++i)
       for (int n = 0; n < F::TILES_N; ++n)
         for (int e = 0; e < 4; ++e) {
           float x = s[i][n][e] * scale_log2;
           if (masked) {
-            const int row = m0 + wm0 + i * 16 + g + 8 * (e / 2), col = n0 + n * 8 + 2 * t + e % 2;
+            const int row = query_row(m0 + wm0 + i * 16 + g + 8 * (e / 2)), col = n0 + n * 8 + 2 * t + e % 2;
             if (col >= args.seq_k || (F::CAUSAL && col > row + offset)) x = neg_inf;
           }
           s[i][n][e] = x;
@@ -191,22 +227,24 @@ template <class F, int KV_SPLITS> __device__ void fa2_split_forward(const Attent
   cp_async_wait<0>();
 
   // ---- epilogue: O / l and m + log2 l of each row, fp32, straight from the fragments into the workspace ------------
+  // each row at its own (batch·head, query row) slot of the chunk's slice
   const long long rows = (long long)bhs * args.seq_q;  // rows of one chunk's slice
-  float *wo = workspace + ((long long)split * rows + (long long)bh * args.seq_q) * F::D;
-  float *wl = workspace + KV_SPLITS * rows * F::D + (long long)split * rows + (long long)bh * args.seq_q;
+  float *wo = workspace + (long long)split * rows * F::D;
+  float *wl = workspace + KV_SPLITS * rows * F::D + (long long)split * rows;
   for (int i = 0; i < F::TILES_M; ++i)
     for (int h = 0; h < 2; ++h) {
       const float total = quad_sum(row_sum[i][h]);
       const float inv = total > 0.f ? 1.f / total : 0.f;
-      const int row = m0 + wm0 + i * 16 + g + 8 * h;
-      if (row >= args.seq_q) continue;
+      const int r = m0 + wm0 + i * 16 + g + 8 * h;
+      if (r >= rows_total) continue;
+      const long long slot = ((long long)batch * args.heads + head_of(r)) * args.seq_q + query_row(r);
       for (int d = 0; d < F::TILES_D; ++d) {
         float2 pair;
         pair.x = o[i][d][2 * h] * inv;
         pair.y = o[i][d][2 * h + 1] * inv;
-        *reinterpret_cast<float2 *>(wo + row * (long long)F::D + d * 8 + 2 * t) = pair;
+        *reinterpret_cast<float2 *>(wo + slot * F::D + d * 8 + 2 * t) = pair;
       }
-      if (t == 0) wl[row] = total > 0.f ? row_max[i][h] + log2f(total) : neg_inf;
+      if (t == 0) wl[slot] = total > 0.f ? row_max[i][h] + log2f(total) : neg_inf;
     }
 }
 

@@ -69,7 +69,9 @@ def test_the_decode_section_is_the_issues_and_sweeps_every_kv_splits():
     target = arch_target("sm_90a", sm_count=132)
     configs = bench.decode_configs(bench.DECODE_PROBLEMS[0], target)
     assert {c["kv_splits"] for c in configs} == {1, 2, 4, 8, 16, 32}
-    assert len({(c["block_m"], c["block_n"], c["warps"], c["stages"]) for c in configs}) == bench.DECODE_TILES
+    tiles = {(c["block_m"], c["block_n"], c["warps"], c["stages"], c.get("pack_gqa", 0)) for c in configs}
+    assert len(tiles) == bench.DECODE_TILES
+    assert {t[-1] for t in tiles} == {0, 1}  # packed GQA (the issue's 32/8 heads) and unpacked, compared
 
 
 def test_the_decode_report_shows_each_kv_splits_and_the_fastest_sdpa_backend():

@@ -12,7 +12,7 @@ import pytest
 from tracea_cli.backends import nvrtc
 from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.ops.attention.families.fa2 import FA2, fa2_args
-from tracea_cli.ops.attention.families.fa2_space import fa2_space, tiling
+from tracea_cli.ops.attention.families.fa2_space import KV_SPLITS, fa2_space, grid_blocks, tiling
 from tracea_cli.ops.registry import get_op
 
 OP = get_op("attention")
@@ -188,10 +188,11 @@ def test_decode_picks_split_the_keys_to_fill_the_sms(seq, seq_k, batch, sm90, sm
         picks = FA2.suggested(p, target)
         first = picks[0]
         assert first["kv_splits"] > 1 and fa2_space(p, target).why_invalid(first) is None, (p.label, first)
-        blocks = batch * 32 * -(-seq // first["block_m"])
+        blocks = grid_blocks(p, first)  # packed GQA: batch x kv_heads x the query blocks of 4 heads' rows
         key_blocks = -(-seq_k // first["block_n"])
-        # enough blocks for 4 per SM, or as many chunks as leave each 4 key blocks
-        assert blocks * first["kv_splits"] >= 4 * sms or key_blocks // (2 * first["kv_splits"]) < 4, (p.label, first)
+        # enough blocks for 4 per SM, or as many chunks as leave each 4 key blocks, or the most chunks there are
+        assert blocks * first["kv_splits"] >= 4 * sms or key_blocks // (2 * first["kv_splits"]) < 4 or \
+            first["kv_splits"] == max(KV_SPLITS), (p.label, first)
 
 
 def test_prefill_and_unknown_sm_counts_are_not_split(sm90, make_target):
@@ -213,7 +214,73 @@ def _compile_split(p, config, arch, make_target):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_the_split_picks_compile_without_spills(head_dim, arch, make_target, sm90):
+    """The first packed (pack_gqa = 1) and the first unpacked split pick of GQA decode."""
     p = OP.problem(seq=1, seq_k=8192, causal=head_dim == 64, lse=head_dim == 256, **{**DECODE, "head_dim": head_dim})
-    config = FA2.suggested(p, sm90)[0]
-    assert config["kv_splits"] > 1
-    _compile_split(p, config, arch, make_target)
+    picks = FA2.suggested(p, sm90)
+    for pack in (1, 0):
+        config = next(c for c in picks if c["pack_gqa"] == pack)
+        assert config["kv_splits"] > 1
+        _compile_split(p, config, arch, make_target)
+
+
+# ---- packed GQA (pack_gqa = 1) ---------------------------------------------------------------------------------------
+
+
+def test_pack_gqa_rules_say_what_is_wrong(sm90):
+    p = OP.problem(seq=1, seq_k=1000, **DECODE)
+    packed = {"family": "fa2", "block_m": 16, "block_n": 32, "warps": 1, "stages": 2, "kv_splits": 4, "pack_gqa": 1}
+    space = fa2_space(p, sm90)
+    assert space.why_invalid(packed) is None
+    assert "it needs kv_splits > 1" in space.why_invalid({**packed, "kv_splits": 1})
+    assert "block_m=32 is larger than heads/kv_heads x seq=4 needs (at most 16)" in space.why_invalid(
+        {**packed, "block_m": 32, "warps": 2})
+    mha = OP.problem(seq=1, seq_k=1000, **{**DECODE, "kv_heads": 32})
+    assert "heads=32 has as many K/V heads" in fa2_space(mha, sm90).why_invalid(packed)
+    threes = OP.problem(seq=1, seq_k=1000, **{**DECODE, "heads": 12, "kv_heads": 4})
+    assert "block_m a multiple of the 3 query heads per K/V head; block_m=16 is not" in \
+        fa2_space(threes, sm90).why_invalid(packed)
+    # 8 heads x 4 rows: 32 packed rows fill a 32-row block that the 4 rows alone could not
+    rows = OP.problem(seq=4, seq_k=1000, **{**DECODE, "kv_heads": 4})
+    wide = {**packed, "block_m": 32, "warps": 2}
+    assert fa2_space(rows, sm90).why_invalid(wide) is None
+    assert "block_m=32 is larger than seq=4" in fa2_space(rows, sm90).why_invalid({**wide, "pack_gqa": 0})
+
+
+def test_the_packed_launch_covers_the_groups_rows_and_the_combine_is_unchanged():
+    import numpy as np
+
+    p = OP.problem(seq=5, seq_k=1000, causal=True, lse=True, **{**DECODE, "batch": 2})
+    config = {"family": "fa2", "block_m": 16, "block_n": 64, "warps": 1, "stages": 2, "kv_splits": 8, "pack_gqa": 1}
+    plan = FA2.launch(p, config)
+    args = fa2_args(p, {t.name: np.zeros(t.shape, np.float16) for t in p.tensors()})
+    split, combine = plan.steps
+    # ceil(4 heads x 5 rows / 16) query blocks, batch x kv_heads; the combine over batch x heads as unpacked
+    assert plan.grid(split, args) == (2, 16, 8) and plan.grid(combine, args) == (2, 64, 1)
+    unpacked = FA2.launch(p, {**config, "pack_gqa": 0})
+    assert unpacked.steps[1] == combine and unpacked.workspace_bytes(args) == plan.workspace_bytes(args)
+    source = FA2.source(p, config)
+    assert "fa2_split_forward<Tile, 8, true>" in source and '"pack_gqa":1' in source
+    assert "fa2_split_combine<Tile, 8>" in source
+
+
+def test_pack_gqa_0_is_the_source_as_before_and_a_packed_kernel_serves_its_own_group():
+    p = OP.problem(seq=1, seq_k=8192, **DECODE)
+    split = {"family": "fa2", "block_m": 16, "block_n": 64, "warps": 1, "stages": 2, "kv_splits": 8}
+    assert FA2.source(p, split) == FA2.source(p, {**split, "pack_gqa": 0})
+    plain = {**split, "kv_splits": 1}
+    assert FA2.source(p, plain) == FA2.source(p, {**plain, "pack_gqa": 0})
+    packed = {**split, "pack_gqa": 1}
+    assert FA2.serves(p, packed, OP.problem(seq=7, seq_k=100, **{**DECODE, "batch": 3})) is None
+    assert "built for 4 query heads per K/V head, not 2" in FA2.serves(
+        p, packed, OP.problem(seq=1, seq_k=8192, **{**DECODE, "kv_heads": 16}))
+    assert FA2.serves(p, split, OP.problem(seq=1, seq_k=8192, **{**DECODE, "kv_heads": 16})) is None
+
+
+@pytest.mark.parametrize("heads, kv_heads", [(32, 8), (32, 4), (32, 32)])
+def test_gqa_decode_picks_pack_first_and_keep_an_unpacked_one(heads, kv_heads, sm90, sm80):
+    for target in (sm90, sm80):
+        p = OP.problem(seq=1, seq_k=8192, **{**DECODE, "heads": heads, "kv_heads": kv_heads})
+        picks = FA2.suggested(p, target)  # the tuner's first three
+        packs = [c["pack_gqa"] for c in picks]
+        assert packs == ([1, 1, 0] if kv_heads < heads else [0, 0, 0]), (p.label, picks)
+        assert all(c["kv_splits"] > 1 and fa2_space(p, target).why_invalid(c) is None for c in picks)

@@ -201,3 +201,26 @@ def test_the_shipped_defaults_export_the_first_entry_that_fits_and_say_they_are_
         assert choice["origin"] == "default" and all(choice["values"][k] == v for k, v in expected.items()), choice
     assert {e["status"] for e in doc["verification"]} == {COMPILED_ONLY}
     assert all("profiles/defaults/attention.json" in e["evidence"] for e in doc["verification"])
+
+
+def test_a_packed_gqa_export_launches_one_block_per_kv_head_and_serves_its_own_group(toolchain, fake_driver,
+                                                                                    tmp_path):
+    """Decode with 4 query heads per K/V head packed (pack_gqa = 1): the split kernel runs over (query blocks of the
+    packed rows, batch·kv_heads, chunks) by the plan's rules, the combine over every (batch·head, row) as unpacked;
+    a call with another group size is not served (nothing launched)."""
+    config = {"family": "fa2", "block_m": 16, "block_n": 64, "warps": 1, "stages": 2, "kv_splits": 8, "pack_gqa": 1}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = cli(["attention", "--batch", "4", "--heads", "16", "--kv-heads", "4", "--seq", "1", "--seq-k", "8192",
+                  "--head-dim", "128", "--dtype", "bf16", "--causal", "--backend", "cuda", "--arch", "sm_90",
+                  "--config", str(tmp_path / "config.json"), "--out", str(tmp_path / "out")], tmp_path)
+    assert result.exit_code == 0, result.output
+    program = probe(tmp_path / "out", toolchain)
+    out, log, asked = run_probe(program, ["2", "16", "5", "4", "5000", "ws"], fake_driver, cc="9.0")
+    assert out == ["status=0 ok"], (out, log)
+    assert asked["bytes"] == str(8 * (128 + 1) * 4 * 5 * 2 * 16)  # the same workspace as unpacked
+    split, combine = launches(log)
+    # ceil(4 heads x 5 rows / 16) = 2 query blocks, 2 x 4 K/V heads; the combine over 2 x 16 heads
+    assert split["name"] == "attention_fa2_split" and split["grid"] == "2,8,8"
+    assert combine["name"] == "attention_fa2_combine" and combine["grid"] == "2,32,1"
+    out, log, _ = run_probe(program, ["2", "16", "1", "8", "5000", "ws"], fake_driver, cc="9.0")
+    assert out[0].startswith("status=9 ") and not launches(log), (out, log)  # TRACEA_ERROR_UNSUPPORTED_SHAPE

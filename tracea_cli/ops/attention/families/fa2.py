@@ -9,7 +9,9 @@ N = batch·heads and K = seq_k.
 
 With kv_splits > 1 (split-KV) a configuration is two kernels of kernels/cuda/attention_fa2_split.cuh instead:
 `attention_fa2_split` (grid z the key chunks, partial O and lse into the fp32 workspace) and `attention_fa2_combine`
-(one warp per output row). That header is its own translation unit, pasted only into split configurations' sources
+(one warp per output row). With pack_gqa = 1 the split kernel's blocks are one per (query block of the G·L_q packed
+rows, batch·kv_heads): grid x the rule m/(block_m / G) (block_m a multiple of G: ceil(G·L_q / block_m) exactly), y
+n/G; the combine is unchanged. That header is its own translation unit, pasted only into split configurations' sources
 and hashed only into the cache keys of problems whose space has split-KV (fa2_space.admits_split): every other
 attention key is the one it was before split-KV existed.
 """
@@ -25,8 +27,10 @@ from tracea_cli.ops.attention.families.fa2_space import (
     admits_split,
     applies,
     fa2_space,
+    group_of,
     hand_picked,
     kv_splits_of,
+    pack_of,
     tiling,
 )
 from tracea_cli.ops.attention.problem import AttentionProblem, check_operands
@@ -66,8 +70,11 @@ def fa2_source(problem: AttentionProblem, config: Mapping[str, Value]) -> str:
     args = [ELEMENT[p.dtype], str(p.head_dim), *(str(int(config[n])) for n in ("block_m", "block_n", "warps",
                                                                               "stages")),
             flag[p.causal], flag[p.lse]]
-    # kv_splits = 1 is the configuration as it was before the parameter existed: the same text, byte for byte
-    shown = {n: v for n, v in config.items() if not (n == "kv_splits" and splits == 1)}
+    # kv_splits = 1 and pack_gqa = 0 are the configuration as it was before the parameter existed: the same text,
+    # byte for byte
+    shown = {n: v for n, v in config.items()
+             if not (n == "kv_splits" and splits == 1) and not (n == "pack_gqa" and not pack_of(config))}
+    forward = f"{splits}, true" if pack_of(config) else f"{splits}"
     lines = [
         f"// Tracea CUDA attention, fa2 family ({p.dtype}, head dim {p.head_dim}, "
         f"{'causal' if p.causal else 'no mask'}{', lse' if p.lse else ''})",
@@ -85,7 +92,7 @@ def fa2_source(problem: AttentionProblem, config: Mapping[str, Value]) -> str:
             f"using Split = tracea::Fa2Split<Tile, {splits}>;",
             f'static_assert(Split::COMBINE_WARPS == {COMBINE_WARPS}, "combine rows differ from the launch plan");',
             f'extern "C" __global__ void __launch_bounds__(Tile::THREADS) {SPLIT_KERNEL}'
-            f"(TRACEA_ATTENTION_SPLIT_PARAMS) {{ tracea::fa2_split_forward<Tile, {splits}>(TRACEA_ATTENTION_ARGS, "
+            f"(TRACEA_ATTENTION_SPLIT_PARAMS) {{ tracea::fa2_split_forward<Tile, {forward}>(TRACEA_ATTENTION_ARGS, "
             "workspace); }",
             f'extern "C" __global__ void __launch_bounds__(Split::COMBINE_THREADS) {COMBINE_KERNEL}'
             f"(TRACEA_ATTENTION_SPLIT_PARAMS) {{ tracea::fa2_split_combine<Tile, {splits}>(TRACEA_ATTENTION_ARGS, "
@@ -98,14 +105,16 @@ def fa2_launch(problem: AttentionProblem, config: Mapping[str, Value]) -> Launch
     """One kernel: grid x the query blocks (M = seq), y every (batch, head) pair (N = batch·heads). With split-KV,
     that kernel with grid z the key chunks, writing the workspace (kv_splits·(D + 1) floats per query row and
     (batch, head): M x N x workspace_bytes_per_mn, every byte written before it is read, so no memset), then the
-    combine, a warp per output row (grid x the query rows by COMBINE_WARPS, y batch·heads)."""
+    combine, a warp per output row (grid x the query rows by COMBINE_WARPS, y batch·heads). Packed (pack_gqa = 1), the
+    split kernel's grid is x ceil(G·seq / block_m) = ceil(seq / (block_m / G)), y batch·kv_heads = N / G."""
     t = tiling(problem, config)
     bm, splits = int(config["block_m"]), kv_splits_of(config)
     if splits == 1:
         return LaunchPlan(steps=(KernelStep(KERNEL, grid=(f"m/{bm}", "n/1", 1), block=(t.threads, 1, 1),
                                             dynamic_smem_bytes=t.smem_bytes),),
                           params=PARAMS, tile_m=bm, alignment_bytes=t.copy_bytes, family=FAMILY)
-    steps = (KernelStep(SPLIT_KERNEL, grid=(f"m/{bm}", "n/1", splits), block=(t.threads, 1, 1),
+    group = group_of(problem) if pack_of(config) else 1
+    steps = (KernelStep(SPLIT_KERNEL, grid=(f"m/{bm // group}", f"n/{group}", splits), block=(t.threads, 1, 1),
                         dynamic_smem_bytes=t.smem_bytes),
              KernelStep(COMBINE_KERNEL, grid=(f"m/{COMBINE_WARPS}", "n/1", 1), block=(COMBINE_WARPS * 32, 1, 1)))
     return LaunchPlan(steps=steps, params=SPLIT_PARAMS, tile_m=bm, alignment_bytes=t.copy_bytes, family=FAMILY,
@@ -160,9 +169,13 @@ class Fa2Family:
 
     def serves(self, built_for: AttentionProblem, config: Mapping[str, Value],
                problem: AttentionProblem) -> str | None:
-        """The head dim is a template parameter: a kernel serves its own head dim only."""
+        """The head dim is a template parameter: a kernel serves its own head dim only; a packed one (pack_gqa = 1)
+        its own query heads per K/V head too (its grid rules divide by that group)."""
         if problem.head_dim != built_for.head_dim:
             return f"the kernel is built for head dim {built_for.head_dim}, not {problem.head_dim}"
+        if pack_of(config) and group_of(problem) != group_of(built_for):
+            return (f"the packed kernel's grid is built for {group_of(built_for)} query heads per K/V head, not "
+                    f"{group_of(problem)}")
         return None
 
 

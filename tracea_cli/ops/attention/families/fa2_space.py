@@ -6,6 +6,8 @@ tiles whose Q fragments stay in its registers), the keys per step (`block_n`: on
 per pipeline stage) and the depth of the cp.async pipeline (`stages`). `kv_splits` > 1 splits the keys of each
 (batch, head) into that many contiguous chunks, one block each, combined by a second kernel (split-KV, "flash
 decoding"; kernels/cuda/attention_fa2_split.cuh): for decode, where the query blocks alone leave most SMs idle.
+`pack_gqa` = 1 (split-KV with grouped-query heads only) gives a block the rows of all G = heads / kv_heads query heads
+of one K/V head (G·L_q rows, tiled by block_m): each K/V tile is then read once per group instead of G times.
 
 Rules come from the device (threads, shared memory, registers: tile_limits.block_resources), from the register
 budget of a warp's tiles (Q fragments, the O accumulators and the S tile of one step, all per thread), from the
@@ -35,6 +37,7 @@ BLOCK_N = (16, 32, 64, 128)
 WARPS = (1, 2, 4, 8)
 STAGES = (2, 3)
 KV_SPLITS = (1, 2, 4, 8, 16, 32)
+PACK_GQA = (0, 1)
 # Split-KV is in the space of problems with at most this many (batch·head, 16-row query block) pairs: with more, the
 # plain grid has ~8 blocks per SM of the largest GPUs and a split only adds the combine's traffic. A problem bound,
 # not the target's SM count, because the cache key hashes the sources a problem's space compiles from
@@ -95,6 +98,29 @@ def kv_splits_of(config: Mapping[str, Value]) -> int:
     return int(config.get("kv_splits", 1))
 
 
+def pack_of(config: Mapping[str, Value]) -> bool:
+    """Whether a configuration packs the query heads of a K/V head into one block (0 for one stored before the
+    parameter existed)."""
+    return bool(int(config.get("pack_gqa", 0)))
+
+
+def group_of(problem: AttentionProblem) -> int:
+    """G: query heads per K/V head."""
+    return problem.heads // problem.kv_heads
+
+
+def block_rows(problem: AttentionProblem, config: Mapping[str, Value]) -> int:
+    """The rows a configuration tiles by block_m for one grid y: L_q, or G·L_q packed."""
+    return problem.seq * (group_of(problem) if pack_of(config) else 1)
+
+
+def grid_blocks(problem: AttentionProblem, config: Mapping[str, Value]) -> int:
+    """Blocks of the (split) kernel's grid before the keys are split: query blocks x batch·heads (packed:
+    batch·kv_heads)."""
+    heads = problem.kv_heads if pack_of(config) else problem.heads
+    return problem.batch * heads * -(-block_rows(problem, config) // int(config["block_m"]))
+
+
 def query_tiles(problem: AttentionProblem) -> int:
     """(batch·head, 16-row query block) pairs: the most blocks a grid without split-KV can have."""
     return problem.batch * problem.heads * -(-problem.seq // 16)
@@ -119,6 +145,8 @@ def _params() -> tuple[Param, ...]:
         Param("stages", STAGES, doc="key/value blocks in flight (cp.async pipeline depth)"),
         Param("kv_splits", KV_SPLITS, default=1,
               doc="contiguous chunks of the keys, one block each, combined by a second kernel (split-KV)"),
+        Param("pack_gqa", PACK_GQA, default=0,
+              doc="split-KV with grouped-query heads: one block per K/V head holds the rows of all its query heads"),
     )
 
 
@@ -137,7 +165,8 @@ def _rules(problem: AttentionProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         return None
 
     def tiles_fit_problem(c) -> str | None:
-        for name, size, what in (("block_m", p.seq, "seq"), ("block_n", p.seq_k, "seq_k")):
+        rows = ("block_m", p.seq, "seq") if not pack_of(c) else ("block_m", block_rows(p, c), "heads/kv_heads x seq")
+        for name, size, what in (rows, ("block_n", p.seq_k, "seq_k")):
             cap = max(16, _next_pow2(size))
             if c[name] > cap:
                 return f"{name}={c[name]} is larger than {what}={size} needs (at most {cap})"
@@ -173,11 +202,26 @@ def _rules(problem: AttentionProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
                     f"over seq_k={p.seq_k}")
         return None
 
+    def pack_gqa(c) -> str | None:
+        if not pack_of(c):
+            return None
+        if p.kv_heads == p.heads:
+            return f"pack_gqa=1 packs the query heads of a K/V head; heads={p.heads} has as many K/V heads"
+        if c["kv_splits"] == 1:
+            return "pack_gqa=1 is a mode of the split-KV kernel: it needs kv_splits > 1"
+        group = group_of(p)
+        if c["block_m"] % group:
+            # the grid's query blocks are the rule m/(block_m / G) of L_q: ceil(G·L_q / block_m) exactly
+            return (f"pack_gqa=1 needs block_m a multiple of the {group} query heads per K/V head; "
+                    f"block_m={c['block_m']} is not")
+        return None
+
     def resources(c) -> str | None:
         return block_resources(tiling(p, c), {"warp_m": c["block_m"] // c["warps"], "warp_n": p.head_dim, **c},
                                limits)
 
-    return (architecture, warp_rows, tiles_fit_problem, pipeline_depth, grid, int32_strides, split_kv, resources)
+    return (architecture, warp_rows, tiles_fit_problem, pipeline_depth, grid, int32_strides, split_kv, pack_gqa,
+            resources)
 
 
 def fa2_space(problem: AttentionProblem, target: Target) -> SearchSpace:
@@ -202,7 +246,7 @@ def split_for(problem: AttentionProblem, config: Mapping[str, Value], sm_count: 
     SPLIT_MIN_BLOCKS key blocks."""
     if not admits_split(problem) or not sm_count:
         return 1
-    blocks = problem.batch * problem.heads * -(-problem.seq // int(config["block_m"]))
+    blocks = grid_blocks(problem, config)
     key_blocks = -(-problem.seq_k // int(config["block_n"]))
     want = SPLIT_BLOCKS_PER_SM * sm_count
     if blocks >= want:
@@ -211,38 +255,60 @@ def split_for(problem: AttentionProblem, config: Mapping[str, Value], sm_count: 
     return next((s for s in fitting if blocks * s >= want), fitting[-1] if fitting else 1)
 
 
-def hand_picked(problem: AttentionProblem, target: Target, *, limit: int | None = None) -> list[Config]:
-    """A few valid configurations for `problem`, best guesses first; where the query blocks of a pick would leave
-    most SMs idle (decode: L_q of a few rows), the 16-row picks go first, and where the target's SM count is known,
-    each pick split over the keys (split_for) goes in front of it unsplit."""
-    space = fa2_space(problem, target)
+# hand_picked puts at most this many pack_gqa = 1 picks before the best unpacked one, which the tuner and the
+# benchmark then compare them with
+PACKED_FIRST = 2
+
+
+def _base_picks(problem: AttentionProblem, space: SearchSpace, rows: int, pack: int) -> list[Config]:
+    """_PICKS shrunk to `rows` query rows and the problem's keys, unsplit, in the order of _PICKS (pack_gqa = 1 ones
+    as they would be with kv_splits > 1: valid once split)."""
     picks: list[Config] = []
     values = {p.name: p.values for p in space.params}
-    fit_m = min((v for v in values["block_m"] if v >= problem.seq), default=max(values["block_m"]))
+    fit_m = min((v for v in values["block_m"] if v >= rows), default=max(values["block_m"]))
     fit_n = min((v for v in values["block_n"] if v >= problem.seq_k), default=max(values["block_n"]))
     for bm, bn, warps, stages in _PICKS[problem.head_dim]:
         # a short sequence takes the pick shrunk to the blocks it needs (seq = 1 or 17 rejects every larger block)
         bm, bn = min(bm, fit_m), min(bn, fit_n)
         warps = min(warps, max(1, bm // 16))
         for s in dict.fromkeys((stages, 2)):
-            cfg = {"family": FAMILY, "block_m": bm, "block_n": bn, "warps": warps, "stages": s, "kv_splits": 1}
-            if space.why_invalid(cfg) is None:
+            cfg = {"family": FAMILY, "block_m": bm, "block_n": bn, "warps": warps, "stages": s, "kv_splits": 1,
+                   "pack_gqa": pack}
+            if space.why_invalid({**cfg, "kv_splits": 2} if pack else cfg) is None:
                 if cfg not in picks:
                     picks.append(cfg)
                 break
-    if problem.seq <= 16:
+    if rows <= 16:
         picks.sort(key=lambda c: c["block_m"] != 16)  # stable
+    return picks
+
+
+def hand_picked(problem: AttentionProblem, target: Target, *, limit: int | None = None) -> list[Config]:
+    """A few valid configurations for `problem`, best guesses first; where the query blocks of a pick would leave
+    most SMs idle (decode: L_q of a few rows), the 16-row picks go first, and where the target's SM count is known,
+    each pick split over the keys (split_for) goes in front of it unsplit. With grouped-query heads, the split picks
+    that pack a group's query heads into one block (pack_gqa = 1) go first, PACKED_FIRST of them before the best
+    unpacked pick."""
+    space = fa2_space(problem, target)
+    picks = _base_picks(problem, space, problem.seq, pack=0)
     sm_count = (target.limits.sm_count if target.limits else None) or 0
-    split = [c for c in ({**c, "kv_splits": split_for(problem, c, sm_count)} for c in picks)
-             if c["kv_splits"] > 1 and space.why_invalid(c) is None]
+
+    def split(candidates: list[Config]) -> list[Config]:
+        return [c for c in ({**c, "kv_splits": split_for(problem, c, sm_count)} for c in candidates)
+                if c["kv_splits"] > 1 and space.why_invalid(c) is None]
+
+    packed = split(_base_picks(problem, space, problem.seq * group_of(problem), pack=1)) \
+        if problem.kv_heads < problem.heads and admits_split(problem) else []
+    unpacked = split(picks) + picks
     unique: dict[str, Config] = {}
-    for c in split + picks:
+    for c in packed[:PACKED_FIRST] + unpacked[:1] + packed[PACKED_FIRST:] + unpacked[1:]:
         unique.setdefault(config_key(c), c)
     picks = list(unique.values())
     return picks[:limit] if limit else picks
 
 
 def describe(config: Mapping[str, Value]) -> str:
-    """A short human label: "fa2 128x64 w4 s2", "fa2 16x64 w1 s2 kv8" with split-KV."""
+    """A short human label: "fa2 128x64 w4 s2", "fa2 16x64 w1 s2 kv8" with split-KV, "... kv8 gqa" packed."""
     tail = f" kv{kv_splits_of(config)}" if kv_splits_of(config) > 1 else ""
+    tail += " gqa" if pack_of(config) else ""
     return f"fa2 {config['block_m']}x{config['block_n']} w{config['warps']} s{config['stages']}{tail}"
