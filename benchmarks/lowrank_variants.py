@@ -51,8 +51,8 @@ TILES = {
           (32, 8, 4, 32, 64, 4, 3, 8, 2), (32, 4, 2, 32, 64, 4, 2, 8, 2), (128, 8, 4, 32, 64, 4, 2, 8, 1),
           (128, 16, 4, 32, 64, 4, 3, 8, 1), (64, 16, 8, 32, 64, 4, 3, 8, 1)),
 }
-# (stagger, stage_y, split_n): staged and direct stores; d_out shared by 2 and 4 blocks where rows are few
-FLAGS = ((0, 1, 1), (0, 0, 1), (0, 1, 2), (0, 1, 4))
+# (stage_y, split_n): staged and direct stores; d_out shared by 2 and 4 blocks where rows are few
+FLAGS = ((1, 1), (0, 1), (1, 2), (1, 4))
 KEYS = ("block_m", "warps", "warps_n1", "block_k", "block_n", "warps_n2", "stages", "vec", "min_blocks")
 
 
@@ -61,11 +61,10 @@ def ladder(backend: OpBackend, problem: LowrankMlpProblem, target) -> list[dict]
     space = dict((f.name, s) for f, s in backend.spaces(problem, target))[FAMILY]
     out = []
     for tile in TILES[problem.rank]:
-        for stagger, stage_y, split_n in FLAGS:
+        for stage_y, split_n in FLAGS:
             if split_n > 1 and problem.m // tile[0] >= 256:
                 continue
-            config = {"family": FAMILY, **dict(zip(KEYS, tile)), "stagger": stagger, "stage_y": stage_y,
-                      "split_n": split_n}
+            config = {"family": FAMILY, **dict(zip(KEYS, tile)), "stage_y": stage_y, "split_n": split_n}
             why = space.why_invalid(config)
             if why is None:
                 out.append(config)

@@ -69,16 +69,13 @@ template <Act A> __device__ __forceinline__ float activation(float x) {
 }
 
 template <class T_, bool NT_, Act ACT_, bool BIAS_, bool RESIDUAL_, bool SPLIT_T_, int RANK_, int BLOCK_M_, int WARPS_,
-          int WARPS_N1_, int BLOCK_K_, int BLOCK_N_, int WARPS_N2_, int STAGES_, int VEC_, bool STAGGER_ = false,
-          bool STAGE_Y_ = false>
+          int WARPS_N1_, int BLOCK_K_, int BLOCK_N_, int WARPS_N2_, int STAGES_, int VEC_, bool STAGE_Y_ = false>
 struct LowrankFused {
   using T = T_;
   static constexpr bool NT = NT_, BIAS = BIAS_, RESIDUAL = RESIDUAL_, SPLIT_T = SPLIT_T_;
-  // STAGGER: each block starts phase 1 at its own step of d_in and phase 2 at its own chunk of V (block index modulo
-  // the count), so that the blocks in flight do not all read the same lines of U and V from L2 at once. STAGE_Y:
-  // phase 2 writes each finished chunk (bias and activation applied, rounded to T) to shared memory first, then the
+  // STAGE_Y: phase 2 writes each finished chunk (bias and activation applied, rounded to T) to shared memory first, then the
   // block stores it row by row in 16-byte vectors (adding the residual, read the same way, in fp32).
-  static constexpr bool STAGGER = STAGGER_, STAGE_Y = STAGE_Y_;
+  static constexpr bool STAGE_Y = STAGE_Y_;
   static constexpr Act ACT = ACT_;
   static constexpr int RANK = RANK_, BLOCK_M = BLOCK_M_, WARPS = WARPS_, BLOCK_K = BLOCK_K_, BLOCK_N = BLOCK_N_;
   static constexpr int STAGES = STAGES_, VEC = VEC_, THREADS = WARPS * 32;
@@ -296,10 +293,8 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
       for (int e = 0; e < 4; ++e) acc1[i][j][e] = 0.f;
 
   const int k_steps = ceil_div(a.k, F::BLOCK_K);
-  const int k_first = F::STAGGER ? static_cast<int>(blockIdx.x % k_steps) : 0;
   auto load_step = [&](int kt, int s) {
-    const int kr = kt + k_first;  // the steps taken in turn from k_first, wrapping around
-    const int k0 = (kr < k_steps ? kr : kr - k_steps) * F::BLOCK_K;
+    const int k0 = kt * F::BLOCK_K;
     T *sx = stage(s), *su = stage(s) + F::STAGE_X;
     copy_tile<T, F::BLOCK_M, F::BLOCK_K, F::LDX_S, F::VEC, F::THREADS>(sx, X, a.k, m0, k0, a.m, a.k);
     if constexpr (F::NT)  // U stored R x K: rows are the rank's columns
@@ -337,11 +332,7 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
   const int all_chunks = ceil_div(a.n, F::BLOCK_N), shares = static_cast<int>(gridDim.y);
   const int c_begin = static_cast<int>(blockIdx.y) * all_chunks / shares;
   const int chunks = (static_cast<int>(blockIdx.y) + 1) * all_chunks / shares - c_begin;
-  const int c_first = F::STAGGER ? static_cast<int>(blockIdx.x % chunks) : 0;
-  auto chunk_n0 = [&](int c) {
-    const int cr = c + c_first;
-    return (c_begin + (cr < chunks ? cr : cr - chunks)) * F::BLOCK_N;
-  };
+  auto chunk_n0 = [&](int c) { return (c_begin + c) * F::BLOCK_N; };
   auto load_chunk = [&](int c, int s) {
     const int n0 = chunk_n0(c);
     if constexpr (F::NT)  // V stored N x R

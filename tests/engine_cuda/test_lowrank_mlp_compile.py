@@ -42,7 +42,7 @@ def test_the_fused_rules_say_what_is_wrong(sm80, sm90):
     p = OP.problem(m=16384, d_in=4096, rank=256, dtype="fp16")
     space = fused_space(p, sm90)
     base = {"family": "fused", "block_m": 64, "warps": 8, "warps_n1": 4, "block_k": 32, "block_n": 64, "warps_n2": 4,
-            "stages": 2, "vec": 8, "min_blocks": 1, "stagger": 0, "stage_y": 0, "split_n": 1}
+            "stages": 2, "vec": 8, "min_blocks": 1, "stage_y": 0, "split_n": 1}
     assert space.why_invalid(base) is None
     assert "phase 1's warp tile has 8 rows" in space.why_invalid({**base, "block_m": 32, "warps_n1": 2})
     assert "phase 1 keeps 168 registers" in space.why_invalid({**base, "warps": 4, "warps_n1": 2, "block_n": 128,

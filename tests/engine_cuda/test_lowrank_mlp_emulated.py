@@ -37,9 +37,9 @@ def lowrank_emulator(emulator, tmp_path_factory):
     return harness, workdir, harness.build_launcher(workdir)
 
 
-def _fused(bm, warps, wn1, bk, bn, wn2, stages=2, vec=8, min_blocks=1, stagger=0, stage_y=0, split_n=1):
+def _fused(bm, warps, wn1, bk, bn, wn2, stages=2, vec=8, min_blocks=1, stage_y=0, split_n=1):
     return {"family": "fused", "block_m": bm, "warps": warps, "warps_n1": wn1, "block_k": bk, "block_n": bn,
-            "warps_n2": wn2, "stages": stages, "vec": vec, "min_blocks": min_blocks, "stagger": stagger,
+            "warps_n2": wn2, "stages": stages, "vec": vec, "min_blocks": min_blocks,
             "stage_y": stage_y, "split_n": split_n}
 
 
@@ -63,24 +63,22 @@ CASES = [
      _fused(64, 4, 1, 32, 64, 2, vec=4)),
     (dict(m=33, d_in=100, rank=20, d_out=45, dtype="fp32", layout="nt", act="gelu"),
      _fused(32, 4, 2, 32, 64, 4, stages=3, vec=4)),
-    # staggered walks (several blocks, so that they start at different steps of d_in and chunks of V; d_in and d_out
-    # ragged against the tiles) and y staged through shared memory: 16-byte rows, the ragged edge (d_out not a
-    # multiple of 8) element by element, the residual added after the staged rounding, fp32's 4-float rows
-    (dict(m=150, d_in=200, rank=48, d_out=200, act="silu", residual=True), _fused(64, 4, 1, 32, 64, 2, stages=6,
-                                                                                      stagger=1, stage_y=1)),
+    # several blocks, d_in and d_out ragged against the tiles, a 6-deep ring, and y staged through shared memory:
+    # 16-byte rows, the ragged edge (d_out not a multiple of 8) element by element, the residual added after the
+    # staged rounding, fp32's 4-float rows
+    (dict(m=150, d_in=200, rank=48, d_out=200, act="silu", residual=True),
+     _fused(64, 4, 1, 32, 64, 2, stages=6, stage_y=1)),
     (dict(m=100, d_in=96, rank=64, d_out=100, act="gelu", layout="nt", dtype="bf16"),
-     _fused(32, 4, 2, 32, 64, 4, stages=3, vec=4, stagger=1, stage_y=1)),
+     _fused(32, 4, 2, 32, 64, 4, stages=3, vec=4, stage_y=1)),
     # 16 warps (512 threads): phase 1 a 8 x 2 warp grid of 16-row tiles, phase 2 4 x 4
     (dict(m=150, d_in=96, rank=64, d_out=200, act="gelu", residual=True), _fused(128, 16, 2, 32, 64, 4, stage_y=1)),
-    # d_out shared among blocks (split_n): unequal shares (5 chunks over 2 and 3 blocks), staggered within a share
+    # d_out shared among blocks (split_n): unequal shares (5 chunks over 2 and 3 blocks)
     (dict(m=70, d_in=64, rank=32, d_out=300, act="silu", residual=True), _fused(64, 4, 1, 32, 64, 2, vec=4, split_n=2,
                                                                                   stage_y=1)),
-    (dict(m=40, d_in=64, rank=16, d_out=290, act="relu", dtype="bf16"), _fused(64, 4, 1, 32, 64, 2, vec=2, split_n=4,
-                                                                                 stagger=1)),
-    (dict(m=90, d_in=160, rank=16, d_out=136, act="relu", intermediate="fp32"), _fused(64, 4, 1, 32, 64, 2,
-                                                                                        stagger=1)),
+    (dict(m=40, d_in=64, rank=16, d_out=290, act="relu", dtype="bf16"), _fused(64, 4, 1, 32, 64, 2, vec=2, split_n=4)),
+    (dict(m=90, d_in=160, rank=16, d_out=136, act="relu", intermediate="fp32"), _fused(64, 4, 1, 32, 64, 2)),
     (dict(m=70, d_in=96, rank=32, d_out=140, dtype="fp32", act="silu", residual=True),
-     _fused(64, 4, 1, 32, 64, 2, vec=4, stagger=1, stage_y=1)),
+     _fused(64, 4, 1, 32, 64, 2, vec=4, stage_y=1)),
     # the two-GEMM family: mma.sync (fp16, bf16) and SIMT (exact fp32), the rank in several column blocks of x·U
     (dict(m=70, d_in=96, rank=80, d_out=90, act="gelu"), _two("64x64x32/32x32/4", "32x32x32/16x16/3")),
     (dict(m=40, d_in=64, rank=40, d_out=72, layout="nt", dtype="bf16", residual=True),

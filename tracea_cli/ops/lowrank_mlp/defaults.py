@@ -48,7 +48,7 @@ def candidates(dtype: str, arch: str) -> list[Config]:
     out += [c for p in big for c in two_gemm_space.hand_picked(p, target)[:2]]
     if dtype in fused_space.DTYPES:
         small = {"family": fused_space.FAMILY, "block_m": 64, "warps": 4, "warps_n1": 1, "block_k": 32, "block_n": 64,
-                 "warps_n2": 2, "stages": 2, "min_blocks": 1, "stagger": 0, "stage_y": 0, "split_n": 1}
+                 "warps_n2": 2, "stages": 2, "min_blocks": 1, "stage_y": 0, "split_n": 1}
         out += [{**small, "vec": vec} for vec in (8, 4, 2, 1)]
     unique: list[Config] = []
     for c in out:

@@ -33,7 +33,7 @@ def fused_source(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> str
             flag[p.bias], flag[p.residual], flag[p.intermediate == "fp32"], str(p.rank),
             *(str(int(config[k])) for k in ("block_m", "warps", "warps_n1", "block_k", "block_n", "warps_n2", "stages",
                                             "vec")),
-            *(flag[bool(int(config[k]))] for k in ("stagger", "stage_y"))]
+            flag[bool(int(config["stage_y"]))]]
     lines = kernel_abi.header_lines(p, FAMILY, config_key(config)) + [
         f"using Fused = tracea::LowrankFused<{', '.join(args)}>;",
         f'static_assert(Fused::THREADS == {t.threads}, "block size differs from the launch description");',

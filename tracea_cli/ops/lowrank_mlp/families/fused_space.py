@@ -7,10 +7,7 @@ step (block_k), the width of the chunks of V streamed through phase 2 (block_n) 
 (warps_n2), the pipeline depth (stages, for both phases), the vector width of the global copies (vec, in elements;
 1 copies single elements through registers) and the blocks per SM promised to ptxas (min_blocks: 2 caps a thread's
 registers so that two blocks fit), how many blocks share one block_m of rows (split_n: each computes the rows' T
-and then its share of d_out's chunks, for problems with too few row blocks to fill the GPU), whether blocks stagger
-their walks over d_in and over V's chunks (stagger: each
-block starts at its own step, so that the blocks in flight do not all read the same lines of U and V at once) and
-whether phase 2 stages each finished chunk in shared memory and stores y in 16-byte rows (stage_y; with a residual,
+and then its share of d_out's chunks, for problems with too few row blocks to fill the GPU) and whether phase 2 stages each finished chunk in shared memory and stores y in 16-byte rows (stage_y; with a residual,
 act(x·U·V + bias) is rounded to the input type once before the residual is added, one more rounding than the direct
 store).
 
@@ -134,7 +131,6 @@ def _params(problem: LowrankMlpProblem) -> tuple[Param, ...]:
         Param("stages", STAGES, doc="shared-memory pipeline depth of both phases"),
         Param("vec", vector_widths(problem.dtype), doc="elements per global copy; 1 copies through registers"),
         Param("min_blocks", MIN_BLOCKS, doc="blocks per SM promised to ptxas (2 caps the registers per thread)"),
-        Param("stagger", FLAGS, doc="1: each block starts its walks over d_in and V at its own step"),
         Param("stage_y", FLAGS, doc="1: y goes through shared memory and out in 16-byte rows"),
         Param("split_n", SPLIT_N, doc="blocks sharing one block_m of rows, each computing T and a share of d_out"),
     )
@@ -274,8 +270,7 @@ def split_for(problem: LowrankMlpProblem, block_m: int, sm_count: int) -> int:
 
 def hand_picked(problem: LowrankMlpProblem, target: Target) -> list[Config]:
     """A few valid configurations, best guesses first: each pick with y staged where the shared memory allows (else
-    stored directly; staging measured faster at nearly every tile of the 2026-12-03 ladders), not staggered (no gain
-    measured), d_out split where the row blocks alone leave SMs idle (`split_for`), the widest vector width the rows
+    stored directly; staging measured faster at nearly every tile of the 2026-12-03 ladders), d_out split where the row blocks alone leave SMs idle (`split_for`), the widest vector width the rows
     allow and two blocks per SM where they fit (else one), and shallower pipelines or narrower phase-1 warp grids
     where the shape needs them."""
     if applies(problem):
@@ -284,7 +279,7 @@ def hand_picked(problem: LowrankMlpProblem, target: Target) -> list[Config]:
     sms = target.cuda_limits().sm_count or ASSUMED_SMS
     picks: list[Config] = []
     for bm, warps, wn1, bk, bn, wn2, stages in _PICKS:
-        flags = ((0, 1, split_for(problem, bm, sms)), (0, 1, 1), (0, 0, 1))
+        flags = ((1, split_for(problem, bm, sms)), (1, 1), (0, 1))
         c = _first_valid(_variants(bm, warps, wn1, bk, bn, wn2, stages, space, flags), space)
         if c is not None and c not in picks:
             picks.append(c)
@@ -298,9 +293,9 @@ def _first_valid(configs, space: SearchSpace) -> Config | None:
 def _variants(bm, warps, wn1, bk, bn, wn2, stages, space, flags):
     for warps_n1 in dict.fromkeys((wn1, 2, 1)):
         for st in dict.fromkeys((stages, 4, 2)):
-            for stagger, stage_y, split_n in flags:
+            for stage_y, split_n in flags:
                 for vec in space.param("vec").values:
                     for blocks in (2, 1):
                         yield {"family": FAMILY, "block_m": bm, "warps": warps, "warps_n1": warps_n1, "block_k": bk,
                                "block_n": bn, "warps_n2": wn2, "stages": st, "vec": vec, "min_blocks": blocks,
-                               "stagger": stagger, "stage_y": stage_y, "split_n": split_n}
+                               "stage_y": stage_y, "split_n": split_n}
