@@ -9,6 +9,7 @@ from tracea_cli.target import DeviceLimits
 
 MAX_ACCUMULATOR_REGS = 128  # 32-bit registers of accumulators per thread; beyond this the kernels spill
 MAX_THREAD_REGS = 255  # what one thread can address
+ASSUMED_SMS = 132  # an H200's SMs, for picks on a target that does not say how many it has
 
 
 def block_resources(t: Any, config: Mapping[str, Any], limits: DeviceLimits) -> str | None:

@@ -27,6 +27,7 @@ from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.gemm.families import wgmma_space as gs
 from tracea_cli.ops.gemm.problem import SHAPE_LIMIT as GEMM_SHAPE_LIMIT
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.tile_limits import ASSUMED_SMS
 from tracea_cli.space import SearchSpace, Value
 from tracea_cli.target import Target, base_arch
 
@@ -49,7 +50,6 @@ PICK_TILES = ((128, 256, 3, "tma", 1.0), (128, 192, 4, "tma", 0.95), (128, 128, 
 # picked; then 64x64 for problems too small for them.
 IM2COL_PICKS = ((128, 128, 4, "tma"), (128, 64, 6, "direct"), (64, 64, 4, "direct"))
 IM2COL_MIN_FILL = 0.5  # below this share of the SMs busy, 128x64 comes before 128x128 (measured, above)
-ASSUMED_SMS = 132  # an H200's SMs, for a target that does not say how many it has
 
 
 def is_gemm(problem: Conv2dProblem) -> bool:

@@ -28,7 +28,11 @@ from typing import Mapping
 from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.families.engine_space import REGISTER_OVERHEAD, vector_widths
 from tracea_cli.ops.lowrank_mlp.problem import LowrankMlpProblem
-from tracea_cli.ops.tile_limits import MAX_ACCUMULATOR_REGS, MAX_THREAD_REGS
+from tracea_cli.ops.tile_limits import (
+    ASSUMED_SMS,
+    MAX_ACCUMULATOR_REGS,
+    MAX_THREAD_REGS,
+)
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import DeviceLimits, Target
 
@@ -258,7 +262,6 @@ _PICKS = (
     (64, 4, 1, 32, 128, 2, 2),
     (32, 4, 2, 32, 64, 4, 2),
 )
-ASSUMED_SMS = 132  # where the target does not say (an H100/H200)
 
 
 def split_for(problem: LowrankMlpProblem, block_m: int, sm_count: int) -> int:
