@@ -182,6 +182,26 @@ __device__ __forceinline__ void multiply_split(float (&acc)[G::TILES_M][G::TILES
     }
 }
 
+template <class G> __device__ __forceinline__ void clear(float (&acc)[G::TILES_M][G::TILES_N][4]) {
+#pragma unroll
+  for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+    for (int j = 0; j < G::TILES_N; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+}
+
+template <class G>
+__device__ __forceinline__ void add_into(float (&acc)[G::TILES_M][G::TILES_N][4],
+                                         const float (&part)[G::TILES_M][G::TILES_N][4]) {
+#pragma unroll
+  for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+    for (int j = 0; j < G::TILES_N; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
+}
+
 // One step of either phase: acc += A·B from shared memory, in the problem's type.
 template <class F, class G>
 __device__ __forceinline__ void product_step(float (&acc)[G::TILES_M][G::TILES_N][4], const typename F::T *sa,
@@ -285,12 +305,7 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
   // ---- phase 1: T = x[m0 : m0 + BLOCK_M] · U ---------------------------------------------------------------------
   const int wm1 = (warp % F::WARPS_M1) * F::WM1, wn1 = (warp / F::WARPS_M1) * F::WN1;
   float acc1[P1::TILES_M][P1::TILES_N][4];
-#pragma unroll
-  for (int i = 0; i < P1::TILES_M; ++i)
-#pragma unroll
-    for (int j = 0; j < P1::TILES_N; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc1[i][j][e] = 0.f;
+  clear<P1>(acc1);
 
   const int k_steps = ceil_div(a.k, F::BLOCK_K);
   auto load_step = [&](int kt, int s) {
@@ -315,9 +330,21 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
     const int fill = kt + F::STAGES - 1;  // into the stage step kt-1 used: every warp is past that step's barrier
     if (fill < k_steps) load_step(fill, read == 0 ? F::STAGES - 1 : read - 1);
     cp_async_commit();
+    if constexpr (F::FP32) {
+      // The tensor cores' fp32 sums truncate rather than round (Fasi et al., "Numerical behavior of NVIDIA tensor
+      // cores", 2021), so their error grows with the number of steps summed into one accumulator: over K = 4096
+      // that was 2.9e-5, above the fp32 bound. Each stage sums into a fresh fragment, added to T in IEEE fp32.
+      float part[P1::TILES_M][P1::TILES_N][4];
+      clear<P1>(part);
 #pragma unroll
-    for (int kk = 0; kk < F::BLOCK_K; kk += F::MMA_K)
-      product_step<F, P1>(acc1, stage(read), stage(read) + F::STAGE_X, kk, wm1, wn1, lane);
+      for (int kk = 0; kk < F::BLOCK_K; kk += F::MMA_K)
+        product_step<F, P1>(part, stage(read), stage(read) + F::STAGE_X, kk, wm1, wn1, lane);
+      add_into<P1>(acc1, part);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < F::BLOCK_K; kk += F::MMA_K)
+        product_step<F, P1>(acc1, stage(read), stage(read) + F::STAGE_X, kk, wm1, wn1, lane);
+    }
     cp_async_wait<F::STAGES - 2>();
     __syncthreads();
     read = read + 1 == F::STAGES ? 0 : read + 1;
@@ -377,12 +404,7 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
     if (fill < chunks) load_chunk(fill, read == 0 ? F::STAGES - 1 : read - 1);
     cp_async_commit();
     float acc2[P2::TILES_M][P2::TILES_N][4];
-#pragma unroll
-    for (int i = 0; i < P2::TILES_M; ++i)
-#pragma unroll
-      for (int j = 0; j < P2::TILES_N; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc2[i][j][e] = 0.f;
+    clear<P2>(acc2);
     const int n0 = chunk_n0(c);
     float bias2[P2::TILES_N][2];  // this thread's columns of the chunk: the same for all its rows
 #pragma unroll
