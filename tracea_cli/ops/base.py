@@ -310,6 +310,24 @@ class NodePair:
     operands: Mapping[str, tuple[int, str]]
 
 
+def check_graph_keywords(op_name: str, keywords: Mapping[str, Any], known: Sequence[str],
+                         refused: Mapping[str, tuple[str, str]] | None = None) -> None:
+    """A graph builder's keywords against the op's `known` ones: a keyword in `refused` raises its own (sentence,
+    hint) (one the op has elsewhere but a graph node cannot take), any other unknown one names the known ones."""
+    for name in sorted(set(keywords) - set(known)):
+        if refused and name in refused:
+            raise UsageError(*refused[name])
+        raise UsageError(f"{op_name} has no keyword {name!r}.", f"Use {' or '.join(known)}.")
+
+
+def graph_layout(keywords: Mapping[str, Any], layouts: Sequence[str], default: str) -> str:
+    """The builder's `layout` keyword (`default` where it is not given), one of `layouts`."""
+    layout = keywords.get("layout", default)
+    if layout not in layouts:
+        raise UsageError(f"unknown layout {layout!r}.", f"Use one of {', '.join(layouts)}.")
+    return layout
+
+
 @dataclass(frozen=True)
 class GraphBinding:
     """How the Python API's `Graph` builds a node of this op from tensors (`g.conv2d(x, w, stride=2)`) and folds

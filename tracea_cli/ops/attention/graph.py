@@ -12,21 +12,16 @@ from typing import Any, Mapping
 
 from tracea_cli.errors import UsageError
 from tracea_cli.ops.attention.problem import LAYOUTS, AttentionProblem
-from tracea_cli.ops.base import GraphBinding
+from tracea_cli.ops.base import GraphBinding, check_graph_keywords, graph_layout
 
 KEYWORDS = ("causal", "layout")
+REFUSED = {"lse": ("an attention node of a graph has one output, so lse=True cannot be part of it.",
+                   "Call the op outside a graph for the log-sum-exp.")}
 
 
 def options_from(shapes: Mapping[str, tuple[int, ...]], keywords: Mapping[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(keywords) - set(KEYWORDS))
-    if unknown:
-        if unknown[0] == "lse":
-            raise UsageError("an attention node of a graph has one output, so lse=True cannot be part of it.",
-                             "Call the op outside a graph for the log-sum-exp.")
-        raise UsageError(f"attention has no keyword {unknown[0]!r}.", f"Use {' or '.join(KEYWORDS)}.")
-    layout = keywords.get("layout", "bhld")
-    if layout not in LAYOUTS:
-        raise UsageError(f"unknown layout {layout!r}.", f"Use one of {', '.join(LAYOUTS)}.")
+    check_graph_keywords("attention", keywords, KEYWORDS, REFUSED)
+    layout = graph_layout(keywords, LAYOUTS, "bhld")
     q, k, v = shapes["q"], shapes["k"], shapes["v"]
     axes = "B x H x L x D" if layout == "bhld" else "B x L x H x D"
     if len(q) != 4 or len(k) != 4 or len(v) != 4:

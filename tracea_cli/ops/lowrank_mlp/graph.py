@@ -18,26 +18,20 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tracea_cli.errors import UsageError
-from tracea_cli.ops.base import GraphBinding, NodePair
+from tracea_cli.ops.base import GraphBinding, NodePair, check_graph_keywords, graph_layout
 from tracea_cli.ops.gemm.op import GemmOp
 from tracea_cli.ops.lowrank_mlp.problem import INTERMEDIATES, LAYOUTS, LowrankMlpProblem
 
 KEYWORDS = ("layout", "intermediate")
-EPILOGUE_KEYWORDS = ("bias", "act", "residual")
+REFUSED = {name: (f"a lowrank-mlp node of a graph computes x·U·V alone, so it takes no {name}=.",
+                   "Add the bias, activation and residual as graph nodes after it (.bias(b).silu().add(r)); they fuse "
+                   "into it.") for name in ("bias", "act", "residual")}
 NARROW = 2  # a middle of width r is narrow where NARROW * r <= min(d_in, d_out)
 
 
 def options_from(shapes: Mapping[str, tuple[int, ...]], keywords: Mapping[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(keywords) - set(KEYWORDS))
-    if unknown:
-        if unknown[0] in EPILOGUE_KEYWORDS:
-            raise UsageError(f"a lowrank-mlp node of a graph computes x·U·V alone, so it takes no {unknown[0]}=.",
-                             "Add the bias, activation and residual as graph nodes after it (.bias(b).silu().add(r)); "
-                             "they fuse into it.")
-        raise UsageError(f"lowrank-mlp has no keyword {unknown[0]!r}.", f"Use {' or '.join(KEYWORDS)}.")
-    layout = keywords.get("layout", "nn")
-    if layout not in LAYOUTS:
-        raise UsageError(f"unknown layout {layout!r}.", f"Use one of {', '.join(LAYOUTS)}.")
+    check_graph_keywords("lowrank-mlp", keywords, KEYWORDS, REFUSED)
+    layout = graph_layout(keywords, LAYOUTS, "nn")
     x, u, v = shapes["x"], shapes["U"], shapes["V"]
     u_is, v_is = ("d_in x r", "r x d_out") if layout == "nn" else ("r x d_in", "d_out x r")
     if len(x) != 2 or len(u) != 2 or len(v) != 2:
