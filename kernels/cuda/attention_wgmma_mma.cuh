@@ -1,7 +1,7 @@
-// wgmma.mma_async wrappers with A in registers: D(64xN, fp32) += A(64x16, four b32 registers per thread, the
-// m64k16 A fragment) * B(16xN, a shared-memory descriptor). Generated text: one overload per N (picked by the
-// size of the accumulator array) and 16-bit operand type. `TransB` 1: B is N-major in shared memory. `scale_d` =
-// 0 overwrites D.
+// wgmma.mma_async wrappers with A in registers: D(64xN, fp32) += A(64x16, four b32 registers per thread,
+// the m64k16 A fragment) * B(16xN, a shared-memory descriptor). Generated text: one overload per N (picked
+// by the size of the accumulator array) and 16-bit operand type. `TransB` 1: B is N-major in shared memory.
+// `scale_d` = 0 overwrites D.
 #pragma once
 
 template <int TransB>

@@ -65,8 +65,8 @@ def test_the_rules_say_what_is_wrong():
     assert "bytes of shared memory (Q, 4 K and V tiles of 32768 bytes, barriers) exceed the device's 232448" in \
         space.why_invalid({**base, "stages": 4})
     short = OP.problem(batch=1, heads=2, seq=64, seq_k=100, head_dim=64, dtype="fp16")
-    assert "block_m=128 (consumers=2) is larger than seq=64 needs (at most 64)" in ws.fa3_space(short, H200).why_invalid(
-        base)
+    assert "block_m=128 (consumers=2) is larger than seq=64 needs (at most 64)" in \
+        ws.fa3_space(short, H200).why_invalid(base)
     assert "a 3-stage ring needs 3 key blocks; seq_k=100 gives 2" in ws.fa3_space(short, H200).why_invalid(
         {**base, "block_n": 64, "stages": 3, "consumers": 1})
     assert "needs an sm_90 target (wgmma, built for sm_90a), not sm_80" in ws.fa3_space(p, A100).why_invalid(base)
