@@ -58,7 +58,7 @@ struct Fa3 {
   static_assert(CONSUMERS == 1 || CONSUMERS == 2, "one or two consumer warpgroups");
   static_assert(STAGES >= 2, "two stages at least");
   static_assert(WG_TILE_M == BLOCK_M && WG_TILE_N == BLOCK_N && WG_STAGES == STAGES && WG_CONSUMERS == CONSUMERS &&
-                    WG_B_KMAJOR == 1 && WG_CLUSTER_M == 1 && wg::kAcc == S_REGS,
+                    WG_B_KMAJOR == 1 && WG_CLUSTER_M == 1 && wg::kAcc == S_REGS && wg::kThreads == THREADS,
                 "the GEMM header's configuration differs from the tile");
 };
 
@@ -88,10 +88,18 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// Tells the compiler the registers may have changed (an asynchronous wgmma wrote them; it completed at the wait).
+// Pins registers at this point of the program: after a wait, the compiler takes them as changed (an asynchronous
+// wgmma wrote them); before wgmma.fence, it has to have computed them (the fence orders register writes before the
+// asynchronous reads of the wgmmas after it; CUTLASS's warpgroup_fence_operand).
 template <int N> __device__ __forceinline__ void touch_regs(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void touch_regs(unsigned (&a)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
 }
 
 struct Fa3Ring {
@@ -180,6 +188,7 @@ __device__ __forceinline__ void fa3_consume(const Fa3Ring &ring, const Fa3Block 
     float s[F::S_REGS];
 #pragma unroll
     for (int i = 0; i < F::S_REGS; ++i) s[i] = 0.f;
+    touch_regs(s);
     wg::mbar_wait(ring.full_k(slot), phase);
     wg::wgmma_fence();
 #pragma unroll
@@ -243,6 +252,8 @@ __device__ __forceinline__ void fa3_consume(const Fa3Ring &ring, const Fa3Block 
       for (int a = 0; a < 4; ++a) pa[kk][a] = pack_pair<T>(s[8 * kk + 2 * a], s[8 * kk + 2 * a + 1]);
 
     // O += P·V: a k16 step is 16 rows (keys) of 128 bytes; V's 64-column chunks are one tile chunk (lbo) apart.
+    touch_regs(o);  // the rescaled O and P are written before the fence
+    touch_regs(pa);
     wg::mbar_wait(ring.full_v<F>(slot), phase);
     wg::wgmma_fence();
 #pragma unroll

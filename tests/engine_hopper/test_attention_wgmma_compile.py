@@ -142,9 +142,14 @@ def test_a_kernel_serves_its_own_head_dim_only():
 
 
 def _report(p, config):
+    """The main kernel's ptxas figures; ptxas neither serialised the wgmmas nor ignored setmaxnreg."""
+    from tracea_cli.backends.cuda import IGNORED_SETMAXNREG, SERIALIZED_WGMMA
+
     artifact = BACKEND.compile(p, config, H200)
     r = artifact.resources["kernels"][artifact.plan.main_kernel.name]
     assert artifact.resources["ptx_target"] == "sm_90a", artifact.resources
+    log = artifact.resources["log"]
+    assert SERIALIZED_WGMMA not in log and IGNORED_SETMAXNREG not in log, (p.label, config, log)
     return r
 
 
