@@ -35,11 +35,11 @@
 
 namespace tracea {
 
-template <int HEAD_DIM_, int BLOCK_N_, int STAGES_, int CONSUMERS_, bool CAUSAL_, bool LSE_>
+template <int HEAD_DIM_, int BLOCK_N_, int STAGES_, int CONSUMERS_, bool OVERLAP_, bool CAUSAL_, bool LSE_>
 struct Fa3 {
   using T = wg::elem_t;
   static constexpr int D = HEAD_DIM_, BLOCK_N = BLOCK_N_, STAGES = STAGES_, CONSUMERS = CONSUMERS_;
-  static constexpr bool CAUSAL = CAUSAL_, LSE = LSE_;
+  static constexpr bool OVERLAP = OVERLAP_, CAUSAL = CAUSAL_, LSE = LSE_;
   static constexpr int ROWS = 64;  // query rows of one consumer warpgroup: one m64 wgmma
   static constexpr int BLOCK_M = ROWS * CONSUMERS;
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
@@ -158,50 +158,66 @@ __device__ __forceinline__ void fa3_produce(const Fa3Ring &ring, const Fa3Block 
   }
 }
 
-template <class F>
-__device__ __forceinline__ void fa3_consume(const Fa3Ring &ring, const Fa3Block &b, const AttentionArgs &args,
-                                            int consumer) {
+// One consumer warpgroup's state and steps: its 64 query rows' O accumulators and row statistics, the S tile of
+// the current key block (P in place after the softmax) and P's A fragments.
+//
+// The m64nN accumulator fragment: thread (warp, lane) holds rows warp·16 + lane/4 (+8) and, per 8-column group i,
+// columns 8i + 2·(lane%4) (+1): register 4i + 2h + e is (row r + 8h, column 8i + 2·(lane%4) + e).
+template <class F> struct Fa3Consumer {
   using T = typename F::T;
-  const float neg_inf = __uint_as_float(0xff800000u);
-  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-  const int row0 = b.m0 + consumer * F::ROWS;  // this warpgroup's first query row
-  // The m64nN accumulator fragment: thread (warp, lane) holds rows warp·16 + lane/4 (+8) and, per 8-column group i,
-  // columns 8i + 2·(lane%4) (+1): register 4i + 2h + e is (row r + 8h, column 8i + 2·(lane%4) + e).
-  const int r = row0 + warp * 16 + lane / 4;
-  const int offset = args.seq_k - args.seq_q;  // causal: row i sees keys j <= i + offset
-
+  const Fa3Ring &ring;
+  const AttentionArgs &args;
+  int lane, r, row0, offset;
+  unsigned q_slab;
+  float scale_log2;
   float o[F::O_REGS];
-#pragma unroll
-  for (int i = 0; i < F::O_REGS; ++i) o[i] = 0.f;
-  float row_max[2] = {neg_inf, neg_inf}, row_sum[2] = {0.f, 0.f};  // rows r and r + 8, log2 domain
-  const float scale_log2 = 1.4426950408889634f / sqrtf(float(F::D));  // 1/sqrt(D) · log2(e)
-  const unsigned q_slab = ring.q + consumer * F::ROWS * 128;
+  float s[F::S_REGS];
+  unsigned pa[F::BLOCK_N / 16][4];
+  float row_max[2], row_sum[2];  // rows r and r + 8, log2 domain; per-lane partial sums
 
-  wg::mbar_wait(ring.q_full(), 0);
-  int slot = 0;
-  unsigned phase = 0;
-  for (int j = 0; j < b.blocks_n; ++j) {
-    const int n0 = j * F::BLOCK_N;
-    const unsigned k_slot = ring.k + slot * F::KV_BYTES, v_slot = ring.v + slot * F::KV_BYTES;
-
-    // S = Q·Kᵀ: a k16 step moves 32 bytes along the swizzled 128-byte rows; every 4 steps the next 64-column chunk
-    float s[F::S_REGS];
+  __device__ Fa3Consumer(const Fa3Ring &ring_, const Fa3Block &b, const AttentionArgs &args_, int consumer)
+      : ring(ring_), args(args_) {
+    const int tid = threadIdx.x % 128, warp = tid / 32;
+    lane = tid % 32;
+    row0 = b.m0 + consumer * F::ROWS;  // this warpgroup's first query row
+    r = row0 + warp * 16 + lane / 4;
+    offset = args.seq_k - args.seq_q;  // causal: row i sees keys j <= i + offset
+    q_slab = ring.q + consumer * F::ROWS * 128;
+    scale_log2 = 1.4426950408889634f / sqrtf(float(F::D));  // 1/sqrt(D) · log2(e)
 #pragma unroll
-    for (int i = 0; i < F::S_REGS; ++i) s[i] = 0.f;
-    touch_regs(s);
-    wg::mbar_wait(ring.full_k(slot), phase);
-    wg::wgmma_fence();
+    for (int i = 0; i < F::O_REGS; ++i) o[i] = 0.f;
+    const float neg_inf = __uint_as_float(0xff800000u);
+    row_max[0] = row_max[1] = neg_inf;
+    row_sum[0] = row_sum[1] = 0.f;
+  }
+
+  // S = Q·Kᵀ issued (not waited for) once slot's K is in: a k16 step moves 32 bytes along the swizzled 128-byte rows;
+  // every 4 steps the next 64-column chunk. The caller fences and commits.
+  __device__ __forceinline__ void issue_s(int slot) {
+    const unsigned k_slot = ring.k + slot * F::KV_BYTES;
 #pragma unroll
     for (int kk = 0; kk < F::D / 16; ++kk) {
       const unsigned at = (kk % 4) * 32;
       wg::mma(s, wg::smem_desc(q_slab + (kk / 4) * F::Q_CHUNK_BYTES + at, 16),
               wg::smem_desc(k_slot + (kk / 4) * F::KV_CHUNK_BYTES + at, 16), kk != 0);
     }
-    wg::wgmma_commit();
-    wg::wgmma_wait<0>();
-    touch_regs(s);
+  }
 
-    // Mask where the block crosses the diagonal or the end of the keys (-inf, before the max).
+  // O += P·V issued once slot's V is in: a k16 step is 16 rows (keys) of 128 bytes; V's 64-column chunks are one
+  // tile chunk (lbo) apart. The caller fences and commits.
+  __device__ __forceinline__ void issue_pv(int slot) {
+    const unsigned v_slot = ring.v + slot * F::KV_BYTES;
+#pragma unroll
+    for (int kk = 0; kk < F::BLOCK_N / 16; ++kk)
+      mma_pv(o, pa[kk], wg::smem_desc(v_slot + kk * 16 * 128, F::KV_CHUNK_BYTES));
+  }
+
+  // Masks S of the key block at n0 where it crosses the diagonal or the end of the keys (-inf, before the max), then
+  // the online softmax in the log2 domain (the scale folded into one FMA): m = max(m, rowmax S · scale·log2 e),
+  // P = exp2(S · scale·log2 e - m) in place, l = l · exp2(m_old - m) + rowsum P. Returns O's factor exp2(m_old - m)
+  // per row in `correction` (O itself may still be in a wgmma's hands).
+  __device__ __forceinline__ void softmax(int n0, float (&correction)[2]) {
+    const float neg_inf = __uint_as_float(0xff800000u);
     const bool masked = n0 + F::BLOCK_N > args.seq_k || (F::CAUSAL && n0 + F::BLOCK_N - 1 > row0 + offset);
     if (masked) {
 #pragma unroll
@@ -214,9 +230,6 @@ __device__ __forceinline__ void fa3_consume(const Fa3Ring &ring, const Fa3Block 
             if (col >= args.seq_k || (F::CAUSAL && col > row + offset)) s[4 * i + 2 * h + e] = neg_inf;
           }
     }
-
-    // Online softmax in the log2 domain (the scale folded into one FMA): m = max(m, rowmax S · scale·log2 e),
-    // P = exp2(S · scale·log2 e - m), the running O and l rescaled by exp2(m_old - m).
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float mx = neg_inf;
@@ -224,7 +237,7 @@ __device__ __forceinline__ void fa3_consume(const Fa3Ring &ring, const Fa3Block 
       for (int i = 0; i < F::BLOCK_N / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
       mx = fmaxf(row_max[h], quad_max(mx) * scale_log2);
       const float base = mx == neg_inf ? 0.f : mx;  // a row with no visible key yet: keep everything at 0
-      const float correction = fast_exp2(row_max[h] - base);
+      correction[h] = fast_exp2(row_max[h] - base);
       row_max[h] = mx;
       float sum = 0.f;
 #pragma unroll
@@ -235,56 +248,149 @@ __device__ __forceinline__ void fa3_consume(const Fa3Ring &ring, const Fa3Block 
           s[4 * i + 2 * h + e] = p;
           sum += p;
         }
-      row_sum[h] = row_sum[h] * correction + sum;  // per-lane partial sums; the quad adds them at the end
-#pragma unroll
-      for (int i = 0; i < F::D / 8; ++i) {
-        o[4 * i + 2 * h] *= correction;
-        o[4 * i + 2 * h + 1] *= correction;
-      }
+      row_sum[h] = row_sum[h] * correction[h] + sum;  // the quad adds the lanes' partial sums at the end
     }
+  }
 
-    // P as the A fragments of the k16 steps: step kk is S's column groups 2kk (a0: row r, a1: row r + 8) and 2kk + 1
-    // (a2, a3), each register a pair of adjacent columns rounded to T.
-    unsigned pa[F::BLOCK_N / 16][4];
+  __device__ __forceinline__ void rescale(const float (&correction)[2]) {
+#pragma unroll
+    for (int i = 0; i < F::D / 8; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        o[4 * i + 2 * h] *= correction[h];
+        o[4 * i + 2 * h + 1] *= correction[h];
+      }
+  }
+
+  // P as the A fragments of the k16 steps: step kk is S's column groups 2kk (a0: row r, a1: row r + 8) and 2kk + 1
+  // (a2, a3), each register a pair of adjacent columns rounded to T.
+  __device__ __forceinline__ void convert() {
 #pragma unroll
     for (int kk = 0; kk < F::BLOCK_N / 16; ++kk)
 #pragma unroll
       for (int a = 0; a < 4; ++a) pa[kk][a] = pack_pair<T>(s[8 * kk + 2 * a], s[8 * kk + 2 * a + 1]);
+  }
 
-    // O += P·V: a k16 step is 16 rows (keys) of 128 bytes; V's 64-column chunks are one tile chunk (lbo) apart.
-    touch_regs(o);  // the rescaled O and P are written before the fence
-    touch_regs(pa);
-    wg::mbar_wait(ring.full_v<F>(slot), phase);
-    wg::wgmma_fence();
+  __device__ __forceinline__ void release(int slot) {
+    if (threadIdx.x % 128 == 0) wg::mbar_arrive(ring.empty<F>(slot));  // K and V read: the producer may refill it
+  }
+
+  // O / l (0 for a row that sees no key), pairs of adjacent columns straight to global memory; lse.
+  __device__ __forceinline__ void store(const Fa3Block &b) {
+    T *go = static_cast<T *>(args.out) + b.batch * (long long)args.q_sb + b.head * (long long)args.q_sh;
 #pragma unroll
-    for (int kk = 0; kk < F::BLOCK_N / 16; ++kk)
-      mma_pv(o, pa[kk], wg::smem_desc(v_slot + kk * 16 * 128, F::KV_CHUNK_BYTES));
-    wg::wgmma_commit();
-    wg::wgmma_wait<0>();
-    touch_regs(o);
-    if (tid == 0) wg::mbar_arrive(ring.empty<F>(slot));  // the slot's K and V are read: the producer may refill it
-    if (++slot == F::STAGES) {
+    for (int h = 0; h < 2; ++h) {
+      const float total = quad_sum(row_sum[h]);
+      const float inv = total > 0.f ? 1.f / total : 0.f;
+      const int row = r + 8 * h;
+      if (row < args.seq_q) {
+        T *dst = go + row * (long long)args.q_sr + 2 * (lane % 4);
+#pragma unroll
+        for (int i = 0; i < F::D / 8; ++i)
+          *reinterpret_cast<unsigned *>(dst + 8 * i) =
+              pack_pair<T>(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
+        if (F::LSE && lane % 4 == 0)
+          args.lse[static_cast<long long>(b.bh) * args.seq_q + row] =
+              (row_max[h] + log2f(total)) * 0.6931471805599453f;
+      }
+    }
+  }
+};
+
+// The ring position of key block j's slot, and its full barriers' parity: both advance together.
+struct RingCursor {
+  int slot = 0;
+  unsigned phase = 0;
+  template <int STAGES> __device__ __forceinline__ void advance() {
+    if (++slot == STAGES) {
       slot = 0;
       phase ^= 1;
     }
   }
+};
 
-  // Epilogue: O / l (0 for a row that sees no key), pairs of adjacent columns straight to global memory.
-  T *go = static_cast<T *>(args.out) + b.batch * (long long)args.q_sb + b.head * (long long)args.q_sh;
+// Without OVERLAP, each key block in turn: S, wait, softmax, P·V, wait (the other consumer warpgroup keeps the
+// tensor cores busy meanwhile). With OVERLAP (FlashAttention-3's intra-warpgroup overlap), block j's S = Q·K_jᵀ and
+// block j - 1's O += P·V_{j-1} are issued together, and block j's softmax runs while P·V_{j-1} is still on the tensor
+// cores; O is rescaled and P_j converted once that wgmma group has completed.
+template <class F>
+__device__ __forceinline__ void fa3_consume(const Fa3Ring &ring, const Fa3Block &b, const AttentionArgs &args,
+                                            int consumer) {
+  Fa3Consumer<F> c(ring, b, args, consumer);
+  float correction[2];
+  RingCursor at;
+  wg::mbar_wait(ring.q_full(), 0);
+  if (!F::OVERLAP) {
+    for (int j = 0; j < b.blocks_n; ++j) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float total = quad_sum(row_sum[h]);
-    const float inv = total > 0.f ? 1.f / total : 0.f;
-    const int row = r + 8 * h;
-    if (row < args.seq_q) {
-      T *dst = go + row * (long long)args.q_sr + 2 * (lane % 4);
-#pragma unroll
-      for (int i = 0; i < F::D / 8; ++i)
-        *reinterpret_cast<unsigned *>(dst + 8 * i) = pack_pair<T>(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
-      if (F::LSE && lane % 4 == 0)
-        args.lse[static_cast<long long>(b.bh) * args.seq_q + row] = (row_max[h] + log2f(total)) * 0.6931471805599453f;
+      for (int i = 0; i < F::S_REGS; ++i) c.s[i] = 0.f;
+      touch_regs(c.s);
+      wg::mbar_wait(ring.full_k(at.slot), at.phase);
+      wg::wgmma_fence();
+      c.issue_s(at.slot);
+      wg::wgmma_commit();
+      wg::wgmma_wait<0>();
+      touch_regs(c.s);
+      c.softmax(j * F::BLOCK_N, correction);
+      c.rescale(correction);
+      c.convert();
+      touch_regs(c.o);  // the rescaled O and P are written before the fence
+      touch_regs(c.pa);
+      wg::mbar_wait(ring.full_v<F>(at.slot), at.phase);
+      wg::wgmma_fence();
+      c.issue_pv(at.slot);
+      wg::wgmma_commit();
+      wg::wgmma_wait<0>();
+      touch_regs(c.o);
+      c.release(at.slot);
+      at.template advance<F::STAGES>();
     }
+  } else if (b.blocks_n > 0) {
+    // block 0: S, softmax, P (O is still 0)
+    wg::mbar_wait(ring.full_k(at.slot), at.phase);
+    wg::wgmma_fence();
+    c.issue_s(at.slot);
+    wg::wgmma_commit();
+    wg::wgmma_wait<0>();
+    touch_regs(c.s);
+    c.softmax(0, correction);
+    c.convert();
+    RingCursor previous = at;
+    at.template advance<F::STAGES>();
+    for (int j = 1; j < b.blocks_n; ++j) {
+      touch_regs(c.s);  // read into P: the next S may overwrite it
+      touch_regs(c.o);
+      touch_regs(c.pa);
+      wg::mbar_wait(ring.full_k(at.slot), at.phase);
+      wg::mbar_wait(ring.full_v<F>(previous.slot), previous.phase);
+      wg::wgmma_fence();
+      c.issue_s(at.slot);  // S_j first: its softmax starts while P·V_{j-1} runs
+      wg::wgmma_commit();
+      c.issue_pv(previous.slot);
+      wg::wgmma_commit();
+      wg::wgmma_wait<1>();  // S_j has completed (groups complete in order)
+      touch_regs(c.s);
+      c.softmax(j * F::BLOCK_N, correction);
+      wg::wgmma_wait<0>();  // P·V_{j-1} has completed: O and P's registers are free, slot j - 1 is read
+      touch_regs(c.o);
+      touch_regs(c.pa);
+      c.release(previous.slot);
+      c.rescale(correction);
+      c.convert();
+      previous = at;
+      at.template advance<F::STAGES>();
+    }
+    touch_regs(c.o);
+    touch_regs(c.pa);
+    wg::mbar_wait(ring.full_v<F>(previous.slot), previous.phase);
+    wg::wgmma_fence();
+    c.issue_pv(previous.slot);
+    wg::wgmma_commit();
+    wg::wgmma_wait<0>();
+    touch_regs(c.o);
+    c.release(previous.slot);
   }
+  c.store(b);
 }
 
 template <class F>
@@ -309,12 +415,15 @@ __device__ void fa3_forward(const wg::TensorMap *map_q, const wg::TensorMap *map
   }
   __syncthreads();
 
-  if (threadIdx.x < 128) {
+  // the warpgroup index through a shuffle: warp-uniform as ptxas sees it, so each role's code is its own
+  // register-allocation region under its setmaxnreg
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+  if (warpgroup == 0) {
     if (F::CONSUMERS > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) fa3_produce<F>(ring, b, map_q, map_k, map_v);
   } else {
     if (F::CONSUMERS > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    fa3_consume<F>(ring, b, args, static_cast<int>(threadIdx.x) / 128 - 1);
+    fa3_consume<F>(ring, b, args, warpgroup - 1);
   }
 }
 

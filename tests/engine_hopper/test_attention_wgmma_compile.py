@@ -70,6 +70,11 @@ def test_the_rules_say_what_is_wrong():
     assert "a 3-stage ring needs 3 key blocks; seq_k=100 gives 2" in ws.fa3_space(short, H200).why_invalid(
         {**base, "block_n": 64, "stages": 3, "consumers": 1})
     assert "needs an sm_90 target (wgmma, built for sm_90a), not sm_80" in ws.fa3_space(p, A100).why_invalid(base)
+    # overlapped, P's fragments live beside S and O: a 128-key block of D 128 fits one consumer's 255 registers only
+    assert "about 200 registers per consumer thread (S 64, O 64, P 32, 40 more) exceed the 168 ptxas gives a thread " \
+        "of 384" in space.why_invalid({**base, "overlap": 1})
+    assert space.why_invalid({**base, "overlap": 1, "consumers": 1}) is None
+    assert space.why_invalid({**base, "overlap": 1, "block_n": 64}) is None
 
 
 @pytest.mark.parametrize("fields, words", [
@@ -90,7 +95,8 @@ def test_where_the_family_does_not_apply_it_says_why(fields, words):
 def test_prefill_tries_fa3_first_and_decode_keeps_fa2_split_kv_first():
     prefill = OP.problem(**PREFILL, head_dim=128, causal=True)
     picks = BACKEND.suggested(prefill, H200_SMS)
-    assert picks[0] == {"family": "fa3", "block_n": 128, "stages": 2, "consumers": 2}
+    assert picks[0] == {"family": "fa3", "block_n": 128, "stages": 2, "consumers": 2, "overlap": 0}
+    assert {c.get("overlap") for c in picks if c["family"] == "fa3"} == {0, 1}  # a short tune tries both schedules
     assert {c["family"] for c in picks} == {"fa3", "fa2"}
     assert all(c["family"] == "fa2" for c in BACKEND.suggested(prefill, A100))
     decode = OP.problem(batch=1, heads=32, kv_heads=8, seq=1, seq_k=8192, head_dim=128, dtype="bf16")
@@ -126,7 +132,8 @@ def test_the_source_names_its_configuration_and_asserts_the_plan():
     config = {"family": "fa3", "block_n": 128, "stages": 3, "consumers": 2}
     source = FA3.source(p, config)
     t = ws.tiling(p, config)
-    assert "using Tile = tracea::Fa3<64, 128, 3, 2, false, true>;" in source
+    assert "using Tile = tracea::Fa3<64, 128, 3, 2, false, false, true>;" in source
+    assert "tracea::Fa3<64, 128, 3, 2, true, false, true>;" in FA3.source(p, {**config, "overlap": 1})
     assert f"Tile::SMEM_BYTES == {t.smem_bytes}" in source and "#define WG_TILE_M 128" in source
     assert "#define WG_DTYPE 1" in source and 'extern "C" __global__' in source and "attention_fa3(" in source
     assert "gemm_wgmma(" not in source and source.count(GEMM_ENTRY.split("\n")[0]) == 1  # the GEMM entry is left out

@@ -73,8 +73,8 @@ def fa3_source(problem: AttentionProblem, config: Mapping[str, Value]) -> str:
     p = problem
     t = ws.tiling(p, config)
     flag = {True: "true", False: "false"}
-    args = [str(p.head_dim), *(str(int(config[n])) for n in ("block_n", "stages", "consumers")), flag[p.causal],
-            flag[p.lse]]
+    args = [str(p.head_dim), *(str(int(config[n])) for n in ("block_n", "stages", "consumers")),
+            flag[ws.overlap_of(config)], flag[p.causal], flag[p.lse]]
     lines = [
         f"// Tracea CUDA attention, fa3 family ({p.dtype}, head dim {p.head_dim}, "
         f"{'causal' if p.causal else 'no mask'}{', lse' if p.lse else ''})",

@@ -2,8 +2,9 @@
 kernels/cuda/attention_wgmma.cuh): parameters and the rules that reject a configuration before it is compiled.
 
 A configuration names the keys per step (`block_n`: one K and one V tile per ring slot, the N of the S = Q·Kᵀ
-wgmma), the depth of the TMA ring (`stages`) and the consumer warpgroups (`consumers`, 64 query rows each: block_m =
-64·consumers). The head dim, the dtype, the mask and lse are the problem's (template parameters).
+wgmma), the depth of the TMA ring (`stages`), the consumer warpgroups (`consumers`, 64 query rows each: block_m =
+64·consumers) and the schedule (`overlap` 1: FlashAttention-3's intra-warpgroup overlap, a key block's softmax while
+the previous block's P·V is on the tensor cores). The head dim, the dtype, the mask and lse are the problem's (template parameters).
 
 Where the family applies at all (`applies`): fp16/bf16, head dims 64 and 128, the layout (B, H, L, D) (TMA reads
 each head's rows as one 3-D map; fa2 serves (B, L, H, D)), sequences of at least one 64-row query block (decode,
@@ -35,15 +36,19 @@ MIN_SEQ = ROWS_PER_CONSUMER  # shorter query sequences (decode) are fa2's, split
 BLOCK_N = (64, 128)
 STAGES = (2, 3, 4)
 CONSUMERS = (1, 2)
+OVERLAP = (0, 1)
 ELEMENT_BYTES = 2
 SWIZZLE_BYTES = 128  # one swizzled row of a tile: 64 elements, a TMA box's width
 CHUNK = SWIZZLE_BYTES // ELEMENT_BYTES
 ALIGN_SLACK_BYTES = 1024  # the template aligns its base to the swizzle's 1024-byte period
-# setmaxnreg (the template): with two consumers the producer warpgroup drops to 40 registers and each consumer rises
-# to 232 (128·40 + 256·232 <= 65536); with one, every thread may have 255
-CONSUMER_REGS = {1: 255, 2: 232}
+# Registers a consumer thread's code may have: 255 with one consumer (256 threads); with two (384 threads) ptxas
+# allocates the whole kernel within 65536 / 384 = 168 (measured with CUDA 13.0: the template's setmaxnreg.inc 232
+# moves registers at run time but does not raise ptxas's budget for the consumer's code: an overlapped 128 x 128
+# tile of D 128, about 186 registers with one consumer, spills 200 bytes with two)
+CONSUMER_REGS = {1: 255, 2: 168}
 # Addresses, loop counters, the row statistics and the softmax's temporaries, per consumer thread beside the S and O
-# accumulators and P's fragments; checked against ptxas (tests/engine_hopper/test_attention_wgmma_compile.py).
+# accumulators (and, overlapped, P's fragments); checked against ptxas (tests/engine_hopper/
+# test_attention_wgmma_compile.py: every configuration this admits compiles without spilling).
 REGISTER_OVERHEAD = 40
 INT32_MAX = (1 << 31) - 1
 GRID_Y_MAX = 65535
@@ -87,9 +92,15 @@ def tiling(problem: AttentionProblem, config: Mapping[str, Value]) -> Tiling:
     q_bytes, kv_bytes = bm * d * ELEMENT_BYTES, bn * d * ELEMENT_BYTES
     barriers = 1 + 3 * stages
     smem = ALIGN_SLACK_BYTES + q_bytes + 2 * stages * kv_bytes + 8 * barriers
-    regs = bn // 2 + d // 2 + bn // 4 + REGISTER_OVERHEAD  # S, O (fp32), P (two 16-bit values a register)
+    # S and O (fp32); overlapped, P (two 16-bit values a register) lives beside them while P·V runs
+    regs = bn // 2 + d // 2 + (bn // 4 if overlap_of(config) else 0) + REGISTER_OVERHEAD
     return Tiling(block_m=bm, threads=128 * (consumers + 1), smem_bytes=smem, q_bytes=q_bytes, kv_bytes=kv_bytes,
                   estimated_regs=regs)
+
+
+def overlap_of(config: Mapping[str, Value]) -> bool:
+    """Whether a configuration overlaps a key block's softmax with the previous block's P·V (0 where unnamed)."""
+    return bool(int(config.get("overlap", 0)))
 
 
 def _next_pow2(x: int) -> int:
@@ -103,6 +114,9 @@ def _params() -> tuple[Param, ...]:
         Param("block_n", BLOCK_N, doc="keys per pipeline step (one K and one V tile per ring slot)"),
         Param("stages", STAGES, doc="ring slots of K and V tiles in flight (TMA pipeline depth)"),
         Param("consumers", CONSUMERS, doc="consumer warpgroups, 64 query rows each (block_m = 64 x consumers)"),
+        Param("overlap", OVERLAP, default=0,
+              doc="1: a key block's softmax runs while the previous block's P·V is on the tensor cores (S, O and P "
+                  "live at once)"),
     )
 
 
@@ -144,9 +158,9 @@ def _rules(problem: AttentionProblem, target: Target, limits: DeviceLimits) -> t
             return f"{t.threads} threads per block exceed the device's {limits.max_threads_per_block}"
         budget = CONSUMER_REGS[c["consumers"]]
         if t.estimated_regs > budget:
-            return (f"about {t.estimated_regs} registers per consumer thread (S {c['block_n'] // 2}, O "
-                    f"{p.head_dim // 2}, P {c['block_n'] // 4}) exceed the {budget} setmaxnreg gives "
-                    f"{c['consumers']} consumer warpgroup(s)")
+            held = f"S {c['block_n'] // 2}, O {p.head_dim // 2}" + (f", P {c['block_n'] // 4}" if c["overlap"] else "")
+            return (f"about {t.estimated_regs} registers per consumer thread ({held}, {REGISTER_OVERHEAD} more) exceed "
+                    f"the {budget} ptxas gives a thread of {t.threads}")
         if t.smem_bytes > limits.max_shared_per_block_optin:
             return (f"{t.smem_bytes} bytes of shared memory (Q, {c['stages']} K and V tiles of {t.kv_bytes} bytes, "
                     f"barriers) exceed the device's {limits.max_shared_per_block_optin} per block")
@@ -160,12 +174,12 @@ def fa3_space(problem: AttentionProblem, target: Target) -> SearchSpace:
     return SearchSpace(params=_params(), rules=_rules(problem, target, target.cuda_limits()))
 
 
-# Hand-picked starting points (block_n, stages, consumers) by head dim, best guesses first: FlashAttention-3's forward
-# tiles where they fit two consumers (128 query rows x 128 keys, two slots for D 128; three for D 64), then smaller
-# key blocks with deeper rings, then one consumer (short sequences, fewer rows per block).
-_PICKS: dict[int, tuple[tuple[int, int, int], ...]] = {
-    64: ((128, 3, 2), (128, 2, 2), (64, 4, 2), (128, 2, 1), (64, 3, 1)),
-    128: ((128, 2, 2), (64, 3, 2), (128, 3, 2), (128, 2, 1), (64, 2, 1)),
+# Hand-picked starting points (block_n, stages, consumers, overlap) by head dim, best guesses first: FlashAttention-3's
+# forward tiles where they fit two consumers (128 query rows x 128 keys, two slots for D 128; three for D 64), the
+# overlapped schedule where its registers fit (64 keys for D 128), then one consumer (short sequences).
+_PICKS: dict[int, tuple[tuple[int, int, int, int], ...]] = {
+    64: ((128, 3, 2, 0), (128, 3, 2, 1), (128, 2, 2, 1), (64, 4, 2, 1), (128, 2, 1, 0), (64, 3, 1, 0)),
+    128: ((128, 2, 2, 0), (64, 3, 2, 1), (64, 3, 2, 0), (128, 2, 1, 1), (128, 3, 2, 0), (64, 2, 1, 0)),
 }
 
 
@@ -177,10 +191,10 @@ def hand_picked(problem: AttentionProblem, target: Target, *, limit: int | None 
         return []
     space = fa3_space(problem, target)
     picks: list[Config] = []
-    for bn, stages, consumers in _PICKS[problem.head_dim]:
-        for cfg in ({"family": FAMILY, "block_n": bn, "stages": stages, "consumers": consumers},
+    for bn, stages, consumers, overlap in _PICKS[problem.head_dim]:
+        for cfg in ({"family": FAMILY, "block_n": bn, "stages": stages, "consumers": consumers, "overlap": overlap},
                     {"family": FAMILY, "block_n": min(bn, 64 if problem.seq_k <= 64 else bn), "stages": 2,
-                     "consumers": 1 if problem.seq <= 64 else consumers}):
+                     "consumers": 1 if problem.seq <= 64 else consumers, "overlap": overlap}):
             if space.why_invalid(cfg) is None:
                 if cfg not in picks:
                     picks.append(cfg)
@@ -189,6 +203,7 @@ def hand_picked(problem: AttentionProblem, target: Target, *, limit: int | None 
 
 
 def describe(config: Mapping[str, Value]) -> str:
-    """A short human label: "fa3 128x128 s2 c2" (block_m x block_n, stages, consumer warpgroups)."""
+    """A short human label: "fa3 128x128 s2 c2" (block_m x block_n, stages, consumer warpgroups), " ov" overlapped."""
     bm = ROWS_PER_CONSUMER * int(config["consumers"])
-    return f"fa3 {bm}x{config['block_n']} s{config['stages']} c{config['consumers']}"
+    tail = " ov" if overlap_of(config) else ""
+    return f"fa3 {bm}x{config['block_n']} s{config['stages']} c{config['consumers']}{tail}"
