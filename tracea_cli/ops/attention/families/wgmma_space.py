@@ -4,7 +4,8 @@ kernels/cuda/attention_wgmma.cuh): parameters and the rules that reject a config
 A configuration names the keys per step (`block_n`: one K and one V tile per ring slot, the N of the S = Q·Kᵀ
 wgmma), the depth of the TMA ring (`stages`), the consumer warpgroups (`consumers`, 64 query rows each: block_m =
 64·consumers) and the schedule (`overlap` 1: FlashAttention-3's intra-warpgroup overlap, a key block's softmax while
-the previous block's P·V is on the tensor cores). The head dim, the dtype, the mask and lse are the problem's (template parameters).
+the previous block's P·V is on the tensor cores). The head dim, the dtype, the mask and lse are the problem's
+(template parameters).
 
 Where the family applies at all (`applies`): fp16/bf16, head dims 64 and 128, the layout (B, H, L, D) (TMA reads
 each head's rows as one 3-D map; fa2 serves (B, L, H, D)), sequences of at least one 64-row query block (decode,
