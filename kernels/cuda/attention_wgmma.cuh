@@ -374,6 +374,7 @@ __device__ __forceinline__ void fa3_consume(const Fa3Ring &ring, const Fa3Block 
       wg::wgmma_wait<0>();  // P·V_{j-1} has completed: O and P's registers are free, slot j - 1 is read
       touch_regs(c.o);
       touch_regs(c.pa);
+      touch_regs(c.s);  // P_j's conversion (from S) stays after the wait, as O's rescaling does
       c.release(previous.slot);
       c.rescale(correction);
       c.convert();
