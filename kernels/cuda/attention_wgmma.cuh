@@ -5,7 +5,7 @@
 // grouped-query heads) behind three TMA tensor maps, passed by value as __grid_constant__ parameters:
 //   map_q  Q as (D, seq_q, batch·heads), box (64, BLOCK_M, 1)       map_k, map_v  K, V as (D, seq_k, batch·kv_heads),
 //          box (64, BLOCK_N, 1); 128-byte swizzle, zeros past the ends (so rows past seq_q / seq_k read 0)
-// which read the layout (B, H, L, D) only (rows of one head contiguous, heads batch·heads apart by the head stride).
+// which read the layout (B, H, L, D) only (rows of one head contiguous; head b·H + h one head stride after b·H + h - 1).
 //
 // A CTA owns BLOCK_M = 64·CONSUMERS query rows of one (batch, head): blockIdx.x the query block (reversed for CAUSAL,
 // so the blocks with the most keys start first), blockIdx.y batch·heads + head.
@@ -20,6 +20,8 @@
 //     O += P·V          wgmma m64nDk16 with A = P from registers (the accumulator fragment of 16 columns of S is the
 //                       A fragment of one k16 step), B = V (N-major: D contiguous, read transposed, as layout nn)
 //     release           one thread of the warpgroup arrives on the slot's empty barrier
+//                       (OVERLAP: block j's S and block j-1's P·V issued together, block j's softmax while P·V runs;
+//                       fa3_consume)
 //   epilogue            O / l to global memory in pairs (rows < seq_q), lse = (m + log2 l)·ln 2
 //
 // Shared memory (from a 1024-byte boundary: the swizzle repeats every 1024 bytes): Q as D/64 chunks of BLOCK_M rows x
