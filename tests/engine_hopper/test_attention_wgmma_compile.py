@@ -188,3 +188,21 @@ def test_every_variant_and_a_sample_of_the_space_compile_without_spills(dtype, h
     for config in sample:
         r = _report(p, config)
         assert r["spill_store_bytes"] == r["spill_load_bytes"] == 0, (p.label, config, r)
+
+
+def test_the_gpu_test_checks_valid_configurations_within_its_time_budget():
+    """tests/engine_hopper/test_attention_wgmma_gpu.py: every configuration it checks is in the space, both schedules
+    and both consumer counts are among them, and there are few enough for about a minute on an H200."""
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    spec = spec_from_file_location("attention_wgmma_gpu_cases", Path(__file__).parent / "test_attention_wgmma_gpu.py")
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    checked = []
+    for fields in module.SHAPES:
+        p = OP.problem(**{"batch": 2, "heads": 4, **fields})
+        configs = module.configs_for(p, H200)
+        assert configs and all(ws.fa3_space(p, H200).why_invalid(c) is None for c in configs), p.label
+        checked += configs
+    assert {(c["consumers"], c.get("overlap", 0)) for c in checked} == {(1, 0), (1, 1), (2, 0), (2, 1)}
+    assert len(checked) <= 80
