@@ -1,6 +1,6 @@
 """attention on a GPU (issue 16): the FA2-style CUDA family against torch's SDPA in the same run, fp16 and bf16.
 
-    python benchmarks/attention_h200.py [--out DIR] [--section all|prefill|decode] [--seconds S] [--dry-run]
+    python benchmarks/attention_h200.py [--out DIR] [--section all|prefill|decode|wgmma] [--seconds S] [--dry-run]
 
 Problems (most important first; the deadline cuts the tail): B = 4, H = 16, L = 4096, head dim 128 and 64, causal and
 not, bf16 and fp16; grouped-query attention (32 query heads, 8 K/V heads, L = 4096, D = 128, causal and not); decode
@@ -19,10 +19,15 @@ the hand-picked list, each with kv_splits 1, 2, 4, 8, 16 and 32 (those the space
 is timed). Reported: the best median per kv_splits, the best overall, the fastest SDPA backend of those that ran
 (default, cuDNN, flash, efficient, each timed on its own) and ours against it and against each.
 
-Writes OUT/attention_h200.md and .json (prefill) and OUT/attention_decode_h200.md and .json (decode) (OUT: --out, else
-$OUT, else /tmp/out) after every problem, so a run cut short keeps what it measured. --seconds: the deadline of each
-section (default 150 s prefill, 300 s decode). `--dry-run` (no GPU): compiles every problem's candidates
-for sm_90a here and prints their registers and spills.
+wgmma section (the FA3-style family fa3 for sm_90a, not part of `all`): B 4, H 16, L 4096, D 128 bf16, not causal and
+causal; B 4, H 32, L 1024, D 64 fp16; B 2, H 16, L 16384, D 128 bf16 causal. Per problem the same A B A B order with
+every hand-picked fa3 configuration and the first fa2 hand-pick (each checked before it is timed).
+
+Writes OUT/attention_h200.md and .json (prefill), OUT/attention_decode_h200.md and .json (decode) and
+OUT/attention_wgmma_h200.md and .json (wgmma) (OUT: --out, else $OUT, else /tmp/out) after every problem, so a run cut
+short keeps what it measured. --seconds: the deadline of each section (default 150 s prefill, 300 s decode, 150 s
+wgmma). `--dry-run` (no GPU): compiles every problem's candidates for sm_90a here and prints their registers and
+spills.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_run import compile_all, median_ms, num, provenance_lines, resources_of, run_meta  # noqa: E402
 
 from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
+from tracea_cli.ops.attention.families import wgmma_space  # noqa: E402
 from tracea_cli.ops.attention.families.fa2_space import KV_SPLITS, describe, fa2_space, hand_picked  # noqa: E402
 from tracea_cli.ops.attention.problem import AttentionProblem  # noqa: E402
 from tracea_cli.stats import summarize  # noqa: E402
@@ -67,7 +73,31 @@ def _problems() -> tuple[AttentionProblem, ...]:
 PROBLEMS = _problems()
 DECODE_PROBLEMS = tuple(AttentionProblem(b, 32, 1, 128, 8, kv, "bf16") for b in (1, 8) for kv in (8192, 32768, 1024))
 DECODE_TILES = 3  # distinct (block_m, block_n, warps, stages) of the hand-picked list, each with every kv_splits
-SECONDS = {"prefill": 150.0, "decode": 300.0}
+WGMMA_PROBLEMS = (AttentionProblem(4, 16, 4096, 128, 16, 4096, "bf16"),
+                  AttentionProblem(4, 16, 4096, 128, 16, 4096, "bf16", causal=True),
+                  AttentionProblem(4, 32, 1024, 64, 32, 1024, "fp16"),
+                  AttentionProblem(2, 16, 16384, 128, 16, 16384, "bf16", causal=True))
+SECONDS = {"prefill": 150.0, "decode": 300.0, "wgmma": 150.0}
+SECTION_PROBLEMS = {"prefill": PROBLEMS, "decode": DECODE_PROBLEMS, "wgmma": WGMMA_PROBLEMS}
+STEMS = {"prefill": "attention_h200", "decode": "attention_decode_h200", "wgmma": "attention_wgmma_h200"}
+
+
+def wgmma_configs(problem: AttentionProblem, target: Any) -> list[dict]:
+    """Every hand-picked fa3 configuration, then the first fa2 hand-pick."""
+    return wgmma_space.hand_picked(problem, target) + hand_picked(problem, target)[:1]
+
+
+def section_configs(section: str, problem: AttentionProblem, target: Any) -> list[dict]:
+    if section == "decode":
+        return decode_configs(problem, target)
+    if section == "wgmma":
+        return wgmma_configs(problem, target)
+    return hand_picked(problem, target)
+
+
+def label(config: dict) -> str:
+    """The family's short label of a configuration (fa3 or fa2)."""
+    return wgmma_space.describe(config) if config.get("family") == wgmma_space.FAMILY else describe(config)
 
 
 def decode_configs(problem: AttentionProblem, target: Any) -> list[dict]:
@@ -117,11 +147,11 @@ def measure(backend: OpBackend, problem: AttentionProblem, target: Any, configs:
     rows = []
     for config, (artifact, error) in zip(configs, built):
         if artifact is None:
-            rows.append({"name": describe(config), "config": config, "status": "compile_error", "reason": error[:300]})
-            log(f"  {describe(config)}: compile_error {error[:300]}")
+            rows.append({"name": label(config), "config": config, "status": "compile_error", "reason": error[:300]})
+            log(f"  {label(config)}: compile_error {error[:300]}")
             continue
         ev = backend.evaluate(artifact, problem, target, policy=POLICY, seed=1)
-        rows.append(_row(problem, describe(config), ev, {"config": config, **resources_of(artifact)}))
+        rows.append(_row(problem, label(config), ev, {"config": config, **resources_of(artifact)}))
     for name in PINNED:
         baseline(name)
     baseline("sdpa")
@@ -207,13 +237,49 @@ def render_decode(results: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_wgmma(results: list[dict], meta: dict) -> str:
+    """The wgmma section's report: per problem the best fa3 and the fa2 pick against SDPA's backends."""
+    lines = ["# attention on the H200: the FA3-style family (fa3, sm_90a) against fa2 and torch SDPA", "",
+             *provenance_lines(meta),
+             "- method: per problem in one process: SDPA default, every hand-picked fa3 configuration and the first "
+             "fa2 hand-pick, SDPA pinned to cudnn, flash, efficient, SDPA default again; every kernel and baseline "
+             "checked against the float64 reference before it is timed (CUDA events, median). x = the library's "
+             "median / the best fa3's (> 1: fa3 faster).", "",
+             "| problem | best fa3 | ms | TFLOP/s | fa2 ms | SDPA default ms | cudnn ms | x default | x cudnn | "
+             "x flash | x efficient | fa3 wrong or failed |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        if "rows" not in r:
+            lines.append(f"| {r['problem']} | {r.get('error', '')} |" + " |" * 10)
+            continue
+        fa3 = [x for x in r["rows"] if x.get("config", {}).get("family") == wgmma_space.FAMILY]
+        fa2 = [x for x in r["rows"] if x.get("config", {}).get("family") != wgmma_space.FAMILY]
+        best = min((x for x in fa3 if x.get("median_ms")), key=lambda x: x["median_ms"], default=None)
+        failed = sum(1 for x in fa3 if x.get("status") != "ok")
+        cudnn = r["baselines"].get("sdpa-cudnn", [{}])[0].get("median_ms")
+        ratio = {n: (runs[0].get("median_ms") / best["median_ms"] if best and runs[0].get("median_ms") else None)
+                 for n, runs in r["baselines"].items()}
+        if best and r.get("default_ms"):
+            ratio["sdpa"] = r["default_ms"] / best["median_ms"]
+        lines.append(f"| {r['problem']} | {best['name'] if best else ''} | {num(best and best['median_ms'], 3)} | "
+                     f"{num(best and best.get('tflops'), 1)} | {num(fa2[0].get('median_ms') if fa2 else None, 3)} | "
+                     f"{num(r.get('default_ms'), 3)} | {num(cudnn, 3)} | "
+                     + " | ".join(num(ratio.get(n), 2) for n in ("sdpa", *PINNED)) + f" | {failed} of {len(fa3)} |")
+    detail = render(results, meta).split("\n## ", 1)
+    if len(detail) == 2:
+        lines += ["", "## " + detail[1].rstrip("\n")]
+    return "\n".join(lines) + "\n"
+
+
+RENDER = {"prefill": render, "decode": render_decode, "wgmma": render_wgmma}
+
+
 def run_section(name: str, problems: tuple[AttentionProblem, ...], backend: OpBackend, target: Any, meta: dict,
                 out: Path, seconds: float) -> None:
     """Measures `problems` until `seconds` have passed, writing the section's report after every problem."""
     start = time.perf_counter()
     results: list[dict[str, Any]] = []
-    stem = "attention_h200" if name == "prefill" else "attention_decode_h200"
-    md, js = out / f"{stem}.md", out / f"{stem}.json"
+    md, js = out / f"{STEMS[name]}.md", out / f"{STEMS[name]}.json"
     for problem in problems:
         left = seconds - (time.perf_counter() - start)
         if left < 6:
@@ -221,13 +287,12 @@ def run_section(name: str, problems: tuple[AttentionProblem, ...], backend: OpBa
             continue
         log(f"{problem.label} ({left:.0f} s left)")
         try:
-            configs = decode_configs(problem, target) if name == "decode" else None
-            results.append(measure(backend, problem, target, configs))
+            results.append(measure(backend, problem, target, section_configs(name, problem, target)))
         except Exception as e:  # the next problem still runs
             results.append({"problem": problem.label, "error": f"{type(e).__name__}: {str(e)[:300]}"})
             log(f"  {results[-1]['error']}")
         meta["wall_s"] = time.perf_counter() - start
-        md.write_text(render(results, meta) if name == "prefill" else render_decode(results, meta))
+        md.write_text(RENDER[name](results, meta))
         js.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str))
     log(f"wrote {md} and {js} in {time.perf_counter() - start:.0f} s")
 
@@ -235,9 +300,10 @@ def run_section(name: str, problems: tuple[AttentionProblem, ...], backend: OpBa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python benchmarks/attention_h200.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/out")))
-    parser.add_argument("--section", choices=("all", "prefill", "decode"), default="all")
+    parser.add_argument("--section", choices=("all", "prefill", "decode", "wgmma"), default="all",
+                        help="all: prefill and decode; wgmma: the fa3 family's problems")
     parser.add_argument("--seconds", type=float, default=None,
-                        help="each section's deadline (default 150 s prefill, 300 s decode)")
+                        help="each section's deadline (default 150 s prefill, 300 s decode, 150 s wgmma)")
     parser.add_argument("--dry-run", action="store_true", help="no GPU: compile every candidate for sm_90a")
     args = parser.parse_args(argv)
     sections = ("prefill", "decode") if args.section == "all" else (args.section,)
@@ -251,11 +317,11 @@ def main(argv: list[str] | None = None) -> int:
         target = Target(backend="cuda", device_class="dry run sm_90a", arch="sm_90a",
                         limits=replace(limits_for("sm_90a"), sm_count=132))
         for section in sections:
-            for problem in PROBLEMS if section == "prefill" else DECODE_PROBLEMS:
-                configs = hand_picked(problem, target) if section == "prefill" else decode_configs(problem, target)
+            for problem in SECTION_PROBLEMS[section]:
+                configs = section_configs(section, problem, target)
                 for config, (artifact, error) in zip(configs, compile_all(backend, [(problem, c) for c in configs],
                                                                            target)):
-                    log(f"{problem.label}: {describe(config)}: {artifact.resources['kernels'] if artifact else error}")
+                    log(f"{problem.label}: {label(config)}: {artifact.resources['kernels'] if artifact else error}")
         return 0
 
     from tracea_cli.backends.cuda import device_target
@@ -264,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     target = device_target(0)
     for section in sections:
-        run_section(section, PROBLEMS if section == "prefill" else DECODE_PROBLEMS, backend, target,
-                    run_meta(target, argv), out, args.seconds or SECONDS[section])
+        run_section(section, SECTION_PROBLEMS[section], backend, target, run_meta(target, argv), out,
+                    args.seconds or SECONDS[section])
     return 0
 
 

@@ -98,3 +98,29 @@ def test_the_decode_report_shows_each_kv_splits_and_the_fastest_sdpa_backend():
     per_split = "| 0.0800 |  |  | 0.0200 |  | 0.0100 |"  # kv_splits 1, 2, 4, 8, 16, 32
     assert f"| fa2 16x64 w1 s2 kv32 | 0.0100 {per_split} 0.0120 (sdpa-cudnn) | 1.20 | 1.20 | 1.60 | 3.00 |" in row
     assert "--section decode" in text and "## attention b1 h32/kv8 L1x8192" in text
+
+
+def test_the_wgmma_section_times_every_fa3_pick_and_the_first_fa2_pick_and_reports_them():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from conftest import arch_target
+
+    bench = _load()
+    labels = [p.label for p in bench.WGMMA_PROBLEMS]
+    assert labels == ["attention b4 h16 L4096 d128 bf16 bhld", "attention b4 h16 L4096 d128 bf16 bhld causal",
+                      "attention b4 h32 L1024 d64 fp16 bhld", "attention b2 h16 L16384 d128 bf16 bhld causal"]
+    configs = bench.section_configs("wgmma", bench.WGMMA_PROBLEMS[0], arch_target("sm_90a", sm_count=132))
+    assert [c["family"] for c in configs] == ["fa3"] * (len(configs) - 1) + ["fa2"] and len(configs) >= 5
+    fa3 = {"name": "fa3 128x128 s2 c2", "status": "ok", "reason": "", "median_ms": 1.0, "tflops": 500.0,
+           "config": configs[0]}
+    wrong = {"name": "fa3 64x64 s2 c1", "status": "wrong_result", "reason": "relative error 0.4", "config": configs[1]}
+    fa2 = {"name": "fa2 128x64 w8 s2", "status": "ok", "reason": "", "median_ms": 3.0, "config": configs[-1]}
+    ok = {"name": "torch-sdpa-cudnn (ran cudnn)", "status": "ok", "reason": "", "median_ms": 0.8}
+    results = [{"problem": labels[0], "rows": [fa3, wrong, fa2], "default_ms": 0.8,
+                "baselines": {"sdpa": [ok], "sdpa-cudnn": [ok], "sdpa-flash": [{**ok, "median_ms": 2.0}],
+                              "sdpa-efficient": [{"name": "sdpa-efficient", "status": "error", "reason": "refused"}]}}]
+    meta = {"date": "2026-12-03", "device": "NVIDIA H200", "driver": 13000, "runtime": 13000, "command": "x"}
+    summary = next(line for line in bench.render_wgmma(results, meta).splitlines() if line.startswith(f"| {labels[0]}"))
+    assert summary == (f"| {labels[0]} | fa3 128x128 s2 c2 | 1.000 | 500.0 | 3.000 | 0.800 | 0.800 | 0.80 | 0.80 | "
+                       "2.00 |  | 1 of 2 |")

@@ -54,11 +54,12 @@ def test_the_rules_say_what_is_wrong(sm80, sm90, make_target):
     assert "compute capability 8.0 or newer, sm_75 has 7.5" in fa2_space(p, make_target("sm_75")).why_invalid(base)
 
 
-def test_where_the_family_applies(sm90):
+def test_where_the_family_applies(sm90, sm80):
     assert "runs fp16 and bf16, not fp32" in FA2.space(OP.problem(heads=2, seq=64, head_dim=64, dtype="fp32"), sm90)
     assert FA2.template(OP.problem(heads=2, seq=64, head_dim=64, dtype="fp64")) is None
-    spaces = {fam.name for fam, _ in BACKEND.spaces(OP.problem(heads=2, seq=64, head_dim=64, dtype="bf16"), sm90)}
-    assert spaces == {"fa2"}
+    p = OP.problem(heads=2, seq=64, head_dim=64, dtype="bf16")
+    assert {fam.name for fam, _ in BACKEND.spaces(p, sm80)} == {"fa2"}
+    assert {fam.name for fam, _ in BACKEND.spaces(p, sm90)} == {"fa2", "fa3"}  # fa3: sm_90, tests/engine_hopper
     assert OP.dtypes["cuda"] == ("fp16", "bf16")
 
 

@@ -12,6 +12,7 @@ from tracea_cli.ops.attention.baselines import BASELINES
 from tracea_cli.ops.attention.export.abi import ABI
 from tracea_cli.ops.attention.families.fa2 import FA2
 from tracea_cli.ops.attention.families.numba import NUMBA
+from tracea_cli.ops.attention.families.wgmma import FA3
 from tracea_cli.ops.attention.graph import GRAPH
 from tracea_cli.ops.attention.problem import AttentionProblem
 from tracea_cli.ops.attention.suites import suite
@@ -55,8 +56,8 @@ class AttentionOp:
                default=False),
     )
     epilogues = ()
-    # In order of preference (an FA3-style family for sm_90a goes in front of FA2 when it exists).
-    families = (FA2, NUMBA)
+    # In order of preference: the FA3-style family where it applies (sm_90a, (B, H, L, D), prefill), then FA2.
+    families = (FA3, FA2, NUMBA)
     dtypes = dtypes_of(families)  # a backend's dtypes once a family of it is in `families`
     baselines = baselines_on(BASELINES, dtypes)  # those of the backends above
     export = ABI  # the C ABI: export/abi.py, tracea_attention.h

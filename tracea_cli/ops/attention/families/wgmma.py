@@ -1,0 +1,164 @@
+"""The CUDA FlashAttention-3-style family for sm_90a: one kernel per configuration, `fa3_forward` of
+kernels/cuda/attention_wgmma.cuh (a producer warpgroup streaming Q once and K/V through a TMA + mbarrier ring,
+consumer warpgroups of 64 query rows running S = Q·Kᵀ and O += P·V on wgmma, P from registers, online softmax in the
+log2 domain), one block per (query block, batch·head). Its space and hand-picked configurations are in
+wgmma_space.py. Pure: no GPU.
+
+The translation unit is the GEMM Hopper family's kernel header without its entry point (its mbarrier, TMA,
+descriptor and wgmma helpers, configured through the same WG_* defines), then the attention template with the fa2
+header it shares the kernel ABI with (TRACEA_ATTENTION_PARAMS after three tensor maps). The dtype, head dim, mask and
+lse are template parameters; sizes, heads and strides are run-time arguments. Grid rules read M = seq (query rows)
+and N = batch·heads.
+
+Export: the plan reads Q, K and V through 3-D tensor maps (kind tiled3d), which the exported runtime cannot encode;
+the export writer refuses such configurations with its message (export/writer.py `_check_abi_covers`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from tracea_cli.ops.attention.families import wgmma_space as ws
+from tracea_cli.ops.attention.families.fa2 import ELEMENT, fa2_args
+from tracea_cli.ops.attention.families.fa2 import PARAMS as FA2_PARAMS
+from tracea_cli.ops.attention.problem import AttentionProblem
+from tracea_cli.ops.gemm.families import wgmma as gemm_wgmma
+from tracea_cli.ops.gemm.families import wgmma_space as gemm_space
+from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.launch import KernelStep, LaunchPlan, TensorMap
+from tracea_cli.resources import kernel_translation_unit
+from tracea_cli.space import SearchSpace, Value, config_key
+from tracea_cli.target import Target
+
+GENERATOR_VERSION = 1  # bump when the text `fa3_source` generates around the template changes
+TEMPLATE = "cuda/attention_wgmma.cuh"
+KERNEL = "attention_fa3"
+MAPS = ("map_q", "map_k", "map_v")
+PARAMS = MAPS + FA2_PARAMS  # the tensor maps, then fa2's TRACEA_ATTENTION_PARAMS
+# Where the GEMM kernel's own entry point begins: the attention translation unit has its own instead.
+GEMM_ENTRY = ('}  // namespace wg\n\nextern "C" __global__ void __launch_bounds__(wg::kThreads, 1)\n    '
+              f"{gemm_wgmma.KERNEL_NAME}(")
+
+
+@functools.lru_cache(maxsize=None)
+def gemm_helpers_text() -> str:
+    """The GEMM family's headers (as an aligned nt problem has them: no staging entries) up to its entry point, the
+    namespace closed. Raises RuntimeError where that text no longer has exactly one such entry point."""
+    text = gemm_wgmma.headers_text(GemmProblem(m=64, n=64, k=64, dtype="fp16", layout="nt"))
+    if text.count(GEMM_ENTRY) != 1:
+        raise RuntimeError(f"{gemm_wgmma.HEADER} has {text.count(GEMM_ENTRY)} copies of its entry point's opening, "
+                           "not 1: the attention fa3 kernel cannot leave it out")
+    return text[: text.index(GEMM_ENTRY)] + "}  // namespace wg\n"
+
+
+@functools.lru_cache(maxsize=None)
+def template_text() -> str:
+    """The GEMM helpers, then kernels/cuda/attention_wgmma.cuh with its includes pasted in."""
+    return gemm_helpers_text() + "\n" + kernel_translation_unit(TEMPLATE)
+
+
+def defines(problem: AttentionProblem, config: Mapping[str, Value]) -> dict[str, int]:
+    """The GEMM header's WG_* configuration for this tile (the template static_asserts that they agree)."""
+    t = ws.tiling(problem, config)
+    return {"WG_DTYPE": gemm_space.DTYPE_CODES[problem.dtype], "WG_TILE_M": t.block_m,
+            "WG_TILE_N": int(config["block_n"]), "WG_STAGES": int(config["stages"]),
+            "WG_CONSUMERS": int(config["consumers"]), "WG_CLUSTER_M": 1, "WG_PERSISTENT": 0, "WG_GROUP_M": 1,
+            "WG_B_KMAJOR": 1, "WG_EPILOGUE": 0, "WG_STORE_TMA": 0, "WG_PINGPONG": 0}
+
+
+def fa3_source(problem: AttentionProblem, config: Mapping[str, Value]) -> str:
+    """The exact, self-contained CUDA source of one configuration (what is compiled, hashed and exported)."""
+    p = problem
+    t = ws.tiling(p, config)
+    flag = {True: "true", False: "false"}
+    args = [str(p.head_dim), *(str(int(config[n])) for n in ("block_n", "stages", "consumers")),
+            flag[ws.overlap_of(config)], flag[p.causal], flag[p.lse]]
+    lines = [
+        f"// Tracea CUDA attention, fa3 family ({p.dtype}, head dim {p.head_dim}, "
+        f"{'causal' if p.causal else 'no mask'}{', lse' if p.lse else ''})",
+        f"// configuration {config_key(config)}",
+        *(f"#define {k} {v}" for k, v in defines(p, config).items()),
+        template_text(),
+        f"using Tile = tracea::Fa3<{', '.join(args)}>;",
+        f'static_assert(Tile::THREADS == {t.threads}, "block size differs from the launch description");',
+        f'static_assert(Tile::SMEM_BYTES == {t.smem_bytes}, "shared memory differs from the launch description");',
+        f'static_assert(Tile::Q_BYTES == {t.q_bytes} && Tile::KV_BYTES == {t.kv_bytes}, '
+        '"tile bytes differ from the tensor maps\' boxes");',
+        f"static_assert(sizeof(Tile::T) == sizeof({ELEMENT[p.dtype]}), \"element type\");",
+        f'extern "C" __global__ void __launch_bounds__(Tile::THREADS, 1) {KERNEL}(',
+        "    const __grid_constant__ wg::TensorMap map_q, const __grid_constant__ wg::TensorMap map_k,",
+        "    const __grid_constant__ wg::TensorMap map_v, TRACEA_ATTENTION_PARAMS) {",
+        "  tracea::fa3_forward<Tile>(&map_q, &map_k, &map_v, TRACEA_ATTENTION_ARGS);",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def tensor_maps(problem: AttentionProblem, config: Mapping[str, Value]) -> dict[str, TensorMap]:
+    """Q as (D, seq, batch·heads) and K, V as (D, seq_k, batch·kv_heads), innermost first, with the row and head
+    strides of the layout (B, H, L, D): head b·H + h starts at (b·H + h)·head stride, the batch stride being H head
+    strides. Boxes of 64 columns (128 bytes, the swizzle's width) by block_m rows (Q) or block_n rows (K, V)."""
+    p = problem
+    t = ws.tiling(p, config)
+    e = ws.ELEMENT_BYTES
+    q = TensorMap("q", ("head_dim", "seq", "bh"), "", (ws.CHUNK, t.block_m, 1), p.dtype, e, kind="tiled3d",
+                  strides=("q_sr", "q_sh"))
+    kv = {"dims": ("head_dim", "seq_k", "kv_bh"), "row_stride": "", "box": (ws.CHUNK, int(config["block_n"]), 1),
+          "dtype": p.dtype, "elem_bytes": e, "kind": "tiled3d", "strides": ("kv_sr", "kv_sh")}
+    return {"map_q": q, "map_k": TensorMap("k", **kv), "map_v": TensorMap("v", **kv)}
+
+
+def fa3_launch(problem: AttentionProblem, config: Mapping[str, Value]) -> LaunchPlan:
+    """One kernel: grid x the query blocks of block_m rows (M = seq), y every (batch, head) pair (N = batch·heads);
+    a producer warpgroup and `consumers` consumer warpgroups; built for sm_90a."""
+    t = ws.tiling(problem, config)
+    step = KernelStep(KERNEL, grid=(f"m/{t.block_m}", "n/1", 1), block=(t.threads, 1, 1),
+                      dynamic_smem_bytes=t.smem_bytes)
+    return LaunchPlan(steps=(step,), params=PARAMS, tensor_maps=tensor_maps(problem, config), tile_m=t.block_m,
+                      alignment_bytes=t.copy_bytes, family=ws.FAMILY, arch=ws.ARCH)
+
+
+def fa3_args(problem: AttentionProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
+    """fa2's arguments (TRACEA_ATTENTION_PARAMS and the sizes its grid reads) and kv_bh, the K/V maps' outer size."""
+    return {**fa2_args(problem, operands), "kv_bh": problem.batch * problem.kv_heads}
+
+
+@dataclass(frozen=True)
+class Fa3Family:
+    """ops/base.Family for the FlashAttention-3-style kernel."""
+
+    name: str = ws.FAMILY
+    backend: str = "cuda"
+
+    def space(self, problem: AttentionProblem, target: Target) -> SearchSpace | str:
+        return ws.applies(problem, target) or ws.fa3_space(problem, target)
+
+    def template(self, problem: AttentionProblem) -> str | None:
+        if ws.applies(problem):
+            return None
+        return f"generator {GENERATOR_VERSION}\n{template_text()}"
+
+    def source(self, problem: AttentionProblem, config: Mapping[str, Value]) -> str:
+        return fa3_source(problem, config)
+
+    def launch(self, problem: AttentionProblem, config: Mapping[str, Value]) -> LaunchPlan:
+        return fa3_launch(problem, config)
+
+    def args(self, problem: AttentionProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
+        return fa3_args(problem, operands)
+
+    def suggested(self, problem: AttentionProblem, target: Target) -> list[dict[str, Value]]:
+        return ws.hand_picked(problem, target, limit=3)
+
+    def serves(self, built_for: AttentionProblem, config: Mapping[str, Value],
+               problem: AttentionProblem) -> str | None:
+        """The head dim is a template parameter: a kernel serves its own head dim only (any sizes else: tails are
+        masked, key blocks counted on the device)."""
+        if problem.head_dim != built_for.head_dim:
+            return f"the kernel is built for head dim {built_for.head_dim}, not {problem.head_dim}"
+        return None
+
+
+FA3 = Fa3Family()
