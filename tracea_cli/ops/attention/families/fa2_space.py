@@ -36,10 +36,7 @@ BLOCK_M = (16, 32, 64, 128)
 BLOCK_N = (16, 32, 64, 128)
 WARPS = (1, 2, 4, 8)
 STAGES = (2, 3)
-KV_SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
-# The most fp32 workspace a split configuration may ask for (kv_splits·(D + 1)·4 bytes per query row and batch·head):
-# 128 chunks of a decode step are a few MiB, of a 16k-row problem over a GiB, for a combine that reads all of it.
-SPLIT_MAX_WORKSPACE_BYTES = 256 << 20
+KV_SPLITS = (1, 2, 4, 8, 16, 32)
 PACK_GQA = (0, 1)
 # Split-KV is in the space of problems with at most this many (batch·head, 16-row query block) pairs: with more, the
 # plain grid has ~8 blocks per SM of the largest GPUs and a split only adds the combine's traffic. A problem bound,
@@ -203,10 +200,6 @@ def _rules(problem: AttentionProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         if splits > blocks:
             return (f"kv_splits={splits} is more chunks than the {blocks} key blocks of block_n={c['block_n']} "
                     f"over seq_k={p.seq_k}")
-        workspace = p.batch * p.heads * p.seq * splits * (p.head_dim + 1) * 4
-        if workspace > SPLIT_MAX_WORKSPACE_BYTES:
-            return (f"kv_splits={splits} needs {workspace >> 20} MiB of fp32 workspace for the chunks' partial "
-                    f"results (at most {SPLIT_MAX_WORKSPACE_BYTES >> 20} MiB)")
         return None
 
     def pack_gqa(c) -> str | None:
