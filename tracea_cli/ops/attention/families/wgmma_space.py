@@ -175,12 +175,14 @@ def fa3_space(problem: AttentionProblem, target: Target) -> SearchSpace:
     return SearchSpace(params=_params(), rules=_rules(problem, target, target.cuda_limits()))
 
 
-# Hand-picked starting points (block_n, stages, consumers, overlap) by head dim, best guesses first: FlashAttention-3's
-# forward tiles where they fit two consumers (128 query rows x 128 keys, two slots for D 128; three for D 64), the
-# overlapped schedule where its registers fit (64 keys for D 128), then one consumer (short sequences).
+# Hand-picked starting points (block_n, stages, consumers, overlap) by head dim, in the order measured on an H200
+# (2026-12-03, docs/results/attention_wgmma_h200_2026-12-03.md: B 4 x H 16 x L 4096 and B 2 x H 16 x L 16384 at D 128,
+# B 4 x H 32 x L 1024 at D 64): FlashAttention-3's forward tiles with two consumers (128 query rows x 128 keys) first,
+# one consumer of 64 x 64 next (within 4-11% of the best), the overlapped schedules after (where their registers fit:
+# 64 keys for D 128), the rest last.
 _PICKS: dict[int, tuple[tuple[int, int, int, int], ...]] = {
-    64: ((128, 3, 2, 0), (128, 3, 2, 1), (128, 2, 2, 1), (64, 4, 2, 1), (128, 2, 1, 0), (64, 3, 1, 0)),
-    128: ((128, 2, 2, 0), (64, 3, 2, 1), (64, 3, 2, 0), (128, 2, 1, 1), (128, 3, 2, 0), (64, 2, 1, 0)),
+    64: ((128, 3, 2, 0), (64, 3, 1, 0), (128, 3, 2, 1), (64, 4, 2, 1), (128, 2, 2, 1), (128, 2, 1, 0)),
+    128: ((128, 2, 2, 0), (128, 3, 2, 0), (64, 2, 1, 0), (64, 3, 2, 1), (64, 3, 2, 0), (128, 2, 1, 1)),
 }
 
 
