@@ -7,20 +7,23 @@ Regenerate with:  python tests/engine_hopper/attention_mma_header.py > kernels/c
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mma_header import accumulators  # noqa: E402  (the GEMM wrappers' generator, beside this file)
+
 NS = (64, 128)  # N = the head dim
 TYPES = (("f16", "f16.f16"), ("bf16", "bf16.bf16"))
 
 
 def _wrapper(tname: str, ptype: str, n: int) -> list[str]:
     regs = n // 2
-    names = [f"%{i}" for i in range(regs)]
-    reglist = ',\\n"\n      "'.join(", ".join(names[i : i + 16]) for i in range(0, regs, 16))
+    reglist, outs = accumulators(regs)
     a = [f"%{regs + i}" for i in range(4)]
     b, sd = regs + 4, regs + 5
     # register A: d, {a0..a3}, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b (no trans-a)
     tail = f"{{{', '.join(a)}}}, %{b}, p, 1, 1, %{sd + 1}"
-    ops = [f'"+f"(d[{i}])' for i in range(regs)]
-    outs = ",\n        ".join(", ".join(ops[i : i + 8]) for i in range(0, regs, 8))
     ins = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TransB)'
     return [
         "template <int TransB>",

@@ -11,14 +11,21 @@ NS = (64, 128, 192, 256)
 TYPES = (("f16", "f16.f16", 16, True), ("bf16", "bf16.bf16", 16, True), ("tf32", "tf32.tf32", 8, False))
 
 
-def _wrapper(tname: str, ptype: str, k: int, has_trans: bool, n: int) -> list[str]:
-    regs = n // 2
+def accumulators(regs: int) -> tuple[str, str]:
+    """The accumulators of a wrapper with `regs` of them: their PTX operand list (16 per line of the asm string) and
+    their "+f" constraints (8 per line)."""
     names = [f"%{i}" for i in range(regs)]
     reglist = ',\\n"\n      "'.join(", ".join(names[i : i + 16]) for i in range(0, regs, 16))
-    a, b, sd = regs, regs + 1, regs + 2
-    tail = f"%{a}, %{b}, p, 1, 1" + (f", 0, %{sd + 1}" if has_trans else "")
     ops = [f'"+f"(d[{i}])' for i in range(regs)]
     outs = ",\n        ".join(", ".join(ops[i : i + 8]) for i in range(0, regs, 8))
+    return reglist, outs
+
+
+def _wrapper(tname: str, ptype: str, k: int, has_trans: bool, n: int) -> list[str]:
+    regs = n // 2
+    reglist, outs = accumulators(regs)
+    a, b, sd = regs, regs + 1, regs + 2
+    tail = f"%{a}, %{b}, p, 1, 1" + (f", 0, %{sd + 1}" if has_trans else "")
     ins = '"l"(desc_a), "l"(desc_b), "r"(scale_d)' + (', "n"(TransB)' if has_trans else "")
     lines = ["template <int TransB>"] if has_trans else []
     lines += [

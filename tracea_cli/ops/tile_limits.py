@@ -1,5 +1,6 @@
 """What the ops' CUDA tile spaces (gemm's engine, conv2d's implicit GEMM, lowrank-mlp's fused kernel) share: the
-register limits a thread block's configuration is held to, and the rule that explains a block that does not fit."""
+register limits a thread block's configuration is held to, the rule that explains a block that does not fit, and the
+power of two a tile is capped at ("no larger than the size needs")."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ from tracea_cli.target import DeviceLimits
 MAX_ACCUMULATOR_REGS = 128  # 32-bit registers of accumulators per thread; beyond this the kernels spill
 MAX_THREAD_REGS = 255  # what one thread can address
 ASSUMED_SMS = 132  # an H200's SMs, for picks on a target that does not say how many it has
+
+
+def next_pow2(x: int) -> int:
+    """The smallest power of two >= x (1 for x <= 1): the largest tile a size of x needs."""
+    return 1 << max(0, (x - 1).bit_length())
 
 
 def block_resources(t: Any, config: Mapping[str, Any], limits: DeviceLimits) -> str | None:

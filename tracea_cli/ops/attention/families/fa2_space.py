@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from tracea_cli.ops.attention.problem import AttentionProblem
-from tracea_cli.ops.tile_limits import block_resources
+from tracea_cli.ops.tile_limits import block_resources, next_pow2
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value, config_key
 from tracea_cli.target import DeviceLimits, Target
 
@@ -54,6 +54,7 @@ ELEMENT_BYTES = 2
 # spills 20-28 bytes in ptxas; with block_n 16 (248 here) ptxas uses 243-246 registers and spills nothing.
 REGISTER_OVERHEAD = 48
 INT32_MAX = (1 << 31) - 1
+GRID_Y_MAX = 65535
 MIN_CC = (8, 0)
 
 
@@ -131,8 +132,23 @@ def admits_split(problem: AttentionProblem) -> bool:
     return query_tiles(problem) <= SPLIT_MAX_TILES
 
 
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
+def argument_rules(problem: AttentionProblem) -> tuple[Rule, Rule]:
+    """The rules of the kernel ABI both CUDA families share (TRACEA_ATTENTION_PARAMS, one block per batch·head in
+    grid y): grid y's 65535 blocks, and strides within the 32-bit arguments."""
+    p = problem
+
+    def grid(c) -> str | None:
+        if p.batch * p.heads > GRID_Y_MAX:
+            return f"batch x heads = {p.batch * p.heads} exceeds the {GRID_Y_MAX} blocks of grid y"
+        return None
+
+    def int32_strides(c) -> str | None:
+        biggest = max(p.batch * p.heads, p.batch * p.kv_heads) * max(p.seq, p.seq_k) * p.head_dim
+        if biggest > INT32_MAX:
+            return f"a tensor of {biggest} elements has strides past the kernel's 32-bit arguments"
+        return None
+
+    return grid, int32_strides
 
 
 def _params() -> tuple[Param, ...]:
@@ -167,7 +183,7 @@ def _rules(problem: AttentionProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
     def tiles_fit_problem(c) -> str | None:
         rows = ("block_m", p.seq, "seq") if not pack_of(c) else ("block_m", block_rows(p, c), "heads/kv_heads x seq")
         for name, size, what in (rows, ("block_n", p.seq_k, "seq_k")):
-            cap = max(16, _next_pow2(size))
+            cap = max(16, next_pow2(size))
             if c[name] > cap:
                 return f"{name}={c[name]} is larger than {what}={size} needs (at most {cap})"
         return None
@@ -176,17 +192,6 @@ def _rules(problem: AttentionProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         blocks = -(-p.seq_k // c["block_n"])
         if c["stages"] > 2 and blocks < c["stages"]:
             return f"a {c['stages']}-stage pipeline needs {c['stages']} key blocks; seq_k={p.seq_k} gives {blocks}"
-        return None
-
-    def grid(c) -> str | None:
-        if p.batch * p.heads > 65535:
-            return f"batch x heads = {p.batch * p.heads} exceeds the 65535 blocks of grid y"
-        return None
-
-    def int32_strides(c) -> str | None:
-        biggest = max(p.batch * p.heads, p.batch * p.kv_heads) * max(p.seq, p.seq_k) * p.head_dim
-        if biggest > INT32_MAX:
-            return f"a tensor of {biggest} elements has strides past the kernel's 32-bit arguments"
         return None
 
     def split_kv(c) -> str | None:
@@ -220,6 +225,7 @@ def _rules(problem: AttentionProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         return block_resources(tiling(p, c), {"warp_m": c["block_m"] // c["warps"], "warp_n": p.head_dim, **c},
                                limits)
 
+    grid, int32_strides = argument_rules(p)
     return (architecture, warp_rows, tiles_fit_problem, pipeline_depth, grid, int32_strides, split_kv, pack_gqa,
             resources)
 

@@ -23,7 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from tracea_cli.ops.attention.families.fa2_space import argument_rules
 from tracea_cli.ops.attention.problem import AttentionProblem
+from tracea_cli.ops.tile_limits import next_pow2
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import DeviceLimits, Target, base_arch
 
@@ -51,8 +53,6 @@ CONSUMER_REGS = {1: 255, 2: 168}
 # accumulators (and, overlapped, P's fragments); checked against ptxas (tests/engine_hopper/
 # test_attention_wgmma_compile.py: every configuration this admits compiles without spilling).
 REGISTER_OVERHEAD = 40
-INT32_MAX = (1 << 31) - 1
-GRID_Y_MAX = 65535
 
 
 def applies(problem: AttentionProblem, target: Target | None = None) -> str | None:
@@ -104,10 +104,6 @@ def overlap_of(config: Mapping[str, Value]) -> bool:
     return bool(int(config.get("overlap", 0)))
 
 
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
-
-
 def _params() -> tuple[Param, ...]:
     return (
         Param("family", (FAMILY,), "categorical",
@@ -130,7 +126,7 @@ def _rules(problem: AttentionProblem, target: Target, limits: DeviceLimits) -> t
     def tiles_fit_problem(c) -> str | None:
         bm = ROWS_PER_CONSUMER * c["consumers"]
         for name, size, what, value in (("block_m", p.seq, "seq", bm), ("block_n", p.seq_k, "seq_k", c["block_n"])):
-            cap = max(64, _next_pow2(size))
+            cap = max(64, next_pow2(size))
             if value > cap:
                 detail = f" (consumers={c['consumers']})" if name == "block_m" else ""
                 return f"{name}={value}{detail} is larger than {what}={size} needs (at most {cap})"
@@ -140,17 +136,6 @@ def _rules(problem: AttentionProblem, target: Target, limits: DeviceLimits) -> t
         blocks = -(-p.seq_k // c["block_n"])
         if c["stages"] > 2 and blocks < c["stages"]:
             return f"a {c['stages']}-stage ring needs {c['stages']} key blocks; seq_k={p.seq_k} gives {blocks}"
-        return None
-
-    def grid(c) -> str | None:
-        if p.batch * p.heads > GRID_Y_MAX:
-            return f"batch x heads = {p.batch * p.heads} exceeds the {GRID_Y_MAX} blocks of grid y"
-        return None
-
-    def int32_strides(c) -> str | None:
-        biggest = max(p.batch * p.heads, p.batch * p.kv_heads) * max(p.seq, p.seq_k) * p.head_dim
-        if biggest > INT32_MAX:
-            return f"a tensor of {biggest} elements has strides past the kernel's 32-bit arguments"
         return None
 
     def resources(c) -> str | None:
@@ -167,6 +152,7 @@ def _rules(problem: AttentionProblem, target: Target, limits: DeviceLimits) -> t
                     f"barriers) exceed the device's {limits.max_shared_per_block_optin} per block")
         return None
 
+    grid, int32_strides = argument_rules(p)  # fa2's: the kernel ABI is the same
     return (family_applies, tiles_fit_problem, pipeline_depth, grid, int32_strides, resources)
 
 

@@ -24,7 +24,7 @@ from typing import Mapping
 
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
 from tracea_cli.ops.dtypes import get_dtype
-from tracea_cli.ops.tile_limits import block_resources
+from tracea_cli.ops.tile_limits import block_resources, next_pow2
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import DeviceLimits, Target
 
@@ -121,10 +121,6 @@ def serial_offered(problem: Conv2dProblem) -> bool:
     return problem.gemm_m * problem.k <= SERIAL_MAX_OUTPUT
 
 
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
-
-
 def steps(problem: Conv2dProblem, config: Mapping[str, Value]) -> int:
     """Pipeline steps over the reduction: R·S·ceil(C / block_k) (one tap a step), or ceil(R·S·C / block_k)."""
     bk = int(config["block_k"])
@@ -179,7 +175,7 @@ def _rules(problem: Conv2dProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         what = "R·S·C" if cfg["iterator"] == "few_channels" else "C"
         for name, size, dim, least in (("block_m", m, "N·P·Q", min(BLOCK_MN)), ("block_n", k, "K", min(BLOCK_MN)),
                                        ("block_k", depth, what, smallest_k)):
-            cap = max(least, _next_pow2(size))
+            cap = max(least, next_pow2(size))
             if cfg[name] > cap:
                 return f"{name}={cfg[name]} is larger than {dim}={size} needs (at most {cap})"
         return None

@@ -23,7 +23,7 @@ from typing import Mapping
 
 from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.ops.tile_limits import block_resources
+from tracea_cli.ops.tile_limits import block_resources, next_pow2
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import DeviceLimits, Target
 
@@ -186,10 +186,6 @@ def tiling(problem: GemmProblem, config: Mapping[str, Value]) -> Tiling:
     )
 
 
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
-
-
 def has_gemv(problem: GemmProblem) -> bool:
     """Whether the simt family offers its GEMV-class kernel for `problem` (fp32, at most GEMV_MAX_M rows)."""
     return problem.dtype == "fp32" and problem.m <= GEMV_MAX_M
@@ -248,8 +244,8 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
             return "the gemv kernel reads rows of B along N (layout nn); layout nt takes the tiled kernel"
         if c["block_m"] > max(GEMV_ROWS):
             return f"gemv holds at most {max(GEMV_ROWS)} rows of C per block (block_m={c['block_m']})"
-        if c["block_m"] > _next_pow2(m):
-            return f"gemv block_m={c['block_m']} holds more rows than M={m} needs (at most {_next_pow2(m)})"
+        if c["block_m"] > next_pow2(m):
+            return f"gemv block_m={c['block_m']} holds more rows than M={m} needs (at most {next_pow2(m)})"
         if (c["warp_m"], c["warp_n"]) != (min(SIMT_WARP_M), min(SIMT_WARP_N)):
             return f"gemv has no warp tiles: warp_m and warp_n stay {min(SIMT_WARP_M)} and {min(SIMT_WARP_N)}"
         if c["group_m"] != 1:
@@ -281,7 +277,7 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
 
     def tile_fits_problem(c) -> str | None:
         for name, size, dim in (("block_m", m, "M"), ("block_n", n, "N"), ("block_k", k, "K")):
-            cap = max(smallest[name], _next_pow2(size))
+            cap = max(smallest[name], next_pow2(size))
             if c[name] > cap:
                 return f"{name}={c[name]} is larger than {dim}={size} needs (at most {cap})"
         return None
@@ -499,7 +495,7 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
             # fp32, at most 16 rows: the GEMV-class kernel reads B once with every row of C in one block, 128
             # columns a block, K split until the grid covers the SMs several times over (512 blocks for N = 4096).
             # Compiled for sm_90 without spills: 64 registers for one row (block_k 64), 128 for 16 rows (block_k 32).
-            rows = min(max(GEMV_ROWS), _next_pow2(problem.m))
+            rows = min(max(GEMV_ROWS), next_pow2(problem.m))
             gemv = {"family": family, "kernel": "gemv", "block_m": rows, "block_n": 128,
                     "block_k": 64 if rows <= 4 else 32, "warp_m": min(SIMT_WARP_M), "warp_n": min(SIMT_WARP_N),
                     "stages": 2}

@@ -32,6 +32,7 @@ from tracea_cli.ops.tile_limits import (
     ASSUMED_SMS,
     MAX_ACCUMULATOR_REGS,
     MAX_THREAD_REGS,
+    next_pow2,
 )
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import DeviceLimits, Target
@@ -58,10 +59,6 @@ MAX_LIVE_REGS = 160
 
 def _round_up(x: int, to: int) -> int:
     return -(-x // to) * to
-
-
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, (x - 1).bit_length())
 
 
 @dataclass(frozen=True)
@@ -180,7 +177,7 @@ def _rules(problem: LowrankMlpProblem, limits: DeviceLimits) -> tuple[Rule, ...]
     def tile_fits_problem(c) -> str | None:
         for name, size, dim, smallest in (("block_m", m, "M", BLOCK_M[0]), ("block_n", d_out, "d_out", BLOCK_N[0]),
                                           ("block_k", d_in, "d_in", BLOCK_K[0])):
-            cap = max(smallest, _next_pow2(size))
+            cap = max(smallest, next_pow2(size))
             if c[name] > cap:
                 return f"{name}={c[name]} is larger than {dim}={size} needs (at most {cap})"
         return None
