@@ -12,7 +12,8 @@
 //                 registers of the schedule without ping-pong); with OVERLAP both are issued together, as fa3_consume
 //                 does, and P·V still runs during the softmax that follows
 //   turn n        O += P_{n-1}·V_{n-1}
-// so each warpgroup has n + 1 turns (none where n = 0, a causal block above the diagonal of every key).
+// so each warpgroup has n + 1 turns. n >= 1 (a block's last row sees a key: causal L_q > L_k is refused by the problem);
+// n = 0 would have no turns at all, and the loop below returns before any barrier then.
 #pragma once
 
 #include "attention_wgmma.cuh"
