@@ -257,7 +257,8 @@ def test_a_sample_of_the_pingpong_space_compiles_without_spills(dtype, head_dim,
 
 def test_the_gpu_test_checks_valid_configurations_within_its_time_budget():
     """tests/engine_hopper/test_attention_wgmma_gpu.py: every configuration it checks is in the space, both schedules
-    and both consumer counts are among them, and there are few enough for about a minute on an H200."""
+    and both consumer counts are among them, ping-pong with either schedule too, and there are few enough for a minute
+    or two on an H200."""
     from importlib.util import module_from_spec, spec_from_file_location
 
     spec = spec_from_file_location("attention_wgmma_gpu_cases", Path(__file__).parent / "test_attention_wgmma_gpu.py")
@@ -268,6 +269,8 @@ def test_the_gpu_test_checks_valid_configurations_within_its_time_budget():
         p = OP.problem(**{"batch": 2, "heads": 4, **fields})
         configs = module.configs_for(p, H200)
         assert configs and all(ws.fa3_space(p, H200).why_invalid(c) is None for c in configs), p.label
+        if any(c["consumers"] == 2 for c in configs):  # the ping-pong picks, both schedules, causal shapes included
+            assert {c["overlap"] for c in configs if c["pingpong"]} == {0, 1}, p.label
         checked += configs
     assert {(c["consumers"], c.get("overlap", 0), c.get("pingpong", 0)) for c in checked} >= \
         {(1, 0, 0), (1, 1, 0), (2, 0, 0), (2, 1, 0), (2, 0, 1), (2, 1, 1)}

@@ -6,7 +6,8 @@ and off, fp16 and bf16. Marked `gpu`; skipped without CuPy, cuda.bindings or an 
 
 The smoke test runs first on the simplest configuration: a broken pipeline traps (WG_HANG_CYCLES, ~2 s) and leaves
 the CUDA context unusable, so every later test then fails too; read the first failure. Each failure names the
-configuration (fa3 block_m x block_n, stages, consumers) and the check's status and reason. About a minute on an H200.
+configuration (fa3 block_m x block_n, stages, consumers) and the check's status and reason. About a minute on an H200
+(before the ping-pong picks; about 90 configurations now, a minute or two).
 
 Ping-pong (pingpong = 1) orders the two consumer warpgroups by named barriers, whose waits cannot time out: a
 broken turn order could hang the GPU instead of trapping. The ping-pong smoke test runs second, and every test has a
