@@ -50,9 +50,11 @@ __device__ __forceinline__ void turn_arrive(unsigned id) {
 // 1's turn 0, consumer 0's turn 1, ...: consumer 0's turn t + 1 waits for consumer 1's arrival after turn t, which
 // follows consumer 1's wait for consumer 0's arrival after turn t. A warpgroup's next arrival on a barrier comes only
 // after the other warpgroup has passed that barrier's current phase, so two arrivals never fall in one phase. The
-// mbarrier waits for K and V are made before a turn's bar.sync (a turn is not held while TMA loads): the producer's
-// load of block j needs slot j - STAGES released by both consumers, which each does within its turn j - STAGES + 1,
-// before either can be at turn j (STAGES >= 2), so no wait on data closes a cycle with the turns.
+// mbarrier waits for K and V are made before a turn's bar.sync (a turn is not held while TMA loads): the data of turn
+// j (K_j, V_{j-1}) needs slot j - STAGES released by both consumers, each within its turn j - STAGES + 1; the other
+// consumer's turn j - STAGES + 1 waits only for arrivals after turns up to j - STAGES + 1 < j (STAGES >= 2), which a
+// consumer at turn j has made. By induction on j, no wait on data closes a cycle with the turns. The conditions
+// around bar.sync / bar.arrive are uniform per warpgroup (consumer, t), as CUTLASS's NamedBarrier uses them.
 struct Fa3Turns {
   int consumer, turns;  // turns = n + 1 where n > 0, else 0
   __device__ __forceinline__ void begin(int t) const {
