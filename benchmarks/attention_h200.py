@@ -21,7 +21,9 @@ is timed). Reported: the best median per kv_splits, the best overall, the fastes
 
 wgmma section (the FA3-style family fa3 for sm_90a, not part of `all`): B 4, H 16, L 4096, D 128 bf16, not causal and
 causal; B 4, H 32, L 1024, D 64 fp16; B 2, H 16, L 16384, D 128 bf16 causal. Per problem the same A B A B order with
-every hand-picked fa3 configuration and the first fa2 hand-pick (each checked before it is timed).
+every hand-picked fa3 configuration, the version without ping-pong of each ping-pong pick that is not itself a pick,
+and the first fa2 hand-pick (each checked before it is timed). Its report has a ping-pong table: each ping-pong
+configuration beside the same configuration without it (the ladder's ping-pong step).
 
 Writes OUT/attention_h200.md and .json (prefill), OUT/attention_decode_h200.md and .json (decode) and
 OUT/attention_wgmma_h200.md and .json (wgmma) (OUT: --out, else $OUT, else /tmp/out) after every problem, so a run cut
@@ -37,6 +39,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +86,41 @@ STEMS = {"prefill": "attention_h200", "decode": "attention_decode_h200", "wgmma"
 
 
 def wgmma_configs(problem: AttentionProblem, target: Any) -> list[dict]:
-    """Every hand-picked fa3 configuration, then the first fa2 hand-pick."""
-    return wgmma_space.hand_picked(problem, target) + hand_picked(problem, target)[:1]
+    """Every hand-picked fa3 configuration, the pingpong = 0 twin of each ping-pong pick (where not a pick itself),
+    then the first fa2 hand-pick."""
+    picks = wgmma_space.hand_picked(problem, target)
+    twins = [{**c, "pingpong": 0} for c in picks if wgmma_space.pingpong_of(c)]
+    return picks + [c for i, c in enumerate(twins) if c not in picks and c not in twins[:i]] + \
+        hand_picked(problem, target)[:1]
+
+
+@dataclass(frozen=True)
+class PingpongPair:
+    """One ping-pong configuration's timing beside the same configuration without ping-pong (None: not timed)."""
+
+    problem: str
+    without: str
+    without_ms: float | None
+    with_ms: float | None
+    with_tflops: float | None
+
+    @property
+    def gain(self) -> float | None:
+        """The median without over the median with (> 1: ping-pong is faster)."""
+        return self.without_ms / self.with_ms if self.without_ms and self.with_ms else None
+
+
+def pingpong_pairs(result: dict) -> list[PingpongPair]:
+    """The wgmma section's ping-pong rows of one problem, each with its pingpong = 0 twin's row."""
+    rows = [x for x in result.get("rows", []) if x.get("config", {}).get("family") == wgmma_space.FAMILY]
+    pairs = []
+    for x in rows:
+        if not wgmma_space.pingpong_of(x["config"]):
+            continue
+        twin = next((y for y in rows if y["config"] == {**x["config"], "pingpong": 0}), {})
+        pairs.append(PingpongPair(result["problem"], wgmma_space.describe({**x["config"], "pingpong": 0}),
+                                  twin.get("median_ms"), x.get("median_ms"), x.get("tflops")))
+    return pairs
 
 
 def section_configs(section: str, problem: AttentionProblem, target: Any) -> list[dict]:
@@ -265,6 +301,14 @@ def render_wgmma(results: list[dict], meta: dict) -> str:
                      f"{num(best and best.get('tflops'), 1)} | {num(fa2[0].get('median_ms') if fa2 else None, 3)} | "
                      f"{num(r.get('default_ms'), 3)} | {num(cudnn, 3)} | "
                      + " | ".join(num(ratio.get(n), 2) for n in ("sdpa", *PINNED)) + f" | {failed} of {len(fa3)} |")
+    pairs = [pair for r in results for pair in pingpong_pairs(r)]
+    if pairs:
+        lines += ["", "## ping-pong: the two consumer warpgroups taking turns (pingpong 1) against the same "
+                  "configuration without (ms: medians; gain = without / with, > 1: ping-pong faster; blank: not timed)",
+                  "", "| problem | configuration | ms without | ms with | TFLOP/s with | gain |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {x.problem} | {x.without} | {num(x.without_ms, 3)} | {num(x.with_ms, 3)} | "
+                  f"{num(x.with_tflops, 1)} | {num(x.gain, 3)} |" for x in pairs]
     detail = render(results, meta).split("\n## ", 1)
     if len(detail) == 2:
         lines += ["", "## " + detail[1].rstrip("\n")]

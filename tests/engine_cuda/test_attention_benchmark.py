@@ -5,6 +5,7 @@ the issue's."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "attention_h200.py"
@@ -13,6 +14,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "attention_h200.py
 def _load():
     spec = importlib.util.spec_from_file_location("attention_h200_benchmark", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -124,3 +126,37 @@ def test_the_wgmma_section_times_every_fa3_pick_and_the_first_fa2_pick_and_repor
     summary = next(line for line in bench.render_wgmma(results, meta).splitlines() if line.startswith(f"| {labels[0]}"))
     assert summary == (f"| {labels[0]} | fa3 128x128 s2 c2 | 1.000 | 500.0 | 3.000 | 0.800 | 0.800 | 0.80 | 0.80 | "
                        "2.00 |  | 1 of 2 |")
+
+
+def test_the_wgmma_section_times_each_pingpong_pick_beside_its_twin_and_reports_the_pair():
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from conftest import arch_target
+
+    bench = _load()
+    for problem in bench.WGMMA_PROBLEMS:
+        configs = bench.section_configs("wgmma", problem, arch_target("sm_90a", sm_count=132))
+        fa3 = [c for c in configs if c["family"] == "fa3"]
+        pingpong = [c for c in fa3 if c["pingpong"]]
+        assert pingpong and all({**c, "pingpong": 0} in fa3 for c in pingpong), problem.label
+        assert len(fa3) == len({tuple(sorted(c.items())) for c in fa3})  # each configuration timed once
+    configs = bench.section_configs("wgmma", bench.WGMMA_PROBLEMS[0], arch_target("sm_90a", sm_count=132))
+    with_pp = next(c for c in configs if c.get("pingpong"))
+    without = {**with_pp, "pingpong": 0}
+    other = next(c for c in configs if c.get("pingpong") and c != with_pp)
+    label = bench.WGMMA_PROBLEMS[0].label
+    rows = [{"name": bench.label(without), "status": "ok", "reason": "", "median_ms": 1.0, "tflops": 550.0,
+             "config": without},
+            {"name": bench.label(with_pp), "status": "ok", "reason": "", "median_ms": 0.8, "tflops": 687.5,
+             "config": with_pp},
+            {"name": bench.label(other), "status": "wrong_result", "reason": "relative error 0.4", "config": other}]
+    ok = {"name": "torch-sdpa-cudnn (ran cudnn)", "status": "ok", "reason": "", "median_ms": 0.8}
+    results = [{"problem": label, "rows": rows, "default_ms": 0.8, "baselines": {"sdpa": [ok], "sdpa-cudnn": [ok]}}]
+    pairs = bench.pingpong_pairs(results[0])
+    assert [(p.without, p.without_ms, p.with_ms) for p in pairs] == [(bench.label(without), 1.0, 0.8),
+                                                                   (bench.label(other).removesuffix(" pp"), None,
+                                                                    None)]
+    assert pairs[0].gain == 1.0 / 0.8 and pairs[1].gain is None
+    meta = {"date": "2026-12-03", "device": "NVIDIA H200", "driver": 13000, "runtime": 13000, "command": "x"}
+    text = bench.render_wgmma(results, meta)
+    assert f"| {label} | {bench.label(without)} | 1.000 | 0.800 | 687.5 | 1.250 |" in text.splitlines()
+    assert text.index("## ping-pong") < text.index(f"## {label}")

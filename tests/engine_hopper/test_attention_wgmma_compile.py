@@ -6,6 +6,7 @@ TRACEA_SLOW_TESTS=1 compiles bf16, every mask/lse variant and a sample of the sp
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from pathlib import Path
 
@@ -75,6 +76,13 @@ def test_the_rules_say_what_is_wrong():
         "of 384" in space.why_invalid({**base, "overlap": 1})
     assert space.why_invalid({**base, "overlap": 1, "consumers": 1}) is None
     assert space.why_invalid({**base, "overlap": 1, "block_n": 64}) is None
+    # ping-pong takes two consumer warpgroups; it goes with either schedule and with causal masking
+    assert "pingpong=1 orders the GEMMs of two consumer warpgroups taking turns; consumers=1 has no second one" in \
+        space.why_invalid({**base, "pingpong": 1, "consumers": 1})
+    assert space.why_invalid({**base, "pingpong": 1}) is None
+    assert space.why_invalid({**base, "pingpong": 1, "overlap": 1, "block_n": 64}) is None
+    causal = ws.fa3_space(OP.problem(**PREFILL, head_dim=128, causal=True), H200)
+    assert causal.why_invalid({**base, "pingpong": 1}) is None
 
 
 @pytest.mark.parametrize("fields, words", [
@@ -95,7 +103,7 @@ def test_where_the_family_does_not_apply_it_says_why(fields, words):
 def test_prefill_tries_fa3_first_and_decode_keeps_fa2_split_kv_first():
     prefill = OP.problem(**PREFILL, head_dim=128, causal=True)
     picks = BACKEND.suggested(prefill, H200_SMS)
-    assert picks[0] == {"family": "fa3", "block_n": 128, "stages": 2, "consumers": 2, "overlap": 0}
+    assert picks[0] == {"family": "fa3", "block_n": 128, "stages": 2, "consumers": 2, "overlap": 0, "pingpong": 0}
     # a short tune tries the two 128 x 128 tiles measured best on the H200 (two and three ring slots) first
     assert [(c["block_n"], c["stages"], c["consumers"]) for c in picks if c["family"] == "fa3"][:2] == \
         [(128, 2, 2), (128, 3, 2)]
@@ -143,6 +151,48 @@ def test_the_source_names_its_configuration_and_asserts_the_plan():
     assert '#include "' not in source  # self-contained
 
 
+# sha256 of the generated source of configurations without ping-pong, as main generated them before the pingpong
+# parameter existed (81de237): their kernels, and so the measurements made with them, stay what they were
+UNCHANGED_SOURCES = [
+    (dict(batch=4, heads=16, seq=4096, head_dim=128, dtype="bf16"),
+     dict(block_n=128, stages=3, consumers=2, overlap=0),
+     "e3b79847a07d6496b9b82a8ec2a0ba30cdfb6ce0d8a192529409f6eb1a060d35"),
+    (dict(batch=4, heads=16, seq=4096, head_dim=128, dtype="bf16", causal=True),
+     dict(block_n=128, stages=2, consumers=2, overlap=0),
+     "b4ee6253c670028d751e7e5a4841875c610b9a12f1ba58eb4639f04470f099ae"),
+    (dict(batch=4, heads=32, seq=1024, head_dim=64, dtype="fp16", lse=True),
+     dict(block_n=64, stages=4, consumers=2, overlap=1),
+     "05eb28d4c2c5669422e22ee67f3981742710224736fdcc08523eb6b86781826a"),
+    (dict(batch=2, heads=8, kv_heads=2, seq=1000, head_dim=128, dtype="fp16", causal=True, lse=True),
+     dict(block_n=64, stages=2, consumers=1, overlap=0),
+     "6ec52fe1fc317436f81bf55cd863a4a33a559e3ef7933b42072a6ed01de445a3"),
+]
+
+
+@pytest.mark.parametrize("fields, config, sha", UNCHANGED_SOURCES, ids=["d128", "d128-causal", "d64-ov", "d128-c1"])
+def test_without_pingpong_the_source_is_byte_for_byte_what_it_was(fields, config, sha):
+    p = OP.problem(**fields)
+    for c in ({"family": "fa3", **config}, {"family": "fa3", **config, "pingpong": 0}):
+        source = FA3.source(p, c)
+        assert hashlib.sha256(source.encode()).hexdigest() == sha, c
+        assert "Fa3Pingpong" not in source and "turn_sync" not in source
+    if config["consumers"] == 2:  # the ping-pong version is another kernel
+        assert hashlib.sha256(FA3.source(p, {"family": "fa3", **config, "pingpong": 1}).encode()).hexdigest() != sha
+
+
+def test_the_pingpong_source_specialises_the_consumers_loop():
+    p = OP.problem(**PREFILL, head_dim=128, causal=True)
+    config = {"family": "fa3", "block_n": 128, "stages": 3, "consumers": 2, "overlap": 0, "pingpong": 1}
+    source = FA3.source(p, config)
+    assert "using Tile = tracea::Fa3Pingpong<tracea::Fa3<128, 128, 3, 2, false, true, false>>;" in source
+    assert "void fa3_consume<Tile>(" in source and "fa3_consume_pingpong<Tile>(ring, b, args, consumer);" in source
+    assert '"pingpong":1' in source.splitlines()[1]
+    assert source.count("struct Fa3Consumer") == 1 and '#include "' not in source  # attention_wgmma.cuh pasted once
+    # the family's template text (the cache key) covers both schedules' code
+    assert "fa3_consume_pingpong" in FA3.template(p) and "fa3_forward" in FA3.template(p)
+    assert ws.describe(config) == "fa3 128x128 s3 c2 pp"
+
+
 def test_a_kernel_serves_its_own_head_dim_only():
     p = OP.problem(**PREFILL, head_dim=64)
     config = {"family": "fa3", "block_n": 128, "stages": 2, "consumers": 2}
@@ -168,7 +218,7 @@ def test_the_hand_picked_configurations_compile_without_spills(head_dim):
     """fp16, causal with lse: the variant with the most registers (the mask and the lse store)."""
     p = OP.problem(**{**PREFILL, "dtype": "fp16"}, head_dim=head_dim, causal=True, lse=True)
     picks = ws.hand_picked(p, H200)
-    assert len(picks) >= 4
+    assert len(picks) >= 4 and any(ws.pingpong_of(c) for c in picks)
     for config in picks:
         r = _report(p, config)
         assert r["registers"] <= 255 and r["spill_store_bytes"] == r["spill_load_bytes"] == r["stack_bytes"] == 0, (
@@ -192,9 +242,23 @@ def test_every_variant_and_a_sample_of_the_space_compile_without_spills(dtype, h
         assert r["spill_store_bytes"] == r["spill_load_bytes"] == 0, (p.label, config, r)
 
 
+@needs_nvrtc
+@pytest.mark.parametrize("dtype, head_dim, causal, lse", subset(VARIANTS, quick=(1, 15)))
+def test_a_sample_of_the_pingpong_space_compiles_without_spills(dtype, head_dim, causal, lse):
+    """Ping-pong configurations beyond the hand-picks (both schedules, every ring depth the sample reaches)."""
+    p = OP.problem(**{**PREFILL, "dtype": dtype}, head_dim=head_dim, causal=causal, lse=lse)
+    valid = [c for c in ws.fa3_space(p, H200).valid_configs() if c["pingpong"]]
+    assert {c["overlap"] for c in valid} == {0, 1} and all(c["consumers"] == 2 for c in valid)
+    sample = valid[:: max(1, len(valid) // (len(valid) if SLOW_TESTS else 3))]
+    for config in sample:
+        r = _report(p, config)
+        assert r["spill_store_bytes"] == r["spill_load_bytes"] == r["stack_bytes"] == 0, (p.label, config, r)
+
+
 def test_the_gpu_test_checks_valid_configurations_within_its_time_budget():
     """tests/engine_hopper/test_attention_wgmma_gpu.py: every configuration it checks is in the space, both schedules
-    and both consumer counts are among them, and there are few enough for about a minute on an H200."""
+    and both consumer counts are among them, ping-pong with either schedule too, and there are few enough for a minute
+    or two on an H200."""
     from importlib.util import module_from_spec, spec_from_file_location
 
     spec = spec_from_file_location("attention_wgmma_gpu_cases", Path(__file__).parent / "test_attention_wgmma_gpu.py")
@@ -205,6 +269,9 @@ def test_the_gpu_test_checks_valid_configurations_within_its_time_budget():
         p = OP.problem(**{"batch": 2, "heads": 4, **fields})
         configs = module.configs_for(p, H200)
         assert configs and all(ws.fa3_space(p, H200).why_invalid(c) is None for c in configs), p.label
+        if any(c["consumers"] == 2 for c in configs):  # the ping-pong picks, both schedules, causal shapes included
+            assert {c["overlap"] for c in configs if c["pingpong"]} == {0, 1}, p.label
         checked += configs
-    assert {(c["consumers"], c.get("overlap", 0)) for c in checked} == {(1, 0), (1, 1), (2, 0), (2, 1)}
-    assert len(checked) <= 80
+    assert {(c["consumers"], c.get("overlap", 0), c.get("pingpong", 0)) for c in checked} >= \
+        {(1, 0, 0), (1, 1, 0), (2, 0, 0), (2, 1, 0), (2, 0, 1), (2, 1, 1)}
+    assert len(checked) <= 110

@@ -1,13 +1,20 @@
 """On a Hopper GPU: the FA3-style attention family (fa3) against the float64 reference through the one check path
-(backends/checked.py: fresh inputs, NaN-poisoned outputs): every hand-picked configuration and two samples of the
-space per shape, over head dims 64 and 128, causal and not, grouped-query heads, ragged L_q / L_k (1000, 4097, L_q
-> L_k, L_q < L_k), lse on and off, fp16 and bf16. Marked `gpu`; skipped without CuPy, cuda.bindings or an sm_90 GPU.
+(backends/checked.py: fresh inputs, NaN-poisoned outputs): every hand-picked configuration (the ping-pong ones among
+them, on every shape with two consumer warpgroups' worth of query rows) and two samples of the space per shape, over
+head dims 64 and 128, causal and not, grouped-query heads, ragged L_q / L_k (1000, 4097, L_q > L_k, L_q < L_k), lse on
+and off, fp16 and bf16. Marked `gpu`; skipped without CuPy, cuda.bindings or an sm_90 GPU.
 
 The smoke test runs first on the simplest configuration: a broken pipeline traps (WG_HANG_CYCLES, ~2 s) and leaves
 the CUDA context unusable, so every later test then fails too; read the first failure. Each failure names the
-configuration (fa3 block_m x block_n, stages, consumers) and the check's status and reason. About a minute on an H200.
+configuration (fa3 block_m x block_n, stages, consumers) and the check's status and reason. About a minute on an H200
+(before the ping-pong picks; about 90 configurations now, a minute or two).
 
-On an H200: pytest tests/engine_hopper/test_attention_wgmma_gpu.py -q
+Ping-pong (pingpong = 1) orders the two consumer warpgroups by named barriers, whose waits cannot time out: a
+broken turn order could hang the GPU instead of trapping. The ping-pong smoke test runs second, and every test has a
+timeout (pytest-timeout, thread method: it ends the process even while a CUDA call blocks), so a deadlock ends the
+run with the stack of the hung test instead of hanging it.
+
+On an H200: timeout 900 pytest tests/engine_hopper/test_attention_wgmma_gpu.py -q
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.ops.attention.families import wgmma_space as ws
 from tracea_cli.ops.registry import get_op
 
-pytestmark = pytest.mark.gpu
+TIMEOUT_S = 300  # per test: ten times what the slowest shape takes on an H200
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(TIMEOUT_S, method="thread")]
 
 OP = get_op("attention")
 BACKEND = OpBackend("attention", "cuda")
@@ -61,6 +69,18 @@ def test_smoke_one_consumer_one_block_shape(h200):
     p = OP.problem(batch=1, heads=2, seq=128, head_dim=64, dtype="fp16")
     failures = _check(p, [{"family": "fa3", "block_n": 64, "stages": 2, "consumers": 1}], h200)
     assert not failures, failures
+
+
+def test_smoke_pingpong_two_consumers_both_schedules(h200):
+    """The two consumer warpgroups taking turns, without and with the intra-warpgroup overlap: one key block (two
+    turns each), causal with 2 and 4 key blocks in the two query blocks, and 5 key blocks through a 2-slot ring (a turn
+    order that deadlocks hangs here first: the timeout ends it)."""
+    for seq, seq_k, causal in ((128, 64, False), (256, 256, True), (320, 320, False)):
+        p = OP.problem(batch=1, heads=2, seq=seq, seq_k=seq_k, head_dim=64, dtype="fp16", causal=causal)
+        configs = [{"family": "fa3", "block_n": 64, "stages": 2, "consumers": 2, "overlap": o, "pingpong": 1}
+                   for o in (0, 1)]
+        failures = _check(p, configs, h200)
+        assert not failures, (p.label, failures)
 
 
 SHAPES = [  # problem fields beyond batch 2, heads 4

@@ -34,6 +34,9 @@ from tracea_cli.target import Target
 
 GENERATOR_VERSION = 1  # bump when the text `fa3_source` generates around the template changes
 TEMPLATE = "cuda/attention_wgmma.cuh"
+# The ping-pong schedule (pingpong = 1): attention_wgmma.cuh with it pasted in, then the consumers' ordered loop. Only
+# pingpong configurations compile it, so every other configuration's source stays what it was before it existed.
+PINGPONG_TEMPLATE = "cuda/attention_wgmma_pingpong.cuh"
 KERNEL = "attention_fa3"
 MAPS = ("map_q", "map_k", "map_v")
 PARAMS = MAPS + FA2_PARAMS  # the tensor maps, then fa2's TRACEA_ATTENTION_PARAMS
@@ -54,9 +57,10 @@ def gemm_helpers_text() -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def template_text() -> str:
-    """The GEMM helpers, then kernels/cuda/attention_wgmma.cuh with its includes pasted in."""
-    return gemm_helpers_text() + "\n" + kernel_translation_unit(TEMPLATE)
+def template_text(pingpong: bool = False) -> str:
+    """The GEMM helpers, then kernels/cuda/attention_wgmma.cuh with its includes pasted in (pingpong: its ping-pong
+    header, which includes it, instead)."""
+    return gemm_helpers_text() + "\n" + kernel_translation_unit(PINGPONG_TEMPLATE if pingpong else TEMPLATE)
 
 
 def defines(problem: AttentionProblem, config: Mapping[str, Value]) -> dict[str, int]:
@@ -72,16 +76,22 @@ def fa3_source(problem: AttentionProblem, config: Mapping[str, Value]) -> str:
     """The exact, self-contained CUDA source of one configuration (what is compiled, hashed and exported)."""
     p = problem
     t = ws.tiling(p, config)
+    pingpong = ws.pingpong_of(config)
     flag = {True: "true", False: "false"}
     args = [str(p.head_dim), *(str(int(config[n])) for n in ("block_n", "stages", "consumers")),
             flag[ws.overlap_of(config)], flag[p.causal], flag[p.lse]]
+    tile = f"tracea::Fa3<{', '.join(args)}>"
+    # pingpong 0 is the schedule from before the parameter: its configuration line leaves it out, so the source of
+    # such a configuration is byte for byte what it was (tests/engine_hopper/test_attention_wgmma_compile.py)
+    shown = {k: v for k, v in config.items() if k != "pingpong" or pingpong}
     lines = [
         f"// Tracea CUDA attention, fa3 family ({p.dtype}, head dim {p.head_dim}, "
         f"{'causal' if p.causal else 'no mask'}{', lse' if p.lse else ''})",
-        f"// configuration {config_key(config)}",
+        f"// configuration {config_key(shown)}",
         *(f"#define {k} {v}" for k, v in defines(p, config).items()),
-        template_text(),
-        f"using Tile = tracea::Fa3<{', '.join(args)}>;",
+        template_text(pingpong),
+        f"using Tile = tracea::Fa3Pingpong<{tile}>;" if pingpong else f"using Tile = {tile};",
+        *(PINGPONG_CONSUME if pingpong else ()),
         f'static_assert(Tile::THREADS == {t.threads}, "block size differs from the launch description");',
         f'static_assert(Tile::SMEM_BYTES == {t.smem_bytes}, "shared memory differs from the launch description");',
         f'static_assert(Tile::Q_BYTES == {t.q_bytes} && Tile::KV_BYTES == {t.kv_bytes}, '
@@ -94,6 +104,17 @@ def fa3_source(problem: AttentionProblem, config: Mapping[str, Value]) -> str:
         "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+# The consumers' loop of a ping-pong tile: fa3_forward calls fa3_consume<Tile>, specialised here.
+PINGPONG_CONSUME = (
+    "namespace tracea {",
+    "template <> __device__ __forceinline__ void fa3_consume<Tile>(const Fa3Ring &ring, const Fa3Block &b,",
+    "                                                            const AttentionArgs &args, int consumer) {",
+    "  fa3_consume_pingpong<Tile>(ring, b, args, consumer);",
+    "}",
+    "}  // namespace tracea",
+)
 
 
 def tensor_maps(problem: AttentionProblem, config: Mapping[str, Value]) -> dict[str, TensorMap]:
@@ -138,7 +159,7 @@ class Fa3Family:
     def template(self, problem: AttentionProblem) -> str | None:
         if ws.applies(problem):
             return None
-        return f"generator {GENERATOR_VERSION}\n{template_text()}"
+        return f"generator {GENERATOR_VERSION}\n{template_text(pingpong=True)}"  # every schedule's text
 
     def source(self, problem: AttentionProblem, config: Mapping[str, Value]) -> str:
         return fa3_source(problem, config)

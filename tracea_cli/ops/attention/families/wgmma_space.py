@@ -4,8 +4,9 @@ kernels/cuda/attention_wgmma.cuh): parameters and the rules that reject a config
 A configuration names the keys per step (`block_n`: one K and one V tile per ring slot, the N of the S = Q·Kᵀ
 wgmma), the depth of the TMA ring (`stages`), the consumer warpgroups (`consumers`, 64 query rows each: block_m =
 64·consumers) and the schedule (`overlap` 1: FlashAttention-3's intra-warpgroup overlap, a key block's softmax while
-the previous block's P·V is on the tensor cores). The head dim, the dtype, the mask and lse are the problem's
-(template parameters).
+the previous block's P·V is on the tensor cores; `pingpong` 1: FlashAttention-3's inter-warpgroup overlap, the two
+consumer warpgroups taking turns on the tensor cores, ordered by named barriers). The head dim, the dtype, the mask
+and lse are the problem's (template parameters).
 
 Where the family applies at all (`applies`): fp16/bf16, head dims 64 and 128, the layout (B, H, L, D) (TMA reads
 each head's rows as one 3-D map; fa2 serves (B, L, H, D)), sequences of at least one 64-row query block (decode,
@@ -40,6 +41,7 @@ BLOCK_N = (64, 128)
 STAGES = (2, 3, 4)
 CONSUMERS = (1, 2)
 OVERLAP = (0, 1)
+PINGPONG = (0, 1)
 ELEMENT_BYTES = 2
 SWIZZLE_BYTES = 128  # one swizzled row of a tile: 64 elements, a TMA box's width
 CHUNK = SWIZZLE_BYTES // ELEMENT_BYTES
@@ -104,6 +106,11 @@ def overlap_of(config: Mapping[str, Value]) -> bool:
     return bool(int(config.get("overlap", 0)))
 
 
+def pingpong_of(config: Mapping[str, Value]) -> bool:
+    """Whether a configuration's two consumer warpgroups take turns on the tensor cores (0 where unnamed)."""
+    return bool(int(config.get("pingpong", 0)))
+
+
 def _params() -> tuple[Param, ...]:
     return (
         Param("family", (FAMILY,), "categorical",
@@ -114,6 +121,9 @@ def _params() -> tuple[Param, ...]:
         Param("overlap", OVERLAP, default=0,
               doc="1: a key block's softmax runs while the previous block's P·V is on the tensor cores (S, O and P "
                   "live at once)"),
+        Param("pingpong", PINGPONG, default=0,
+              doc="1: the two consumer warpgroups take turns on the tensor cores (one issues its GEMMs while the "
+                  "other runs its softmax; named barriers), FlashAttention-3's inter-warpgroup overlap"),
     )
 
 
@@ -138,6 +148,12 @@ def _rules(problem: AttentionProblem, target: Target, limits: DeviceLimits) -> t
             return f"a {c['stages']}-stage ring needs {c['stages']} key blocks; seq_k={p.seq_k} gives {blocks}"
         return None
 
+    def pingpong_pairs(c) -> str | None:
+        if c["pingpong"] and c["consumers"] != 2:
+            return (f"pingpong=1 orders the GEMMs of two consumer warpgroups taking turns; consumers={c['consumers']} "
+                    "has no second one to take turns with")
+        return None
+
     def resources(c) -> str | None:
         t = tiling(p, c)
         if t.threads > limits.max_threads_per_block:
@@ -153,7 +169,7 @@ def _rules(problem: AttentionProblem, target: Target, limits: DeviceLimits) -> t
         return None
 
     grid, int32_strides = argument_rules(p)  # fa2's: the kernel ABI is the same
-    return (family_applies, tiles_fit_problem, pipeline_depth, grid, int32_strides, resources)
+    return (family_applies, tiles_fit_problem, pipeline_depth, pingpong_pairs, grid, int32_strides, resources)
 
 
 def fa3_space(problem: AttentionProblem, target: Target) -> SearchSpace:
@@ -161,29 +177,33 @@ def fa3_space(problem: AttentionProblem, target: Target) -> SearchSpace:
     return SearchSpace(params=_params(), rules=_rules(problem, target, target.cuda_limits()))
 
 
-# Hand-picked starting points (block_n, stages, consumers, overlap) by head dim, in the order measured on an H200
-# (2026-12-03, docs/results/attention_wgmma_h200_2026-12-03.md: B 4 x H 16 x L 4096 and B 2 x H 16 x L 16384 at D 128,
-# B 4 x H 32 x L 1024 at D 64): FlashAttention-3's forward tiles with two consumers (128 query rows x 128 keys) first,
-# one consumer of 64 x 64 next (within 4-11% of the best), the overlapped schedules after (where their registers fit:
-# 64 keys for D 128), the rest last.
-_PICKS: dict[int, tuple[tuple[int, int, int, int], ...]] = {
-    64: ((128, 3, 2, 0), (64, 3, 1, 0), (128, 3, 2, 1), (64, 4, 2, 1), (128, 2, 2, 1), (128, 2, 1, 0)),
-    128: ((128, 2, 2, 0), (128, 3, 2, 0), (64, 2, 1, 0), (64, 3, 2, 1), (64, 3, 2, 0), (128, 2, 1, 1)),
+# Hand-picked starting points (block_n, stages, consumers, overlap, pingpong) by head dim, in the order measured on an
+# H200 (2026-12-03, docs/results/attention_wgmma_h200_2026-12-03.md: B 4 x H 16 x L 4096 and B 2 x H 16 x L 16384 at
+# D 128, B 4 x H 32 x L 1024 at D 64): FlashAttention-3's forward tiles with two consumers (128 query rows x 128 keys)
+# first, one consumer of 64 x 64 next (within 4-11% of the best), the overlapped schedules after (where their registers
+# fit: 64 keys for D 128), the rest last; then the ping-pong versions of the best two-consumer ones (not yet measured:
+# to be reordered by their measurements), the overlapped one being FlashAttention-3's own combination.
+_PICKS: dict[int, tuple[tuple[int, int, int, int, int], ...]] = {
+    64: ((128, 3, 2, 0, 0), (64, 3, 1, 0, 0), (128, 3, 2, 1, 0), (64, 4, 2, 1, 0), (128, 2, 2, 1, 0), (128, 2, 1, 0, 0),
+         (128, 3, 2, 0, 1), (128, 3, 2, 1, 1)),
+    128: ((128, 2, 2, 0, 0), (128, 3, 2, 0, 0), (64, 2, 1, 0, 0), (64, 3, 2, 1, 0), (64, 3, 2, 0, 0), (128, 2, 1, 1, 0),
+          (128, 3, 2, 0, 1), (128, 2, 2, 0, 1), (64, 3, 2, 1, 1)),
 }
 
 
 def hand_picked(problem: AttentionProblem, target: Target, *, limit: int | None = None) -> list[Config]:
     """The valid _PICKS for `problem`, best guesses first; a pick the shape rejects (too large a block for a short
     sequence, too deep a ring) gives way to its version with one consumer, 64 keys and two stages where that is
-    valid."""
+    valid (a ping-pong pick keeps its two consumers: it has no one-consumer version)."""
     if applies(problem, target):
         return []
     space = fa3_space(problem, target)
     picks: list[Config] = []
-    for bn, stages, consumers, overlap in _PICKS[problem.head_dim]:
-        for cfg in ({"family": FAMILY, "block_n": bn, "stages": stages, "consumers": consumers, "overlap": overlap},
+    for bn, stages, consumers, overlap, pingpong in _PICKS[problem.head_dim]:
+        for cfg in ({"family": FAMILY, "block_n": bn, "stages": stages, "consumers": consumers, "overlap": overlap,
+                     "pingpong": pingpong},
                     {"family": FAMILY, "block_n": min(bn, 64 if problem.seq_k <= 64 else bn), "stages": 2,
-                     "consumers": 1 if problem.seq <= 64 else consumers, "overlap": overlap}):
+                     "consumers": 1 if problem.seq <= 64 else consumers, "overlap": overlap, "pingpong": pingpong}):
             if space.why_invalid(cfg) is None:
                 if cfg not in picks:
                     picks.append(cfg)
@@ -192,7 +212,8 @@ def hand_picked(problem: AttentionProblem, target: Target, *, limit: int | None 
 
 
 def describe(config: Mapping[str, Value]) -> str:
-    """A short human label: "fa3 128x128 s2 c2" (block_m x block_n, stages, consumer warpgroups), " ov" overlapped."""
+    """A short human label: "fa3 128x128 s2 c2" (block_m x block_n, stages, consumer warpgroups), " ov" overlapped,
+    " pp" ping-pong."""
     bm = ROWS_PER_CONSUMER * int(config["consumers"])
-    tail = " ov" if overlap_of(config) else ""
+    tail = (" ov" if overlap_of(config) else "") + (" pp" if pingpong_of(config) else "")
     return f"fa3 {bm}x{config['block_n']} s{config['stages']} c{config['consumers']}{tail}"
