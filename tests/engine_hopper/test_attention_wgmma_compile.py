@@ -103,10 +103,11 @@ def test_where_the_family_does_not_apply_it_says_why(fields, words):
 def test_prefill_tries_fa3_first_and_decode_keeps_fa2_split_kv_first():
     prefill = OP.problem(**PREFILL, head_dim=128, causal=True)
     picks = BACKEND.suggested(prefill, H200_SMS)
-    assert picks[0] == {"family": "fa3", "block_n": 128, "stages": 2, "consumers": 2, "overlap": 0, "pingpong": 0}
-    # a short tune tries the two 128 x 128 tiles measured best on the H200 (two and three ring slots) first
-    assert [(c["block_n"], c["stages"], c["consumers"]) for c in picks if c["family"] == "fa3"][:2] == \
-        [(128, 2, 2), (128, 3, 2)]
+    assert picks[0] == {"family": "fa3", "block_n": 128, "stages": 3, "consumers": 2, "overlap": 0, "pingpong": 1}
+    # a short tune tries the 128 x 128 tiles measured best on the H200 first: ping-pong (three and two ring slots),
+    # then the first of them without
+    assert [(c["block_n"], c["stages"], c["consumers"], c["pingpong"]) for c in picks if c["family"] == "fa3"][:3] == \
+        [(128, 3, 2, 1), (128, 2, 2, 1), (128, 2, 2, 0)]
     assert {c["family"] for c in picks} == {"fa3", "fa2"}
     assert all(c["family"] == "fa2" for c in BACKEND.suggested(prefill, A100))
     decode = OP.problem(batch=1, heads=32, kv_heads=8, seq=1, seq_k=8192, head_dim=128, dtype="bf16")

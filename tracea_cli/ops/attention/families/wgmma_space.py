@@ -178,16 +178,17 @@ def fa3_space(problem: AttentionProblem, target: Target) -> SearchSpace:
 
 
 # Hand-picked starting points (block_n, stages, consumers, overlap, pingpong) by head dim, in the order measured on an
-# H200 (2026-12-03, docs/results/attention_wgmma_h200_2026-12-03.md: B 4 x H 16 x L 4096 and B 2 x H 16 x L 16384 at
-# D 128, B 4 x H 32 x L 1024 at D 64): FlashAttention-3's forward tiles with two consumers (128 query rows x 128 keys)
-# first, one consumer of 64 x 64 next (within 4-11% of the best), the overlapped schedules after (where their registers
-# fit: 64 keys for D 128), the rest last; then the ping-pong versions of the best two-consumer ones (not yet measured:
-# to be reordered by their measurements), the overlapped one being FlashAttention-3's own combination.
+# H200 (2026-12-03 19:32 UTC, docs/results/attention_wgmma_h200_2026-12-03_1932.md: B 4 x H 16 x L 4096 and
+# B 2 x H 16 x L 16384 at D 128, B 4 x H 32 x L 1024 at D 64): FlashAttention-3's forward tiles with two consumers
+# (128 query rows x 128 keys) taking turns (ping-pong: 1.6-11% faster than the same tile without, the 2-stage ring best
+# at L 16384, the 3-stage at 4096), then the same tiles without ping-pong, one consumer of 64 x 64 next, the overlapped
+# schedules after (where their registers fit: 64 keys for D 128; at D 64 overlap with ping-pong is the fastest), the
+# rest last.
 _PICKS: dict[int, tuple[tuple[int, int, int, int, int], ...]] = {
-    64: ((128, 3, 2, 0, 0), (64, 3, 1, 0, 0), (128, 3, 2, 1, 0), (64, 4, 2, 1, 0), (128, 2, 2, 1, 0), (128, 2, 1, 0, 0),
-         (128, 3, 2, 0, 1), (128, 3, 2, 1, 1)),
-    128: ((128, 2, 2, 0, 0), (128, 3, 2, 0, 0), (64, 2, 1, 0, 0), (64, 3, 2, 1, 0), (64, 3, 2, 0, 0), (128, 2, 1, 1, 0),
-          (128, 3, 2, 0, 1), (128, 2, 2, 0, 1), (64, 3, 2, 1, 1)),
+    64: ((128, 3, 2, 1, 1), (128, 3, 2, 0, 0), (128, 3, 2, 0, 1), (64, 3, 1, 0, 0), (128, 3, 2, 1, 0), (64, 4, 2, 1, 0),
+         (128, 2, 2, 1, 0), (128, 2, 1, 0, 0)),
+    128: ((128, 3, 2, 0, 1), (128, 2, 2, 0, 1), (128, 2, 2, 0, 0), (128, 3, 2, 0, 0), (64, 2, 1, 0, 0), (64, 3, 2, 1, 0),
+          (64, 3, 2, 0, 0), (128, 2, 1, 1, 0), (64, 3, 2, 1, 1)),
 }
 
 
