@@ -332,7 +332,7 @@ def test_the_conv2d_wgmma_headers_build_with_nvcc(conv_exports, tmp_path):
     nvcc_builds(folder / "example.cpp", folder, tmp_path / "example_nvcc")
 
 
-# ---- on a GPU (H100 / H200) -------------------------------------------------------------------------------------------
+# ---- on a GPU (H100 / H200) -----------------------------------------------------------------------------------------
 
 def _hopper() -> str | None:
     """None where this machine has an sm_90 GPU CuPy sees, else why not."""

@@ -366,6 +366,20 @@ def test_a_tiled3d_row_names_its_outer_stride_and_kind():
         c_header.tensor_map_row("map_a", TensorMap(**{**spec, "box": [64, 257, 1]}), SLOTS)
 
 
+def test_an_im2col_row_carries_its_corners_traversal_strides_and_load_and_bad_ones_are_refused():
+    spec = {**MAP, "row_stride": "", "dims": ["K", "M", "N", "lda"], "box": [], "kind": "im2col",
+            "strides": ["lda", "ldb", "ldc"], "lower": [-1, -2], "upper": [0, -1], "element_strides": [1, 2, 2, 1],
+            "channels_per_pixel": 64, "pixels_per_column": 128}
+    row = c_header.tensor_map_row("map_x", TensorMap(**spec), SLOTS)
+    assert ("TRACEA_MAP_IM2COL, {TRACEA_GEMM_LDB, TRACEA_GEMM_LDC}, {-1, -2}, {0, -1}, {1u, 2u, 2u, 1u}, 64u, 128u},"
+            in row)
+    assert "{0u}, 2u," in row  # no box
+    for bad in ({"lower": [-129, 0]}, {"element_strides": [1, 9, 1, 1]}, {"pixels_per_column": 1025},
+                {"channels_per_pixel": 128}):  # 256 bytes: wider than the 128-byte swizzle
+        with pytest.raises(c_header.UnsupportedLaunch):
+            c_header.tensor_map_row("map_x", TensorMap(**{**spec, **bad}), SLOTS)
+
+
 def test_a_tensor_map_row_names_the_ops_slots_and_the_drivers_enums():
     row = c_header.tensor_map_row("map_a", TensorMap(**MAP), SLOTS)
     assert row.split() == ["{/*", "map_a", "*/", "TRACEA_GEMM_A,", "{TRACEA_GEMM_K,", "TRACEA_GEMM_M},", "TRACEA_GEMM_LDA,",
