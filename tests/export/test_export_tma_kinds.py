@@ -213,6 +213,10 @@ def test_the_fa3_headers_build_as_strict_c_and_with_nvcc(attention_export, toolc
                     [str(attention_export), toolchain["include"]], "-std=c11", "-Wall", "-Wextra", "-Werror",
                     "-pedantic", "-ldl", "-lpthread")
     assert subprocess.run([str(program)], capture_output=True, text=True, timeout=30).stdout.split() == ["7"]
+    # C++20 too (where `requires` is a keyword: no table member may be named so)
+    build(toolchain["cxx"], [str(attention_export / "example.cpp")], tmp_path / "example_cxx20",
+          [str(attention_export), toolchain["include"]], "-std=c++20", "-Wall", "-Wextra", "-Werror", "-pedantic",
+          "-ldl", "-lpthread")
     nvcc_builds(attention_export / "example.cpp", attention_export, tmp_path / "example_nvcc")
 
 

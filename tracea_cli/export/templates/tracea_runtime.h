@@ -240,8 +240,8 @@ typedef struct tracea_variant {
   int n_maps;
   const tracea_scratch* scratch;    /* staged operands; none for most variants */
   int n_scratch;
-  const tracea_requirement* requires; /* what its tensor maps assume of the call's strides; none for most */
-  int n_requires;
+  const tracea_requirement* requirements; /* what its tensor maps assume of the call's strides; none for most */
+  int n_requirements;
 } tracea_variant;
 
 typedef struct tracea_image_set {
@@ -778,8 +778,8 @@ static inline int tracea__reads_layout(const tracea_variant* v, const tracea_abi
       return 0;
     }
   }
-  for (i = 0; i < v->n_requires; ++i) {
-    const tracea_requirement* q = &v->requires[i];
+  for (i = 0; i < v->n_requirements; ++i) {
+    const tracea_requirement* q = &v->requirements[i];
     const long long a = q->of[0] < 0 ? 1 : c->ints[q->of[0]], b = q->of[1] < 0 ? 1 : c->ints[q->of[1]];
     if ((long long)c->ints[q->value] != a * b) {
       return 0;

@@ -22,9 +22,10 @@ extern "C" {
  * (batch, head, row) strides below and the head_dim axis contiguous (q and out share theirs, as k and v do); kv_heads divides heads
  * (query head h reads key/value head h / (heads / kv_heads)). An fa3 export (sm_90a) reads each tensor through one
  * 3-D TMA map over (head_dim, rows, batch x heads), so there the batch strides must be heads x q_sh and kv_heads x
- * kv_sh (the layout bhld packs them so; else TRACEA_ERROR_UNSUPPORTED_LAYOUT). lse: batch x heads x seq fp32, contiguous, each row's
- * natural-log log-sum-exp of its scaled scores, exactly when the export was made with lse (else ignored). Pointers
- * and row strides must keep 16-byte alignment. workspace: <prefix>_workspace_bytes(&args) bytes of device scratch
+ * kv_sh (the layout bhld packs them so; else TRACEA_ERROR_UNSUPPORTED_LAYOUT). lse: batch x heads x seq fp32,
+ * contiguous, each row's natural-log log-sum-exp of its scaled scores, exactly when the export was made with lse
+ * (else ignored). Pointers and row strides (and for fa3 the head and batch strides) must keep 16-byte alignment.
+ * workspace: <prefix>_workspace_bytes(&args) bytes of device scratch
  * when that is not 0 (a split-KV export: the chunks' partial outputs), 16-byte aligned; else it may be NULL. */
 typedef struct tracea_attention_args {
   const void* q;
