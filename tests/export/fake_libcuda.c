@@ -7,11 +7,14 @@
  *   FAKE_CUDA_MAX_THREADS=1024  FAKE_CUDA_FUNC_MAX_THREADS=1024  FAKE_CUDA_SMS=132
  *   FAKE_CUDA_BLOCKS_PER_SM=1  FAKE_CUDA_ACTIVE_CLUSTERS=<SMs / cluster size>   (occupancy answers)
  *   FAKE_CUDA_HIDE=cuTensorMapEncodeTiled,...   (symbols cuGetProcAddress reports missing, as an old driver would)
- *   FAKE_CUDA_ENCODE_FAIL=1                     (cuTensorMapEncodeTiled refuses every map)
+ *   FAKE_CUDA_ENCODE_FAIL=1                     (cuTensorMapEncodeTiled and cuTensorMapEncodeIm2col refuse every map)
  *
- * cuTensorMapEncodeTiled checks what the real one requires of a 2-D tiled map (16-byte aligned base and row stride,
- * boxes of 1..256 elements whose inner extent is a multiple of 16 bytes and fits the swizzle span) and writes a
- * recognisable map (magic, serial id, base) that launches of gemm_wgmma decode and log.
+ * cuTensorMapEncodeTiled checks what the real one requires of a tiled map of rank 2 or 3 (16-byte aligned base and
+ * strides, boxes of 1..256 elements whose inner extent is a multiple of 16 bytes and fits the swizzle span, traversal
+ * strides of 1), cuTensorMapEncodeIm2col what it requires of a rank-4 im2col map (the same alignment, 1..256 channels
+ * of a multiple of 16 bytes within the swizzle span, 1..1024 pixels, corners in [-128, 127], traversal strides 1..8);
+ * both log every argument and write a recognisable map (magic, serial id, base) that launches of the TMA kernels
+ * decode and log.
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -149,24 +152,48 @@ static unsigned elem_bytes_of(CUtensorMapDataType t) {
   }
 }
 
-static CUresult f_tensor_map_encode_tiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* base,
-                                          const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
-                                          const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
-                                          CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
-                                          CUtensorMapFloatOOBfill oob) {
-  const unsigned elem = elem_bytes_of(type);
-  const unsigned span = swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? 128u : swizzle == CU_TENSOR_MAP_SWIZZLE_64B ? 64u
-                        : swizzle == CU_TENSOR_MAP_SWIZZLE_32B ? 32u : 0u;
-  int id;
-  if (env_int("FAKE_CUDA_ENCODE_FAIL", 0) || rank != 2 || map == NULL || ((uintptr_t)base % 16u) != 0 ||
-      strides[0] % 16u != 0 || strides[0] < dims[0] * elem || dims[0] == 0 || dims[1] == 0 ||
-      dims[0] > (1ull << 32) || dims[1] > (1ull << 32) || box[0] == 0 || box[1] == 0 || box[0] > 256 || box[1] > 256 ||
-      (box[0] * elem) % 16u != 0 || (span != 0 && box[0] * elem > span) || element_strides[0] != 1 ||
-      element_strides[1] != 1) {
-    LOG("tensor_map error base=%llu stride=%llu box=%u,%u", (unsigned long long)(uintptr_t)base,
-        (unsigned long long)strides[0], box[0], box[1]);
-    return CUDA_ERROR_INVALID_VALUE;
+/* "a,b,c" of n values */
+static void list_u64(char* out, size_t size, const cuuint64_t* v, unsigned n) {
+  unsigned i;
+  size_t used = 0;
+  out[0] = 0;
+  for (i = 0; i < n && used < size; ++i) used += snprintf(out + used, size - used, i ? ",%llu" : "%llu", (unsigned long long)v[i]);
+}
+static void list_u32(char* out, size_t size, const cuuint32_t* v, unsigned n) {
+  unsigned i;
+  size_t used = 0;
+  out[0] = 0;
+  for (i = 0; i < n && used < size; ++i) used += snprintf(out + used, size - used, i ? ",%u" : "%u", v[i]);
+}
+static void list_int(char* out, size_t size, const int* v, unsigned n) {
+  unsigned i;
+  size_t used = 0;
+  out[0] = 0;
+  for (i = 0; i < n && used < size; ++i) used += snprintf(out + used, size - used, i ? ",%d" : "%d", v[i]);
+}
+
+static unsigned span_of(CUtensorMapSwizzle swizzle) {
+  return swizzle == CU_TENSOR_MAP_SWIZZLE_128B ? 128u : swizzle == CU_TENSOR_MAP_SWIZZLE_64B ? 64u
+         : swizzle == CU_TENSOR_MAP_SWIZZLE_32B ? 32u : 0u;
+}
+
+/* What both encoders require of the tensor: a 16-byte aligned base, sizes of 1..2^32, strides (rank - 1, bytes)
+ * that are multiples of 16 and no smaller than the dimension below them spans. */
+static int tensor_ok(cuuint32_t rank, void* base, const cuuint64_t* dims, const cuuint64_t* strides, unsigned elem) {
+  cuuint32_t i;
+  if (((uintptr_t)base % 16u) != 0) return 0;
+  for (i = 0; i < rank; ++i) {
+    if (dims[i] == 0 || dims[i] > (1ull << 32)) return 0;
   }
+  for (i = 0; i + 1 < rank; ++i) {
+    const cuuint64_t below = i == 0 ? dims[0] * elem : strides[i - 1] * dims[i];
+    if (strides[i] % 16u != 0 || strides[i] < below) return 0;
+  }
+  return 1;
+}
+
+static int new_map(CUtensorMap* map, void* base) {
+  int id;
   pthread_mutex_lock(&log_mutex);
   id = ++next_map;
   pthread_mutex_unlock(&log_mutex);
@@ -174,9 +201,71 @@ static CUresult f_tensor_map_encode_tiled(CUtensorMap* map, CUtensorMapDataType 
   map->opaque[0] = FAKE_MAP_MAGIC;
   map->opaque[1] = (cuuint64_t)id;
   map->opaque[2] = (cuuint64_t)(uintptr_t)base;
-  LOG("tensor_map id=%d type=%d base=%llu dims=%llu,%llu stride=%llu box=%u,%u interleave=%d swizzle=%d l2=%d oob=%d",
-      id, (int)type, (unsigned long long)(uintptr_t)base, (unsigned long long)dims[0], (unsigned long long)dims[1],
-      (unsigned long long)strides[0], box[0], box[1], (int)interleave, (int)swizzle, (int)l2, (int)oob);
+  return id;
+}
+
+static CUresult f_tensor_map_encode_tiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* base,
+                                          const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                                          const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+                                          CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+                                          CUtensorMapFloatOOBfill oob) {
+  const unsigned elem = elem_bytes_of(type);
+  const unsigned span = span_of(swizzle);
+  char d[96], st[96], b[64];
+  int id, ok = !env_int("FAKE_CUDA_ENCODE_FAIL", 0) && (rank == 2 || rank == 3) && map != NULL;
+  cuuint32_t i;
+  if (ok) ok = tensor_ok(rank, base, dims, strides, elem);
+  for (i = 0; ok && i < rank; ++i) {
+    if (box[i] == 0 || box[i] > 256 || element_strides[i] != 1) ok = 0;
+  }
+  if (ok && ((box[0] * elem) % 16u != 0 || (span != 0 && box[0] * elem > span))) ok = 0;
+  list_u64(d, sizeof d, dims, rank);
+  list_u64(st, sizeof st, strides, rank - 1);
+  list_u32(b, sizeof b, box, rank);
+  if (!ok) {
+    LOG("tensor_map error base=%llu stride=%s box=%s", (unsigned long long)(uintptr_t)base, st, b);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  id = new_map(map, base);
+  LOG("tensor_map id=%d type=%d base=%llu dims=%s stride=%s box=%s interleave=%d swizzle=%d l2=%d oob=%d", id,
+      (int)type, (unsigned long long)(uintptr_t)base, d, st, b, (int)interleave, (int)swizzle, (int)l2, (int)oob);
+  return CUDA_SUCCESS;
+}
+
+static CUresult f_tensor_map_encode_im2col(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank, void* base,
+                                           const cuuint64_t* dims, const cuuint64_t* strides, const int* lower,
+                                           const int* upper, cuuint32_t channels, cuuint32_t pixels,
+                                           const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+                                           CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+                                           CUtensorMapFloatOOBfill oob) {
+  const unsigned elem = elem_bytes_of(type);
+  const unsigned span = span_of(swizzle);
+  char d[96], st[96], lo[32], up[32], es[48];
+  int id, ok = !env_int("FAKE_CUDA_ENCODE_FAIL", 0) && rank == 4 && map != NULL;
+  cuuint32_t i;
+  if (ok) ok = tensor_ok(rank, base, dims, strides, elem);
+  if (ok && (channels == 0 || channels > 256 || pixels == 0 || pixels > 1024 || (channels * elem) % 16u != 0 ||
+             (span != 0 && channels * elem > span))) ok = 0;
+  for (i = 0; ok && i < rank - 2; ++i) {
+    if (lower[i] < -128 || lower[i] > 127 || upper[i] < -128 || upper[i] > 127) ok = 0;
+  }
+  for (i = 0; ok && i < rank; ++i) {
+    if (element_strides[i] == 0 || element_strides[i] > 8) ok = 0;
+  }
+  list_u64(d, sizeof d, dims, rank);
+  list_u64(st, sizeof st, strides, rank - 1);
+  list_int(lo, sizeof lo, lower, rank - 2);
+  list_int(up, sizeof up, upper, rank - 2);
+  list_u32(es, sizeof es, element_strides, rank);
+  if (!ok) {
+    LOG("tensor_map error kind=im2col base=%llu stride=%s channels=%u pixels=%u", (unsigned long long)(uintptr_t)base,
+        st, channels, pixels);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  id = new_map(map, base);
+  LOG("tensor_map id=%d kind=im2col type=%d base=%llu dims=%s stride=%s lower=%s upper=%s channels=%u pixels=%u "
+      "element_strides=%s interleave=%d swizzle=%d l2=%d oob=%d", id, (int)type, (unsigned long long)(uintptr_t)base,
+      d, st, lo, up, channels, pixels, es, (int)interleave, (int)swizzle, (int)l2, (int)oob);
   return CUDA_SUCCESS;
 }
 
@@ -193,6 +282,29 @@ static void log_launch_tma(struct fake_function* fn, const CUlaunchConfig* c, co
       c->sharedMemBytes, cluster, map_id(params[0]), map_id(params[1]), map_id(params[2]),
       *(unsigned long long*)params[3], *(unsigned long long*)params[4], *(unsigned long long*)params[5],
       *(int*)params[6], *(int*)params[7], *(int*)params[8], *(int*)params[9]);
+}
+
+/* Kernels whose first three parameters are tensor maps, then pointers, then ints: fa3 attention (q, k, v, out, lse;
+ * seq, seq_k, heads, kv_heads, q_sb, q_sh, q_sr, kv_sb, kv_sh, kv_sr) and conv2d's TMA im2col kernel (Y, bias,
+ * residual; M, N, C, ldc, P, Q, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w). */
+static int mapped_kernel(const char* name, int* pointers, int* ints) {
+  if (strcmp(name, "attention_fa3") == 0) { *pointers = 5; *ints = 10; return 1; }
+  if (strcmp(name, "conv2d_wgmma_im2col") == 0) { *pointers = 3; *ints = 12; return 1; }
+  return 0;
+}
+static void log_launch_mapped(struct fake_function* fn, const char* api, unsigned gx, unsigned gy, unsigned gz,
+                              unsigned bx, unsigned by, unsigned bz, unsigned smem, const char* cluster, void** params) {
+  char ptrs[256], ints[256];
+  int n_ptrs = 0, n_ints = 0, i;
+  size_t used = 0;
+  mapped_kernel(fn->name, &n_ptrs, &n_ints);
+  ptrs[0] = ints[0] = 0;
+  for (i = 0; i < n_ptrs; ++i) used += snprintf(ptrs + used, sizeof ptrs - used, i ? ",%llu" : "%llu", *(unsigned long long*)params[3 + i]);
+  used = 0;
+  for (i = 0; i < n_ints; ++i) used += snprintf(ints + used, sizeof ints - used, i ? ",%d" : "%d", *(int*)params[3 + n_ptrs + i]);
+  LOG("launch module=%d name=%s api=%s grid=%u,%u,%u block=%u,%u,%u smem=%u cluster=%s maps=%lld,%lld,%lld "
+      "pointers=%s ints=%s", fn->module, fn->name, api, gx, gy, gz, bx, by, bz, smem, cluster, map_id(params[0]),
+      map_id(params[1]), map_id(params[2]), ptrs, ints);
 }
 
 /* The Hopper family's staging kernels: (src, dst, rows, cols, ld_src, ld_dst), docs/kernel-abi.md ("Staging"). */
@@ -226,6 +338,7 @@ static void log_launch_lowrank(struct fake_function* fn, unsigned gx, unsigned g
 static CUresult f_launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned smem, CUstream s, void** params, void** extra) {
   struct fake_function* fn = (struct fake_function*)f;
+  int gx_unused;
   (void)s; (void)extra;
   if (!current) return CUDA_ERROR_INVALID_CONTEXT;
   if (strncmp(fn->name, "gemm_stage_", 11) == 0) {
@@ -234,6 +347,8 @@ static CUresult f_launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned
     log_launch_transpose(fn, gx, gy, gz, bx, by, bz, smem, params);
   } else if (strncmp(fn->name, "lowrank_", 8) == 0) {
     log_launch_lowrank(fn, gx, gy, gz, bx, by, bz, smem, params);
+  } else if (mapped_kernel(fn->name, &gx_unused, &gx_unused)) {
+    log_launch_mapped(fn, "plain", gx, gy, gz, bx, by, bz, smem, "0", params);
   } else {
     log_launch(fn, "plain", gx, gy, gz, bx, by, bz, smem, "0", params);
   }
@@ -261,6 +376,7 @@ static CUresult f_launch_kernel_ex(const CUlaunchConfig* c, CUfunction f, void**
   struct fake_function* fn = (struct fake_function*)f;
   unsigned dims[3];
   char cluster[48];
+  int unused;
   (void)extra;
   if (!current) return CUDA_ERROR_INVALID_CONTEXT;
   cluster_of(c, dims, cluster, sizeof(cluster));
@@ -271,6 +387,9 @@ static CUresult f_launch_kernel_ex(const CUlaunchConfig* c, CUfunction f, void**
   }
   if (strcmp(fn->name, "gemm_wgmma") == 0) {
     log_launch_tma(fn, c, cluster, params);
+  } else if (mapped_kernel(fn->name, &unused, &unused)) {
+    log_launch_mapped(fn, "ex", c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                      c->sharedMemBytes, cluster, params);
   } else {
     log_launch(fn, "ex", c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
                c->sharedMemBytes, cluster, params);
@@ -324,6 +443,7 @@ static const struct { const char* name; void* fn; } table[] = {
   {"cuMemcpyHtoDAsync", (void*)f_memcpy_htod_async}, {"cuMemcpyDtoHAsync", (void*)f_memcpy_dtoh_async},
   {"cuStreamCreate", (void*)f_stream_create}, {"cuStreamDestroy", (void*)f_stream_destroy},
   {"cuStreamSynchronize", (void*)f_stream_synchronize}, {"cuTensorMapEncodeTiled", (void*)f_tensor_map_encode_tiled},
+  {"cuTensorMapEncodeIm2col", (void*)f_tensor_map_encode_im2col},
   {"cuOccupancyMaxActiveBlocksPerMultiprocessor", (void*)f_occupancy_blocks},
   {"cuOccupancyMaxActiveClusters", (void*)f_occupancy_clusters},
 };

@@ -224,23 +224,3 @@ def test_a_packed_gqa_export_launches_one_block_per_kv_head_and_serves_its_own_g
     assert combine["name"] == "attention_fa2_combine" and combine["grid"] == "2,32,1"
     out, log, _ = run_probe(program, ["2", "16", "1", "8", "5000", "ws"], fake_driver, cc="9.0")
     assert out[0].startswith("status=9 ") and not launches(log), (out, log)  # TRACEA_ERROR_UNSUPPORTED_SHAPE
-
-
-def test_an_fa3_configuration_is_refused_before_compiling_with_a_sentence(tmp_path, monkeypatch):
-    """The fa3 family (sm_90a) reads Q, K and V through 3-D tensor maps, which the exported runtime cannot encode."""
-    from tracea_cli.backends import cuda
-
-    def no_compile(*args, **kwargs):
-        raise AssertionError("the export compiled before refusing")
-
-    monkeypatch.setattr(cuda, "compile_artifact", no_compile)
-    (tmp_path / "config.json").write_text(json.dumps({"family": "fa3", "block_n": 128, "stages": 2, "consumers": 2}))
-    result = cli(["attention", "--batch", "4", "--heads", "16", "--seq", "4096", "--head-dim", "128", "--dtype",
-                  "bf16", "--causal", "--backend", "cuda", "--arch", "sm_90", "--config", str(tmp_path / "config.json"),
-                  "--out", str(tmp_path / "out")], tmp_path)
-    assert result.exit_code == 2, result.output
-    text = " ".join(result.output.split())
-    assert ("the fa3 configuration of attention b4 h16 L4096 d128 bf16 bhld causal cannot be exported yet: its "
-            "launch reads k (tiled3d), q (tiled3d), v (tiled3d) through tensor maps the exported runtime cannot "
-            "encode") in text
-    assert not (tmp_path / "out").exists()

@@ -201,7 +201,18 @@ def test_the_cpp_call_in_the_user_guide_compiles(tmp_path, toolchain):
           "-Wno-unused-parameter", "-ldl", "-lpthread")
 
 
-def test_a_wgmma_configuration_is_refused_before_compiling_with_a_sentence(tmp_path):
+def test_a_plan_naming_a_value_the_abi_has_no_slot_for_is_refused_before_compiling_with_a_sentence(tmp_path,
+                                                                                                   monkeypatch):
+    """The wgmma family's plans export under conv2d's slot names (test_export_tma_kinds.py); a plan naming a value
+    none of the ABI's slots holds is refused before anything compiles, with the names it lacks."""
+    from tracea_cli.backends import cuda
+    from tracea_cli.ops.conv2d.export import abi
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("the export compiled before refusing")
+
+    monkeypatch.setattr(cuda, "compile_artifact", no_compile)
+    monkeypatch.setitem(abi.WGMMA_SLOT_NAMES, "gemm_wgmma", {"A": "X", "B": "filter", "C": "Y"})  # lda etc. unnamed
     config = {"family": "wgmma", "tile_m": 128, "tile_n": 128, "stages": 4, "consumers": 2, "schedule": "cooperative",
               "cluster_m": 1, "persistent": 1, "group_m": 8, "store": "tma"}
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -210,27 +221,8 @@ def test_a_wgmma_configuration_is_refused_before_compiling_with_a_sentence(tmp_p
             str(tmp_path / "out")]
     result = cli(args, tmp_path)
     assert result.exit_code == 2, result.output
-    assert "the wgmma configuration of conv2d n32 1024->256 @14x14 1x1 fp16 cannot be exported yet" in result.output
-    assert not (tmp_path / "out").exists()
-
-def test_an_im2col_wgmma_configuration_is_refused_before_compiling_with_a_sentence(tmp_path, monkeypatch):
-    from tracea_cli.backends import cuda
-
-    def no_compile(*args, **kwargs):
-        raise AssertionError("the export compiled before refusing")
-
-    monkeypatch.setattr(cuda, "compile_artifact", no_compile)
-    config = {"family": "wgmma", "tile_m": 128, "tile_n": 128, "stages": 4, "consumers": 2, "schedule": "cooperative",
-              "cluster_m": 1, "persistent": 1, "group_m": 8, "store": "tma"}
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    args = ["conv2d", "--n", "32", "--h", "28", "--c", "128", "--k", "128", "--r", "3", "--pad", "1", "--dtype",
-            "fp16", "--backend", "cuda", "--arch", "sm_90", "--config", str(tmp_path / "config.json"), "--out",
-            str(tmp_path / "out")]
-    result = cli(args, tmp_path)
-    assert result.exit_code == 2, result.output
-    assert ("the wgmma configuration of conv2d n32 128->128 @28x28 3x3 pad 1 fp16 cannot be exported yet: its launch "
-            "reads W (tiled3d), X (im2col) through tensor maps the exported runtime cannot encode") in " ".join(
-                result.output.split())
+    assert ("the wgmma configuration of conv2d n32 1024->256 @14x14 1x1 fp16 cannot be exported yet: its launch reads "
+            "lda, ldb, ldc, which the conv2d export has no slot for") in " ".join(result.output.split())
     assert not (tmp_path / "out").exists()
 
 

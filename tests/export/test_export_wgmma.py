@@ -355,11 +355,29 @@ def test_the_header_refuses_a_tensor_map_the_runtime_cannot_encode(change, says)
         c_header.tensor_map_row("map_a", TensorMap(**{**MAP, **change}), SLOTS)
 
 
-def test_the_header_refuses_a_tensor_map_of_another_kind():
-    spec = {**MAP, "row_stride": "", "dims": ["K", "M", "N"], "box": [64, 1, 64], "kind": "tiled3d",
+def test_a_tiled3d_row_names_its_outer_stride_and_kind():
+    spec = {**MAP, "row_stride": "", "dims": ["K", "M", "N"], "box": [64, 128, 1], "kind": "tiled3d",
             "strides": ["lda", "ldb"]}
-    with pytest.raises(c_header.UnsupportedLaunch, match="of kind 'tiled3d'"):
-        c_header.tensor_map_row("map_a", TensorMap(**spec), SLOTS)
+    row = c_header.tensor_map_row("map_a", TensorMap(**spec), SLOTS)
+    assert row.split()[3:10] == ["TRACEA_GEMM_A,", "{TRACEA_GEMM_K,", "TRACEA_GEMM_M,", "TRACEA_GEMM_N},",
+                                 "TRACEA_GEMM_LDA,", "{64u,", "128u,"]
+    assert "TRACEA_MAP_TILED3D, {TRACEA_GEMM_LDB, -1}, {0, 0}, {0, 0}, {1u, 1u, 1u, 1u}, 0u, 0u}," in row
+    with pytest.raises(c_header.UnsupportedLaunch, match="box"):  # a box of 257 rows is no TMA box
+        c_header.tensor_map_row("map_a", TensorMap(**{**spec, "box": [64, 257, 1]}), SLOTS)
+
+
+def test_an_im2col_row_carries_its_corners_traversal_strides_and_load_and_bad_ones_are_refused():
+    spec = {**MAP, "row_stride": "", "dims": ["K", "M", "N", "lda"], "box": [], "kind": "im2col",
+            "strides": ["lda", "ldb", "ldc"], "lower": [-1, -2], "upper": [0, -1], "element_strides": [1, 2, 2, 1],
+            "channels_per_pixel": 64, "pixels_per_column": 128}
+    row = c_header.tensor_map_row("map_x", TensorMap(**spec), SLOTS)
+    assert ("TRACEA_MAP_IM2COL, {TRACEA_GEMM_LDB, TRACEA_GEMM_LDC}, {-1, -2}, {0, -1}, {1u, 2u, 2u, 1u}, 64u, 128u},"
+            in row)
+    assert "{0u}, 2u," in row  # no box
+    for bad in ({"lower": [-129, 0]}, {"element_strides": [1, 9, 1, 1]}, {"pixels_per_column": 1025},
+                {"channels_per_pixel": 128}):  # 256 bytes: wider than the 128-byte swizzle
+        with pytest.raises(c_header.UnsupportedLaunch):
+            c_header.tensor_map_row("map_x", TensorMap(**{**spec, **bad}), SLOTS)
 
 
 def test_a_tensor_map_row_names_the_ops_slots_and_the_drivers_enums():
@@ -367,7 +385,8 @@ def test_a_tensor_map_row_names_the_ops_slots_and_the_drivers_enums():
     assert row.split() == ["{/*", "map_a", "*/", "TRACEA_GEMM_A,", "{TRACEA_GEMM_K,", "TRACEA_GEMM_M},", "TRACEA_GEMM_LDA,",
                            "{64u,", "128u},", "2u,", "CU_TENSOR_MAP_DATA_TYPE_FLOAT16,", "CU_TENSOR_MAP_INTERLEAVE_NONE,",
                            "CU_TENSOR_MAP_SWIZZLE_128B,", "CU_TENSOR_MAP_L2_PROMOTION_L2_256B,",
-                           "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE},"]
+                           "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,", "TRACEA_MAP_TILED,", "{-1,", "-1},", "{0,", "0},",
+                           "{0,", "0},", "{1u,", "1u,", "1u,", "1u},", "0u,", "0u},"]
 
 
 def plan_with(params, maps=None) -> LaunchPlan:

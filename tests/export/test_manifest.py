@@ -159,4 +159,5 @@ def test_the_schema_is_made_from_the_ops_declaration():
     assert scratch["name"]["enum"] == list(POINTERS) == list(op.export.pointers)
     assert scratch["source"]["enum"] == [*POINTERS, None]  # None: an intermediate, no operand staged
     assert scratch["rows"]["enum"] == scratch["ld"]["enum"] == list(INTS) == list(op.export.ints)
-    assert description["tensor_maps"]["additionalProperties"]["properties"]["tensor"]["enum"] == list(POINTERS)
+    for form in description["tensor_maps"]["additionalProperties"]["anyOf"]:  # tiled, tiled3d, im2col
+        assert form["properties"]["tensor"]["enum"] == list(POINTERS)

@@ -473,6 +473,10 @@ def bind(loaded: LoadedModule, values: Mapping[str, Any], stream_ptr: int | None
     stream_ptr = cupy.cuda.get_current_stream().ptr if stream_ptr is None else stream_ptr
     named: dict[str, Any] = dict(values)
     sizes = {k: int(v) for k, v in named.items() if isinstance(v, (int, np.integer)) and not isinstance(v, bool)}
+    unmet = plan.unmet(sizes)
+    if unmet is not None:  # the tensor maps would read the wrong memory
+        raise LaunchFailed(f"the plan's tensor maps need {unmet.value} = {' x '.join(unmet.of)}, which these "
+                           "arguments break")
     placed, total = plan.scratch_layout(sizes)
     workspace = cupy.empty(total, dtype=np.uint8) if total else None
     named["workspace"] = workspace

@@ -23,16 +23,16 @@ from tracea_cli import __version__
 from tracea_cli.errors import TraceaError
 from tracea_cli.export.manifest import Manifest, Variant, shape_label
 from tracea_cli.ops.base import ExportAbi
-from tracea_cli.ops.launch import KernelStep, LaunchPlan, MemsetStep, Scratch, TensorMap
+from tracea_cli.ops.launch import KernelStep, LaunchPlan, MemsetStep, Requirement, Scratch, TensorMap
 
 RUNTIME_HEADER = "tracea_runtime.h"
 CPP_HEADER = "tracea.hpp"
 MAX_KERNELS = 4  # kernels per variant the runtime's tables hold (TRACEA_MAX_KERNELS)
 MAX_TENSOR_MAPS = 4  # TRACEA_MAX_TENSOR_MAPS
-MAX_PARAMS = 16  # TRACEA_MAX_PARAMS
+MAX_PARAMS = 24  # TRACEA_MAX_PARAMS
 MAX_SCRATCH = 2  # TRACEA_MAX_SCRATCH
 MAX_POINTERS = 16  # TRACEA_MAX_POINTERS
-MAX_INTS = 16  # TRACEA_MAX_INTS
+MAX_INTS = 32  # TRACEA_MAX_INTS
 MAX_DISPATCH = 8  # TRACEA_MAX_DISPATCH
 MAX_FIELDS = 8  # TRACEA_MAX_FIELDS
 
@@ -92,13 +92,16 @@ class Slots:
         dispatch = ", ".join(self.integer(s) for s in self.abi.dispatch)
         grid = ", ".join(self.integer(s) for s in self.abi.grid_sizes)
         name = op.removeprefix("tracea_")
+        requests = [f"static const int {op}__requests[] = {{{', '.join(self.integer(s) for s in self.abi.requests)}}};"]
+        tail = f", {op}__requests, {len(self.abi.requests)}" if self.abi.requests else ", NULL, 0"
         return "\n".join([
             f"enum {{ {pointers} }};  /* pointer slots */",
             f"enum {{ {ints} }};  /* int slots */",
             f"static const tracea_tensor_arg {op}__tensors[] = {{{tensors}}};",
             f"static const int {op}__dispatch[] = {{{dispatch}}};",
+            *(requests if self.abi.requests else []),
             f"static const tracea_abi {op}__abi = {{\"{name}\", {self.pointer(self.abi.workspace)}, {{{grid}}}, "
-            f"{op}__dispatch, {len(self.abi.dispatch)}, {op}__tensors, {len(self.abi.tensors)}}};",
+            f"{op}__dispatch, {len(self.abi.dispatch)}, {op}__tensors, {len(self.abi.tensors)}{tail}}};",
         ])
 
     @property
@@ -129,26 +132,78 @@ def _lookup(table: Mapping[str, str], value: Any, what: str) -> str:
     return table[value]
 
 
+MAP_KIND = {"tiled3d": "TRACEA_MAP_TILED3D", "im2col": "TRACEA_MAP_IM2COL"}  # "tiled" is 0: its rows end earlier
+
+
+def _box_fits(name: str, m: TensorMap, inner: int) -> None:
+    """The innermost extent a copy moves (`inner` elements) suits the swizzle: a multiple of 16 bytes within its
+    span."""
+    span = SWIZZLE_BYTES.get(m.swizzle) if isinstance(m.swizzle, str) else None
+    if (inner * m.elem_bytes) % 16 or (span is not None and inner * m.elem_bytes > span):
+        raise _unsupported(f"a tensor map {name!r} whose inner box ({inner * m.elem_bytes} bytes) does not suit "
+                           f"swizzle {m.swizzle}")
+
+
+def _small_ints(values: Sequence[Any], low: int, high: int) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) and low <= v <= high for v in values)
+
+
 def tensor_map_row(name: str, m: TensorMap, slots: Slots) -> str:
-    """One `tracea_tensor_map` row, checked against what cuTensorMapEncodeTiled accepts."""
-    if m.kind != "tiled":
-        raise _unsupported(f"a tensor map {name!r} of kind {m.kind!r} (the exported runtime encodes 2-D tiled maps)")
-    if len(m.dims) != 2 or len(m.box) != 2 or any(
-            not isinstance(b, int) or isinstance(b, bool) or not 1 <= b <= 256 for b in m.box):
-        raise _unsupported(f"a tensor map {name!r} with dims {m.dims!r} and box {m.box!r} (two sizes of 1 to 256)")
+    """One `tracea_tensor_map` row, checked against what cuTensorMapEncodeTiled (kinds "tiled", "tiled3d") or
+    cuTensorMapEncodeIm2col (kind "im2col") accepts: the tensor, sizes, row stride, box, element size and modes as
+    the 2-D tiled rows had them, then the kind, the outer dimensions' strides, the im2col corners, traversal strides
+    and load shape."""
+    rank = {"tiled": 2, "tiled3d": 3, "im2col": 4}.get(m.kind)
+    if rank is None or len(m.dims) != rank:
+        raise _unsupported(f"a tensor map {name!r} of kind {m.kind!r} with dims {m.dims!r}")
+    if m.kind == "im2col":
+        if m.box or not _small_ints([m.channels_per_pixel], 1, 256) or not _small_ints([m.pixels_per_column], 1, 1024):
+            raise _unsupported(f"an im2col tensor map {name!r} loading {m.channels_per_pixel} channels x "
+                               f"{m.pixels_per_column} pixels (1..256 x 1..1024, no box)")
+        if (len(m.lower) != 2 or len(m.upper) != 2 or not _small_ints([*m.lower, *m.upper], -128, 127)
+                or len(m.element_strides) != 4 or not _small_ints(m.element_strides, 1, 8)):
+            raise _unsupported(f"an im2col tensor map {name!r} with corners {m.lower!r}, {m.upper!r} and traversal "
+                               f"strides {m.element_strides!r}")
+        inner = m.channels_per_pixel
+    else:
+        if len(m.box) != rank or not _small_ints(m.box, 1, 256):
+            raise _unsupported(f"a tensor map {name!r} with dims {m.dims!r} and box {m.box!r} ({rank} sizes of 1 to "
+                               "256)")
+        inner = m.box[0]
     data_type = _lookup(MAP_DATA_TYPE, m.dtype, "the element type")
     if m.elem_bytes != MAP_ELEM_BYTES[m.dtype]:
         raise _unsupported(f"a tensor map {name!r} of {m.dtype} with {m.elem_bytes}-byte elements")
-    span = SWIZZLE_BYTES.get(m.swizzle) if isinstance(m.swizzle, str) else None
-    if (m.box[0] * m.elem_bytes) % 16 or (span is not None and m.box[0] * m.elem_bytes > span):
-        raise _unsupported(f"a tensor map {name!r} whose inner box ({m.box[0] * m.elem_bytes} bytes) does not suit "
-                           f"swizzle {m.swizzle}")
+    _box_fits(name, m, inner)
     fields = (_lookup(MAP_INTERLEAVE, m.interleave, "the interleave"), _lookup(MAP_SWIZZLE, m.swizzle, "the swizzle"),
               _lookup(MAP_L2_PROMOTION, m.l2_promotion, "the L2 promotion"),
               _lookup(MAP_OOB_FILL, m.oob_fill, "the out-of-bounds fill"))
-    return (f"  {{/* {name} */ {slots.pointer(m.tensor)}, {{{slots.integer(m.dims[0])}, {slots.integer(m.dims[1])}}}, "
-            f"{slots.integer(m.row_stride)}, {{{m.box[0]}u, {m.box[1]}u}}, {m.elem_bytes}u,\n   {data_type}, "
-            f"{', '.join(fields)}}},")
+    if m.kind == "tiled":
+        rest = "TRACEA_MAP_TILED, {-1, -1}, {0, 0}, {0, 0}, {1u, 1u, 1u, 1u}, 0u, 0u"
+        return (f"  {{/* {name} */ {slots.pointer(m.tensor)}, {{{slots.integer(m.dims[0])}, {slots.integer(m.dims[1])}}}, "
+                f"{slots.integer(m.row_stride)}, {{{m.box[0]}u, {m.box[1]}u}}, {m.elem_bytes}u,\n   {data_type}, "
+                f"{', '.join(fields)},\n   {rest}}},")
+    if len(m.strides) != rank - 1:
+        raise _unsupported(f"a tensor map {name!r} of kind {m.kind} with strides {m.strides!r}")
+    dims = ", ".join(slots.integer(d) for d in m.dims)
+    box = ", ".join(f"{b}u" for b in m.box) or "0u"
+    outer = [slots.integer(x) for x in m.strides[1:]] + ["-1"] * (3 - len(m.strides))
+    if m.kind == "im2col":
+        corners = f"{{{m.lower[0]}, {m.lower[1]}}}, {{{m.upper[0]}, {m.upper[1]}}}"
+        traversal = ", ".join(f"{e}u" for e in m.element_strides)
+        load = f"{m.channels_per_pixel}u, {m.pixels_per_column}u"
+    else:
+        corners, traversal, load = "{0, 0}, {0, 0}", "1u, 1u, 1u, 1u", "0u, 0u"
+    return (f"  {{/* {name} */ {slots.pointer(m.tensor)}, {{{dims}}}, {slots.integer(m.strides[0])}, {{{box}}}, "
+            f"{m.elem_bytes}u,\n   {data_type}, {', '.join(fields)},\n   {MAP_KIND[m.kind]}, {{{', '.join(outer)}}}, "
+            f"{corners}, {{{traversal}}}, {load}}},")
+
+
+def requirement_row(r: Requirement, slots: Slots) -> str:
+    """One `tracea_requirement` row: value == of[0] * of[1] (-1: a factor of 1)."""
+    if not 1 <= len(r.of) <= 2:
+        raise _unsupported(f"a requirement {r.value} = product of {list(r.of)} (one or two factors)")
+    of = [slots.integer(x) for x in r.of] + ["-1"] * (2 - len(r.of))
+    return f"  {{{slots.integer(r.value)}, {{{', '.join(of)}}}}},"
 
 
 def kernel_params(plan: LaunchPlan, slots: Slots) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -337,6 +392,12 @@ def _variant_block(prefix: str, tag: str, variant: Variant, image_symbol: str, i
         scratch_symbol = f"{prefix}__scratch_{tag}"
         lines += [f"static const tracea_scratch {scratch_symbol}[] = {{", *(scratch_row(b, slots) for b in plan.scratch),
                   "};"]
+    requires = ",\n   NULL, 0"
+    if plan.requires:
+        symbol = f"{prefix}__requires_{tag}"
+        lines += [f"static const tracea_requirement {symbol}[] = {{",
+                  *(requirement_row(r, slots) for r in plan.requires), "};"]
+        requires = f",\n   {symbol}, {len(plan.requires)}"
     defs = "\n".join(lines)
     sizes = list(variant.shape)
     vf = variant.valid_for
@@ -350,7 +411,7 @@ def _variant_block(prefix: str, tag: str, variant: Variant, image_symbol: str, i
         f"{plan.workspace_bytes_per_mn}u, {variant.shared_bytes}u, {threads}u,\n"
         f"   {image_symbol}, {image_size}u, {prefix}__kernels_{tag}, {len(names)}, {prefix}__steps_{tag}, {len(steps)},\n"
         f"   {prefix}__params_{tag}, {len(params)}, {maps_symbol}, {len(map_names)}, {scratch_symbol}, "
-        f"{len(plan.scratch)}}},"
+        f"{len(plan.scratch)}{requires}}},"
     )
     return defs, row
 

@@ -245,25 +245,47 @@ def _description(pointers: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, 
             "ld_multiple": _POS, "elem_bytes": {"enum": [2, 4, 8]}, "align_bytes": _POS,
         },
     }
-    # One TMA tensor map ("Tensor maps"): sizes innermost first.
-    tensor_map = {
-        "type": "object", "additionalProperties": False,
-        "required": ["tensor", "dims", "row_stride", "box", "dtype", "elem_bytes", "swizzle", "interleave",
-                     "l2_promotion", "oob_fill"],
-        "properties": {
-            "tensor": _enum(pointers),
-            "dims": {"type": "array", "minItems": 2, "maxItems": 2, "items": _enum(ints)},
-            "row_stride": _enum(ints),
-            "box": {"type": "array", "minItems": 2, "maxItems": 2,
-                    "items": {"type": "integer", "minimum": 1, "maximum": 256}},
-            "dtype": {"enum": ["fp16", "bf16", "tf32", "fp32"]},
-            "elem_bytes": {"enum": [2, 4]},
-            "swizzle": {"enum": ["none", "32B", "64B", "128B"]},
-            "interleave": {"enum": ["none"]},
-            "l2_promotion": {"enum": ["none", "64B", "128B", "256B"]},
-            "oob_fill": {"enum": ["zero"]},
-        },
+    # One TMA tensor map ("Tensor maps"): sizes innermost first. The 2-D tiled form (no "kind"), as before the kinds
+    # came; "tiled3d" (rank 3) and "im2col" (rank 4) name their outer strides and, for im2col, the load's shape.
+    common = {
+        "tensor": _enum(pointers),
+        "dtype": {"enum": ["fp16", "bf16", "tf32", "fp32"]},
+        "elem_bytes": {"enum": [2, 4]},
+        "swizzle": {"enum": ["none", "32B", "64B", "128B"]},
+        "interleave": {"enum": ["none"]},
+        "l2_promotion": {"enum": ["none", "64B", "128B", "256B"]},
+        "oob_fill": {"enum": ["zero"]},
     }
+
+    def sizes(n: int) -> dict[str, Any]:
+        return {"type": "array", "minItems": n, "maxItems": n, "items": _enum(ints)}
+
+    def box(n: int) -> dict[str, Any]:
+        return small(n, 1, 256)
+
+    def small(n: int, low: int, high: int) -> dict[str, Any]:
+        return {"type": "array", "minItems": n, "maxItems": n,
+                "items": {"type": "integer", "minimum": low, "maximum": high}}
+
+    base = ["tensor", "dims", "dtype", "elem_bytes", "swizzle", "interleave", "l2_promotion", "oob_fill"]
+    tiled = {"type": "object", "additionalProperties": False, "required": [*base[:2], "row_stride", "box", *base[2:]],
+             "properties": {**common, "dims": sizes(2), "row_stride": _enum(ints), "box": box(2)}}
+    tiled3d = {"type": "object", "additionalProperties": False, "required": [*base, "kind", "strides", "box"],
+               "properties": {**common, "kind": {"const": "tiled3d"}, "dims": sizes(3), "strides": sizes(2),
+                              "box": box(3)}}
+    im2col = {"type": "object", "additionalProperties": False,
+              "required": [*base, "kind", "strides", "lower", "upper", "element_strides", "channels_per_pixel",
+                           "pixels_per_column"],
+              "properties": {**common, "kind": {"const": "im2col"}, "dims": sizes(4), "strides": sizes(3),
+                             "lower": small(2, -128, 127), "upper": small(2, -128, 127),
+                             "element_strides": small(4, 1, 8),
+                             "channels_per_pixel": {"type": "integer", "minimum": 1, "maximum": 256},
+                             "pixels_per_column": {"type": "integer", "minimum": 1, "maximum": 1024}}}
+    tensor_map = {"anyOf": [tiled, tiled3d, im2col]}
+    # A relation between the call's values the maps assume: value = the product of `of`.
+    requirement = {"type": "object", "additionalProperties": False, "required": ["value", "of"],
+                   "properties": {"value": _enum(ints), "of": {"type": "array", "minItems": 1, "maxItems": 2,
+                                                               "items": _enum(ints)}}}
     return {"type": "object", "required": ["steps"], "properties": {
         "steps": {"type": "array", "minItems": 1, "items": {
             "type": "object", "required": ["kind"],
@@ -279,6 +301,7 @@ def _description(pointers: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, 
         "persistent": {"enum": [0, 1]},
         "workspace_bytes_per_mn": _INT0,
         "alignment_bytes": _POS,
+        "requires": {"type": "array", "minItems": 1, "items": requirement},
     }}
 
 

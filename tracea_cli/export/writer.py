@@ -32,6 +32,7 @@ from tracea_cli.export import c_header, resolve
 from tracea_cli.export.dispatch import valid_for
 from tracea_cli.export.elf import function_symbols
 from tracea_cli.export.manifest import COMPILED_ONLY, Kernel, Manifest, PtxImage, Variant, shape_label, validate
+from tracea_cli.ops.launch import LaunchPlan
 from tracea_cli.ops.registry import get_op
 from tracea_cli.space import config_key
 from tracea_cli.target import ARCH_LIMITS, Target, arch_target, base_arch
@@ -237,20 +238,33 @@ def _resized(problem: Any, name: str, value: int) -> Any:
     return op.from_key(problem.dtype, {**problem.key(), name: value})
 
 
+def abi_plan(abi: Any, plan: LaunchPlan) -> LaunchPlan:
+    """`plan` in the names of the op's export ABI: renamed by `abi.slot_names(plan)` where the op gives it (a family
+    whose plan is another op's over a view); what manifest.json and the C header describe."""
+    return plan.renamed(abi.slot_names(plan)) if abi.slot_names is not None else plan
+
+
+def plan_names(plan: LaunchPlan) -> set[str]:
+    """Every value a plan names: kernel parameters (tensor maps aside), the maps' tensors, sizes and strides, scratch
+    buffers and their sizes, step conditions and requirements."""
+    names = {n for n in plan.params if n not in plan.tensor_maps}
+    for step in plan.kernels:
+        names |= set(step.params or ()) | ({step.when} if step.when else set())
+    for spec in plan.tensor_maps.values():
+        names |= {spec.tensor, *spec.dims, *spec.strides} | ({spec.row_stride} if spec.row_stride else set())
+    for s in plan.scratch:
+        names |= {s.name, s.rows, s.cols, s.ld} | ({s.source} if s.source else set())
+    for r in plan.requires:
+        names |= {r.value, *r.of}
+    return names
+
+
 def _check_abi_covers(builder: OpBackend, choice: resolve.Choice, abi: Any) -> None:
-    """UsageError, before anything compiles, where the choice's launch plan has a tensor map of a kind other than 2-D
-    tiled (im2col, tiled3d), or reads a tensor the op's export ABI has no pointer slot for (a family whose plan is
-    another op's over a view, say)."""
+    """UsageError, before anything compiles, where the choice's launch plan (in the ABI's names, `abi_plan`) names a
+    value the op's export ABI has no slot for (a family whose plan is another op's over a view, say)."""
     family = builder.family_of(choice.config)
-    plan = family.launch(choice.problem, choice.config)
-    other = sorted(f"{spec.tensor} ({spec.kind})" for spec in plan.tensor_maps.values() if spec.kind != "tiled")
-    if other:  # the exported runtime's tracea_tensor_map rows are 2-D tiled maps only (export/c_header.py)
-        raise UsageError(f"the {family.name} configuration of {choice.problem.label} cannot be exported yet: its "
-                         f"launch reads {', '.join(other)} through tensor maps the exported runtime cannot encode "
-                         "(it has 2-D tiled maps only).",
-                         "Export a configuration of another family (--config default, or a --config file).")
-    slots = set(abi.pointers) | {b.name for b in plan.scratch}
-    missing = sorted({spec.tensor for spec in plan.tensor_maps.values()} - slots)
+    plan = abi_plan(abi, family.launch(choice.problem, choice.config))
+    missing = sorted(plan_names(plan) - set(abi.pointers) - set(abi.ints))
     if missing:
         raise UsageError(f"the {family.name} configuration of {choice.problem.label} cannot be exported yet: its "
                          f"launch reads {', '.join(missing)}, which the {builder.op_name} export has no slot for.",
@@ -310,7 +324,7 @@ def export(request: ExportRequest, *, settings: Any, builder: OpBackend | None =
         files[source] = b.artifact.source.encode()
         variants.append(Variant(
             shape=c.problem.sizes(), arch=c.arch, config=dict(c.config), origin=c.origin, origin_detail=c.origin_detail,
-            file=cubin, source_file=source, launch=b.artifact.plan, kernels=b.kernels,
+            file=cubin, source_file=source, launch=abi_plan(abi, b.artifact.plan), kernels=b.kernels,
             alignment_bytes=b.artifact.plan.alignment_bytes,
             valid_for=valid_for(c.problem, c.config, _resized, lambda p, c=c: _serves(builder, c, p)),
             verification=c.verification, measurement=c.measurement))

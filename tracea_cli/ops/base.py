@@ -274,7 +274,8 @@ class ExportAbi:
     launch plans use; the header names them `slot_prefix + NAME`. `workspace` is the workspace's pointer slot,
     `grid_sizes` the int slots grid rules read as M, N, K, `dispatch` the int slots of the problem's sizes (in the
     order of `Problem.sizes()`) that decide which tuned shape serves a call, `tensors` the (pointer, leading
-    dimension or None) pairs whose alignment the runtime checks."""
+    dimension or None) pairs whose alignment the runtime checks. `slot_names(plan)` renames what a plan names
+    (LaunchPlan.renamed) before the export writes it; `requests` are the int slots that ask for a pre-pass."""
 
     header: str  # the op's C header file, the same text in every export of the op: "tracea_gemm.h"
     header_text: Callable[[str], str]  # its text, given the generated slot enum and ABI table
@@ -290,6 +291,12 @@ class ExportAbi:
     api: Callable[[str, bool], str]  # the prefix functions of an export (prefix, whether a variant stages)
     api_summary: Callable[[str], str]  # the header comment's lines listing them
     example: Callable[[Mapping[str, Any], str], str]  # example.cpp for (manifest document, the export's C header)
+    # The op's slot for each name a family's launch plan uses otherwise (a plan borrowed from another op over a view:
+    # conv2d's 1x1 wgmma plan is the GEMM's, its A the op's X); None: every plan names the slots themselves.
+    slot_names: Callable[[LaunchPlan], Mapping[str, str]] | None = None
+    # Int slots by which a call asks for a pre-pass (conv2d's x_is_nchw: transpose the input first): a variant serves
+    # a call that sets one only if a step of its plan runs `when` that slot.
+    requests: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ implicit GEMM has one too).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Union
 
 _DIVIDED = re.compile(r"(mn|m|n|k)/([1-9][0-9]*)")
@@ -195,6 +195,28 @@ class TensorMap:
 
 
 @dataclass(frozen=True)
+class Requirement:
+    """A relation between a call's named values that a plan's tensor maps assume: `value` == the product of `of`
+    (fa3's 3-D maps read batch·heads as one dimension of stride q_sh, so the batch stride q_sb must be heads·q_sh).
+    Runtimes refuse a call that breaks it instead of launching a kernel that would read the wrong memory."""
+
+    value: str
+    of: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "of", tuple(self.of))
+
+    def holds(self, values: Mapping[str, int]) -> bool:
+        product = 1
+        for name in self.of:
+            product *= int(values[name])
+        return int(values[self.value]) == product
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "of": list(self.of)}
+
+
+@dataclass(frozen=True)
 class Scratch:
     """A scratch buffer of a staging pre-pass (docs/kernel-abi.md, "Staging") or an intermediate one kernel writes and
     the next reads: rows x cols, row-major, its leading dimension `ld` = cols rounded up to `ld_multiple` elements; in
@@ -244,6 +266,7 @@ class LaunchPlan:
     family: str | None = None
     arch: str | None = None  # the architecture the family must be built for ("sm_90a"); None: the target's
     work: str | None = None  # how the cluster rules count work items (documentation)
+    requires: tuple[Requirement, ...] = ()  # relations between the call's values that the tensor maps assume
 
     @property
     def kernels(self) -> tuple[KernelStep, ...]:
@@ -281,7 +304,37 @@ class LaunchPlan:
         d["alignment_bytes"] = self.alignment_bytes
         if self.scratch:
             d["scratch"] = [s.as_dict() for s in self.scratch]
+        if self.requires:
+            d["requires"] = [r.as_dict() for r in self.requires]
         return d
+
+    def unmet(self, values: Mapping[str, int]) -> Requirement | None:
+        """The first of `requires` that a call with these values breaks (None: all hold)."""
+        return next((r for r in self.requires if not r.holds(values)), None)
+
+    def renamed(self, names: Mapping[str, str]) -> "LaunchPlan":
+        """The same plan with the values it names (parameters, tensors, sizes, strides, scratch, step conditions)
+        renamed by `names` (names it lacks stay): how an op's export ABI gives its own slot names to a plan a family
+        borrowed from another op (conv2d's 1x1 wgmma plan is the GEMM's over a view: A is X, lda is C, ...)."""
+        if not names:
+            return self
+
+        def n(name: str) -> str:
+            return names.get(name, name)
+
+        def ns(seq: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(n(x) for x in seq)
+
+        steps = tuple(replace(s, params=ns(s.params) if s.params is not None else None,
+                              when=n(s.when) if s.when is not None else None) if isinstance(s, KernelStep) else s
+                      for s in self.steps)
+        maps = {k: replace(m, tensor=n(m.tensor), dims=ns(m.dims), row_stride=n(m.row_stride) if m.row_stride else "",
+                           strides=ns(m.strides)) for k, m in self.tensor_maps.items()}
+        scratch = tuple(replace(s, name=n(s.name), source=n(s.source) if s.source is not None else None,
+                                rows=n(s.rows), cols=n(s.cols), ld=n(s.ld)) for s in self.scratch)
+        requires = tuple(Requirement(n(r.value), ns(r.of)) for r in self.requires)
+        return replace(self, steps=steps, params=tuple(k if k in self.tensor_maps else n(k) for k in self.params),
+                       tensor_maps=maps, scratch=scratch, requires=requires)
 
     # ---- reading the rules (the one reader in Python; the exported C runtime follows the same ones) --------------
 

@@ -10,8 +10,9 @@
  * (streams of the runtime API and of PyTorch do). Every call returns a tracea_status; when it is
  * TRACEA_ERROR_DRIVER, tracea_last_driver_error() gives the CUresult and the driver call that failed.
  *
- * Kernels that read their operands through TMA (the Hopper wgmma family, sm_90a) get their tensor maps encoded here
- * at each launch (cuTensorMapEncodeTiled, a host-only call) and passed by value as kernel parameters; thread-block
+ * Kernels that read their operands through TMA (the Hopper families, sm_90a) get their tensor maps encoded here at
+ * each launch (cuTensorMapEncodeTiled for the 2-D and 3-D tiled maps, cuTensorMapEncodeIm2col for im2col maps: host-only
+ * calls) and passed by value as kernel parameters; thread-block
  * clusters and persistent grids are launched with cuLaunchKernelEx, the grid sized by the device's occupancy. Where
  * TMA cannot read an operand in place, staging kernels first copy it into scratch in the caller's workspace, and the
  * maps read the copy.
@@ -50,7 +51,8 @@ typedef enum tracea_status {
   TRACEA_ERROR_MISALIGNED = 8,       /* pointers or leading dimensions lack the alignment every fitting kernel needs */
   TRACEA_ERROR_UNSUPPORTED_SHAPE = 9,/* no tuned shape of this export is valid for (M, N, K) */
   TRACEA_ERROR_WORKSPACE = 10,       /* the kernels need a workspace of <prefix>_workspace_bytes...(...) bytes */
-  TRACEA_ERROR_NOT_EXPORTED = 11     /* C++: no included export matches the call (op, dtype, its options) */
+  TRACEA_ERROR_NOT_EXPORTED = 11,    /* C++: no included export matches the call (op, dtype, its options) */
+  TRACEA_ERROR_UNSUPPORTED_LAYOUT = 12 /* no kernel that fits the sizes reads the tensors in this layout (strides) */
 } tracea_status;
 
 typedef enum tracea_dtype {
@@ -86,6 +88,10 @@ typedef struct tracea_driver {
   CUresult (*tensor_map_encode_tiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                       const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                       CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  CUresult (*tensor_map_encode_im2col)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                       const cuuint64_t*, const int*, const int*, cuuint32_t, cuuint32_t,
+                                       const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                       CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
   CUresult (*occupancy_max_active_blocks)(int*, CUfunction, int, size_t);
   CUresult (*occupancy_max_active_clusters)(int*, CUfunction, const CUlaunchConfig*);
   CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, size_t, CUstream);
@@ -116,7 +122,7 @@ enum { TRACEA_GRID_CONST = 0, TRACEA_GRID_TILES = 1, TRACEA_GRID_TILES_M = 2, TR
 enum { TRACEA_STEP_MEMSET = 0, TRACEA_STEP_KERNEL = 1 };
 
 #define TRACEA_MAX_POINTERS 16
-#define TRACEA_MAX_INTS 16
+#define TRACEA_MAX_INTS 32
 #define TRACEA_MAX_DISPATCH 8
 #define TRACEA_MAX_FIELDS 8
 
@@ -138,8 +144,9 @@ typedef struct tracea_call {
 typedef struct tracea_tensor_arg { int pointer; int ld; } tracea_tensor_arg;
 
 /* Where an op's values live (written by its header): the workspace's pointer slot, the int slots of the sizes M, N and
- * K that grid rules read, of the sizes a variant serves and the nearest tuned shape is measured in (dispatch), and
- * the tensors whose alignment is checked. */
+ * K that grid rules read, of the sizes a variant serves and the nearest tuned shape is measured in (dispatch), the
+ * tensors whose alignment is checked, and the int slots by which a call asks for a pre-pass (requests: a variant
+ * serves a call that sets one only if one of its steps runs `when` that slot). */
 typedef struct tracea_abi {
   const char* op;
   int workspace;
@@ -148,23 +155,41 @@ typedef struct tracea_abi {
   int n_dispatch;
   const tracea_tensor_arg* tensors;
   int n_tensors;
+  const int* requests;              /* NULL (0 of them) for most ops */
+  int n_requests;
 } tracea_abi;
 
 typedef struct tracea_grid_rule { int kind; unsigned int value; } tracea_grid_rule;
 
-/* A 2-D tiled TMA tensor map, encoded at launch over the call's memory (docs/kernel-abi.md, "Tensor maps"). */
+/* Tensor-map kinds (docs/kernel-abi.md, "Map kinds"): 2-D tiled (rank 2), 3-D tiled (rank 3), im2col (rank 4). */
+enum { TRACEA_MAP_TILED = 0, TRACEA_MAP_TILED3D = 1, TRACEA_MAP_IM2COL = 2 };
+
+/* A TMA tensor map, encoded at launch over the call's memory (docs/kernel-abi.md, "Tensor maps"). */
 typedef struct tracea_tensor_map {
   int tensor;                       /* pointer slot: whose memory it maps */
-  int dims[2];                      /* int slots: its sizes, innermost first */
-  int row_stride;                   /* int slot: elements per row */
-  unsigned int box[2];              /* elements one copy moves, innermost first */
+  int dims[4];                      /* int slots: its sizes, innermost first (2, 3 or 4 of them, by kind) */
+  int row_stride;                   /* int slot: elements between entries of dimension 1 (per row) */
+  unsigned int box[4];              /* tiled kinds: elements one copy moves, innermost first (im2col: none) */
   unsigned int elem_bytes;
   int data_type;                    /* CUtensorMapDataType */
   int interleave;                   /* CUtensorMapInterleave */
   int swizzle;                      /* CUtensorMapSwizzle */
   int l2_promotion;                 /* CUtensorMapL2promotion */
   int oob_fill;                     /* CUtensorMapFloatOOBfill */
+  int kind;                         /* TRACEA_MAP_TILED, TRACEA_MAP_TILED3D, TRACEA_MAP_IM2COL */
+  int outer_strides[2];             /* int slots: elements between entries of dimensions 2 and 3 (-1: none) */
+  int lower[2], upper[2];           /* im2col: the pixel box's corners over dimensions 1 and 2 */
+  unsigned int element_strides[4];  /* im2col: the traversal stride per dimension (tiled kinds: 1) */
+  unsigned int channels_per_pixel;  /* im2col: elements of dimension 0 per row a load fills */
+  unsigned int pixels_per_column;   /* im2col: rows a load fills */
 } tracea_tensor_map;
+
+/* A relation between a call's ints that a variant's tensor maps assume: ints[value] == ints[of[0]] * ints[of[1]]
+ * (-1: a factor of 1). A call that breaks it is not served by that variant (TRACEA_ERROR_UNSUPPORTED_LAYOUT). */
+typedef struct tracea_requirement {
+  int value;
+  int of[2];
+} tracea_requirement;
 
 typedef struct tracea_step {
   int kind;                         /* TRACEA_STEP_MEMSET (zero the workspace) or TRACEA_STEP_KERNEL */
@@ -215,6 +240,8 @@ typedef struct tracea_variant {
   int n_maps;
   const tracea_scratch* scratch;    /* staged operands; none for most variants */
   int n_scratch;
+  const tracea_requirement* requirements; /* what its tensor maps assume of the call's strides; none for most */
+  int n_requirements;
 } tracea_variant;
 
 typedef struct tracea_image_set {
@@ -294,6 +321,7 @@ static void tracea__drv_load(void) {
     {"cuLaunchKernel", offsetof(tracea_driver, launch_kernel), 1},
     {"cuLaunchKernelEx", offsetof(tracea_driver, launch_kernel_ex), 0},
     {"cuTensorMapEncodeTiled", offsetof(tracea_driver, tensor_map_encode_tiled), 0},
+    {"cuTensorMapEncodeIm2col", offsetof(tracea_driver, tensor_map_encode_im2col), 0},
     {"cuOccupancyMaxActiveBlocksPerMultiprocessor", offsetof(tracea_driver, occupancy_max_active_blocks), 0},
     {"cuOccupancyMaxActiveClusters", offsetof(tracea_driver, occupancy_max_active_clusters), 0},
     {"cuMemsetD8Async", offsetof(tracea_driver, memset_d8_async), 1},
@@ -375,6 +403,9 @@ static inline const char* tracea_status_string(tracea_status status) {
     case TRACEA_ERROR_UNSUPPORTED_SHAPE: return "no tuned shape of this export is valid for this shape";
     case TRACEA_ERROR_WORKSPACE: return "the workspace is missing or too small";
     case TRACEA_ERROR_NOT_EXPORTED: return "no included export has this op, dtype and options (layout, epilogue, geometry)";
+    case TRACEA_ERROR_UNSUPPORTED_LAYOUT:
+      return "no kernel of this export that fits the sizes reads the tensors in this layout (their strides; see the "
+             "manifest's launch[].description.requires and the op's guide)";
   }
   return "unknown status";
 }
@@ -503,8 +534,11 @@ static inline tracea_status tracea__load_variant(const tracea_driver* d, const t
       return TRACEA_ERROR_DRIVER_TOO_OLD;
     }
   }
-  if (v->n_maps > 0 && d->tensor_map_encode_tiled == NULL) {
-    return TRACEA_ERROR_DRIVER_TOO_OLD;
+  for (j = 0; j < v->n_maps; ++j) {
+    const int im2col = v->maps[j].kind == TRACEA_MAP_IM2COL;
+    if ((im2col && d->tensor_map_encode_im2col == NULL) || (!im2col && d->tensor_map_encode_tiled == NULL)) {
+      return TRACEA_ERROR_DRIVER_TOO_OLD; /* cuTensorMapEncodeTiled or cuTensorMapEncodeIm2col is missing */
+    }
   }
   r = d->module_load_data(module, v->image);
   if (r != CUDA_SUCCESS) {
@@ -724,16 +758,51 @@ static inline size_t tracea__scratch_layout(const tracea_variant* v, const trace
   return end;
 }
 
-/* 1 when `v` may compute this call; sets *misaligned when only alignment stood in the way. A tensor that a staging
- * kernel copies needs only element alignment (its copy in the workspace is what TMA reads). */
+/* 1 when a step of `v` runs `when` int slot `slot` (the pre-pass a call asks for by setting it). */
+static inline int tracea__has_prepass(const tracea_variant* v, int slot) {
+  int i;
+  for (i = 0; i < v->n_steps; ++i) {
+    if (v->steps[i].kind == TRACEA_STEP_KERNEL && v->steps[i].when == slot) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* 1 when the call's layout is one `v` reads: every pre-pass the call asks for is a step of `v`, and the call's ints
+ * keep every relation `v`'s tensor maps assume. */
+static inline int tracea__reads_layout(const tracea_variant* v, const tracea_abi* abi, const tracea_call* c) {
+  int i;
+  for (i = 0; i < abi->n_requests; ++i) {
+    if (c->ints[abi->requests[i]] != 0 && !tracea__has_prepass(v, abi->requests[i])) {
+      return 0;
+    }
+  }
+  for (i = 0; i < v->n_requirements; ++i) {
+    const tracea_requirement* q = &v->requirements[i];
+    const long long a = q->of[0] < 0 ? 1 : c->ints[q->of[0]], b = q->of[1] < 0 ? 1 : c->ints[q->of[1]];
+    if ((long long)c->ints[q->value] != a * b) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* 1 when `v` may compute this call; sets *misaligned when alignment stood in the way, *layout when the tensors'
+ * layout did (tracea__reads_layout). A tensor that a staging kernel copies needs only element alignment (its copy in
+ * the workspace is what TMA reads). */
 static inline int tracea__fits(const tracea_variant* v, const tracea_abi* abi, const tracea_call* c,
-                               unsigned int elem_bytes, int* misaligned) {
+                               unsigned int elem_bytes, int* misaligned, int* layout) {
   int i;
   for (i = 0; i < abi->n_dispatch; ++i) {
     const int size = c->ints[abi->dispatch[i]];
     if (size < v->valid[i][0] || size > v->valid[i][1] || size % v->valid[i][2] != 0) {
       return 0;
     }
+  }
+  if (!tracea__reads_layout(v, abi, c)) {
+    *layout = 1;
+    return 0;
   }
   for (i = 0; i < abi->n_tensors; ++i) {
     const tracea_tensor_arg* t = &abi->tensors[i];
@@ -761,13 +830,13 @@ static inline double tracea__distance(const tracea_variant* v, const tracea_abi*
 /* The exact tuned shape if it fits, else the nearest one that fits. */
 static inline tracea_status tracea__select(const tracea_image_set* set, const tracea_abi* abi, const tracea_call* c,
                                            unsigned int elem_bytes, int* index) {
-  int misaligned = 0, i;
+  int misaligned = 0, layout = 0, i;
   double best = 0.0;
   *index = -1;
   for (i = 0; i < set->n_variants; ++i) {
     const tracea_variant* v = &set->variants[i];
     double distance;
-    if (!tracea__fits(v, abi, c, elem_bytes, &misaligned)) {
+    if (!tracea__fits(v, abi, c, elem_bytes, &misaligned, &layout)) {
       continue;
     }
     distance = tracea__distance(v, abi, c);
@@ -779,7 +848,7 @@ static inline tracea_status tracea__select(const tracea_image_set* set, const tr
   if (*index >= 0) {
     return TRACEA_OK;
   }
-  return misaligned ? TRACEA_ERROR_MISALIGNED : TRACEA_ERROR_UNSUPPORTED_SHAPE;
+  return layout ? TRACEA_ERROR_UNSUPPORTED_LAYOUT : misaligned ? TRACEA_ERROR_MISALIGNED : TRACEA_ERROR_UNSUPPORTED_SHAPE;
 }
 
 /* One grid dimension of a step (docs/kernel-abi.md), from the call's M, N and K. */
@@ -806,23 +875,51 @@ static inline unsigned long long tracea__grid(const tracea_grid_rule* g, const t
   }
 }
 
-/* Encode one tensor map over the call's memory. TMA needs a 16-byte aligned base and row stride. */
+/* Encode one tensor map over the call's memory: its kind's rank of sizes and rank - 1 strides (bytes), through
+ * cuTensorMapEncodeTiled (tiled kinds) or cuTensorMapEncodeIm2col. TMA needs a 16-byte aligned base and strides. */
 static inline tracea_status tracea__encode_map(const tracea_driver* d, const tracea_tensor_map* t, const tracea_call* c,
                                                CUtensorMap* map) {
   void* base = (void*)(uintptr_t)c->pointers[t->tensor];
-  const cuuint64_t dims[2] = {(cuuint64_t)c->ints[t->dims[0]], (cuuint64_t)c->ints[t->dims[1]]};
-  const cuuint64_t stride = (cuuint64_t)c->ints[t->row_stride] * t->elem_bytes;
-  const cuuint32_t box[2] = {t->box[0], t->box[1]};
-  const cuuint32_t element_strides[2] = {1u, 1u};
+  const cuuint32_t rank = t->kind == TRACEA_MAP_IM2COL ? 4u : t->kind == TRACEA_MAP_TILED3D ? 3u : 2u;
+  cuuint64_t dims[4], strides[3];
+  cuuint32_t box[4], element_strides[4];
   CUresult r;
-  if ((uintptr_t)base % 16u != 0 || stride % 16u != 0) {
+  cuuint32_t i;
+  if (t->kind != TRACEA_MAP_TILED && t->kind != TRACEA_MAP_TILED3D && t->kind != TRACEA_MAP_IM2COL) {
+    return TRACEA_ERROR_INVALID_ARGUMENT; /* tables written by another tracea version */
+  }
+  for (i = 0; i < rank; ++i) {
+    dims[i] = (cuuint64_t)c->ints[t->dims[i]];
+    box[i] = t->box[i];
+    element_strides[i] = t->kind == TRACEA_MAP_IM2COL ? t->element_strides[i] : 1u;
+  }
+  strides[0] = (cuuint64_t)c->ints[t->row_stride] * t->elem_bytes;
+  for (i = 1; i + 1 < rank; ++i) {
+    strides[i] = (cuuint64_t)c->ints[t->outer_strides[i - 1]] * t->elem_bytes;
+  }
+  if ((uintptr_t)base % 16u != 0) {
     return TRACEA_ERROR_MISALIGNED;
+  }
+  for (i = 0; i + 1 < rank; ++i) {
+    if (strides[i] % 16u != 0) {
+      return TRACEA_ERROR_MISALIGNED;
+    }
+  }
+  if (t->kind == TRACEA_MAP_IM2COL) {
+    if (d->tensor_map_encode_im2col == NULL) {
+      return TRACEA_ERROR_DRIVER_TOO_OLD;
+    }
+    r = d->tensor_map_encode_im2col(map, (CUtensorMapDataType)t->data_type, rank, base, dims, strides, t->lower,
+                                    t->upper, t->channels_per_pixel, t->pixels_per_column, element_strides,
+                                    (CUtensorMapInterleave)t->interleave, (CUtensorMapSwizzle)t->swizzle,
+                                    (CUtensorMapL2promotion)t->l2_promotion, (CUtensorMapFloatOOBfill)t->oob_fill);
+    return r == CUDA_SUCCESS ? TRACEA_OK : tracea__fail(r, "cuTensorMapEncodeIm2col");
   }
   if (d->tensor_map_encode_tiled == NULL) {
     return TRACEA_ERROR_DRIVER_TOO_OLD;
   }
-  r = d->tensor_map_encode_tiled(map, (CUtensorMapDataType)t->data_type, 2u, base, dims, &stride, box, element_strides,
-                                 (CUtensorMapInterleave)t->interleave, (CUtensorMapSwizzle)t->swizzle,
+  r = d->tensor_map_encode_tiled(map, (CUtensorMapDataType)t->data_type, rank, base, dims, strides, box,
+                                 element_strides, (CUtensorMapInterleave)t->interleave, (CUtensorMapSwizzle)t->swizzle,
                                  (CUtensorMapL2promotion)t->l2_promotion, (CUtensorMapFloatOOBfill)t->oob_fill);
   return r == CUDA_SUCCESS ? TRACEA_OK : tracea__fail(r, "cuTensorMapEncodeTiled");
 }
@@ -1022,6 +1119,7 @@ class Status {
     unsupported_shape = TRACEA_ERROR_UNSUPPORTED_SHAPE,
     workspace = TRACEA_ERROR_WORKSPACE,
     not_exported = TRACEA_ERROR_NOT_EXPORTED,
+    unsupported_layout = TRACEA_ERROR_UNSUPPORTED_LAYOUT,
   };
   constexpr Status(Code code = ok) : code_(code) {}
   constexpr explicit Status(int code) : code_(static_cast<Code>(code)) {}

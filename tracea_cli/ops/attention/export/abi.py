@@ -5,7 +5,10 @@ name: it reads it here through the op's `export` attribute.
 
 An export serves the mask, layout and lse flag it was made for (its `fields`, in that order); the head dim is compiled
 in (the family's `serves`), the other sizes are run-time arguments. The FA2 kernel reads any (batch, head, row)
-strides, so the C++ call takes 4-D views in either layout and finds the export by the layout the strides show."""
+strides, so the C++ call takes 4-D views in either layout and finds the export by the layout the strides show. The
+fa3 kernel (sm_90a) reads each of q, k and v through one 3-D tensor map over (head_dim, rows, batch·heads): its plan
+requires the batch stride to be heads × the head stride (kv_heads × for k and v), which the runtime checks per call
+(TRACEA_ERROR_UNSUPPORTED_LAYOUT where it does not hold)."""
 
 from __future__ import annotations
 
@@ -20,9 +23,10 @@ from tracea_cli.ops.export_example import example_support
 
 HEADER = "tracea_attention.h"
 POINTERS = ("q", "k", "v", "out", "lse", "workspace")
-# the sizes (dispatch), batch·heads (grid y), the (batch, head, row) strides of q and out, of k and v
+# the sizes (dispatch), batch·heads (grid y), the (batch, head, row) strides of q and out, of k and v, and
+# batch·kv_heads (the outer size of fa3's K and V maps)
 INTS = ("batch", "heads", "seq", "head_dim", "kv_heads", "seq_k", "bh", "q_sb", "q_sh", "q_sr", "kv_sb", "kv_sh",
-        "kv_sr")
+        "kv_sr", "kv_bh")
 _STORAGE = {"fp16": "uint16_t", "bf16": "uint16_t"}
 
 

@@ -20,9 +20,12 @@ extern "C" {
  * row i sees keys j <= i + seq_k - seq) exactly when the export was made causal. Device pointers; sizes and strides in
  * elements. q and out are batch x heads x seq x head_dim, k and v batch x kv_heads x seq_k x head_dim, each with the
  * (batch, head, row) strides below and the head_dim axis contiguous (q and out share theirs, as k and v do); kv_heads divides heads
- * (query head h reads key/value head h / (heads / kv_heads)). lse: batch x heads x seq fp32, contiguous, each row's
- * natural-log log-sum-exp of its scaled scores, exactly when the export was made with lse (else ignored). Pointers
- * and row strides must keep 16-byte alignment. workspace: <prefix>_workspace_bytes(&args) bytes of device scratch
+ * (query head h reads key/value head h / (heads / kv_heads)). An fa3 export (sm_90a) reads each tensor through one
+ * 3-D TMA map over (head_dim, rows, batch x heads), so there the batch strides must be heads x q_sh and kv_heads x
+ * kv_sh (the layout bhld packs them so; else TRACEA_ERROR_UNSUPPORTED_LAYOUT). lse: batch x heads x seq fp32,
+ * contiguous, each row's natural-log log-sum-exp of its scaled scores, exactly when the export was made with lse
+ * (else ignored). Pointers and row strides (and for fa3 the head and batch strides) must keep 16-byte alignment.
+ * workspace: <prefix>_workspace_bytes(&args) bytes of device scratch
  * when that is not 0 (a split-KV export: the chunks' partial outputs), 16-byte aligned; else it may be NULL. */
 typedef struct tracea_attention_args {
   const void* q;
@@ -74,6 +77,7 @@ static inline void tracea__attention_fill(const tracea_attention_args* a, tracea
   c->ints[TRACEA_ATTENTION_KV_SB] = a->kv_sb;
   c->ints[TRACEA_ATTENTION_KV_SH] = a->kv_sh;
   c->ints[TRACEA_ATTENTION_KV_SR] = a->kv_sr;
+  c->ints[TRACEA_ATTENTION_KV_BH] = a->batch * a->kv_heads;
 }
 
 /* Bytes of workspace a call with these sizes needs from export `e` (0: none; split-KV variants need kv_splits (D + 1)

@@ -10,8 +10,9 @@ header it shares the kernel ABI with (TRACEA_ATTENTION_PARAMS after three tensor
 lse are template parameters; sizes, heads and strides are run-time arguments. Grid rules read M = seq (query rows)
 and N = batch·heads.
 
-Export: the plan reads Q, K and V through 3-D tensor maps (kind tiled3d), which the exported runtime cannot encode;
-the export writer refuses such configurations with its message (export/writer.py `_check_abi_covers`).
+Export: the plan reads Q, K and V through 3-D tensor maps (kind tiled3d) whose outer dimension is batch·heads with
+the head stride, which is right only where the batch stride is H head strides (the layout bhld packed): the plan
+states that as `requires`, and the exported runtime refuses a call that breaks it (TRACEA_ERROR_UNSUPPORTED_LAYOUT).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tracea_cli.ops.attention.problem import AttentionProblem
 from tracea_cli.ops.gemm.families import wgmma as gemm_wgmma
 from tracea_cli.ops.gemm.families import wgmma_space as gemm_space
 from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.ops.launch import KernelStep, LaunchPlan, TensorMap
+from tracea_cli.ops.launch import KernelStep, LaunchPlan, Requirement, TensorMap
 from tracea_cli.resources import kernel_translation_unit
 from tracea_cli.space import SearchSpace, Value, config_key
 from tracea_cli.target import Target
@@ -131,6 +132,10 @@ def tensor_maps(problem: AttentionProblem, config: Mapping[str, Value]) -> dict[
     return {"map_q": q, "map_k": TensorMap("k", **kv), "map_v": TensorMap("v", **kv)}
 
 
+# The maps merge (batch, head) into one dimension of the head stride: the batch stride must be H (H_kv) head strides.
+REQUIRES = (Requirement("q_sb", ("heads", "q_sh")), Requirement("kv_sb", ("kv_heads", "kv_sh")))
+
+
 def fa3_launch(problem: AttentionProblem, config: Mapping[str, Value]) -> LaunchPlan:
     """One kernel: grid x the query blocks of block_m rows (M = seq), y every (batch, head) pair (N = batch·heads);
     a producer warpgroup and `consumers` consumer warpgroups; built for sm_90a."""
@@ -138,7 +143,7 @@ def fa3_launch(problem: AttentionProblem, config: Mapping[str, Value]) -> Launch
     step = KernelStep(KERNEL, grid=(f"m/{t.block_m}", "n/1", 1), block=(t.threads, 1, 1),
                       dynamic_smem_bytes=t.smem_bytes)
     return LaunchPlan(steps=(step,), params=PARAMS, tensor_maps=tensor_maps(problem, config), tile_m=t.block_m,
-                      alignment_bytes=t.copy_bytes, family=ws.FAMILY, arch=ws.ARCH)
+                      alignment_bytes=t.copy_bytes, family=ws.FAMILY, arch=ws.ARCH, requires=REQUIRES)
 
 
 def fa3_args(problem: AttentionProblem, operands: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,14 @@ header and the example program. The export itself (export/) reads it through the
 
 An export serves the geometry and epilogue it was tuned for (its `fields`: stride, padding and dilation per axis,
 then the epilogue's code); the sizes N, H, W, C, K, R, S dispatch between its variants. The grid rules read the
-implicit GEMM's M = N·P·Q, N = K and K = R·S·C, which the header computes from the sizes and the geometry."""
+implicit GEMM's M = N·P·Q, N = K and K = R·S·C, which the header computes from the sizes and the geometry.
+
+The implicit-GEMM families name their values by these slots. The Hopper wgmma family's plans name some otherwise:
+its 1x1 plan is the GEMM op's over the convolution's GEMM view (A, B, C and their leading dimensions), its im2col
+plan names the filter W and the channels C; `slot_names` gives each plan's names their conv2d slots, and the slots
+after x_is_nchw carry what only the im2col kernel reads (the output's P x Q, the geometry, X's and the filter's
+strides). Neither wgmma plan transposes: `requests` makes a call with an NCHW input or a KCRS filter skip their
+variants (TRACEA_ERROR_UNSUPPORTED_LAYOUT where no other serves it)."""
 
 from __future__ import annotations
 
@@ -13,14 +20,27 @@ from typing import Any, Mapping
 
 from tracea_cli import __version__
 from tracea_cli.ops.base import ExportAbi
+from tracea_cli.ops.conv2d.families.wgmma import IM2COL_KERNEL
 from tracea_cli.ops.conv2d.problem import EPILOGUES, GEOMETRY, Conv2dProblem
 from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.export_example import example_support
+from tracea_cli.ops.gemm.families.wgmma import KERNEL_NAME as GEMM_WGMMA_KERNEL
+from tracea_cli.ops.launch import LaunchPlan
 
 HEADER = "tracea_conv2d.h"
 # the kernels' parameter names (families/implicit_gemm.py): the tensors, the transposes' sources, the workspace
 POINTERS = ("X", "filter", "Y", "bias", "residual", "workspace", "X_nchw", "filter_kcrs")
-INTS = ("M", "N", "K", "batch", "in_h", "in_w", "in_c", "out_c", "flt_r", "flt_s", "x_is_nchw", "filter_is_kcrs")
+INTS = ("M", "N", "K", "batch", "in_h", "in_w", "in_c", "out_c", "flt_r", "flt_s", "x_is_nchw", "filter_is_kcrs",
+        "P", "Q", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "x_row", "x_image", "w_taps",
+        "w_row")
+# The wgmma family's names by kernel: the GEMM view (X is A, M x C; the filter B, K x C; Y is C, M x K) and the im2col
+# kernel's (wgmma_im2col.map_sizes: X's W, H, N; the filter W; the channels C; Y's row stride ldc = K)
+WGMMA_SLOT_NAMES = {
+    GEMM_WGMMA_KERNEL: {"A": "X", "B": "filter", "C": "Y", "lda": "in_c", "ldb": "in_c", "ldc": "out_c"},
+    IM2COL_KERNEL: {"W": "filter", "C": "in_c", "ldc": "out_c", "x_w": "in_w", "x_h": "in_h", "x_n": "batch"},
+}
+# a call's requests for a pre-pass: transpose an NCHW input, a KCRS filter (the implicit-GEMM families' first steps)
+REQUESTS = ("x_is_nchw", "filter_is_kcrs")
 _STORAGE = {"fp32": "float", "tf32": "float", "fp16": "uint16_t", "bf16": "uint16_t"}
 
 
@@ -43,6 +63,12 @@ def header_text(slots: str) -> str:
 def fields(problem: Conv2dProblem) -> tuple[int, ...]:
     """The export's geometry and epilogue as tracea_conv2d.h codes them (TRACEA_CONV2D_FIELD_*)."""
     return (*(int(getattr(problem, g)) for g in GEOMETRY), problem.fused.code)
+
+
+def slot_names(plan: LaunchPlan) -> Mapping[str, str]:
+    """The conv2d slots of what `plan` names otherwise (the wgmma family's plans; {} for the others)."""
+    main = plan.main_kernel
+    return WGMMA_SLOT_NAMES.get(main.name, {}) if main is not None else {}
 
 
 def _pair(a: int, b: int) -> str:
@@ -111,4 +137,6 @@ ABI = ExportAbi(
     api=api,
     api_summary=api_summary,
     example=example,
+    slot_names=slot_names,
+    requests=REQUESTS,
 )

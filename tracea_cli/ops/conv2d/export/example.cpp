@@ -148,11 +148,18 @@ int main(int argc, char** argv) {
   const char* names[2] = {"channels_last", "nchw"};
   double errors[2] = {0.0, 0.0};
   size_t nonfinite[2] = {0, 0};
-  bool passed = true;
+  bool passed = true, nchw_served = true;
   std::vector<Storage> out(y_count);
   for (int run = 0; run < 2; ++run) {
     if (!ok(cu->memset_d8_async(d_y, 0xff, y_bytes, stream), "cuMemsetD8Async")) return 2;  // NaN in every format
     const tracea::Status st = run == 0 ? tracea::conv2d(X_cl, W_cl, B, Y, params) : tracea::conv2d(X_nchw, W_kcrs, B, Y, params);
+    if (run == 1 && st == tracea::Status::unsupported_layout) {
+      // the kernels that serve these sizes read channels_last only (the Hopper wgmma family has no transposes):
+      // the call says so instead of launching; nothing to check
+      nchw_served = false;
+      errors[1] = std::nan("");
+      continue;
+    }
     if (!st) {
       const char* call = "";
       const CUresult res = tracea_last_driver_error(&call);
@@ -175,10 +182,10 @@ int main(int argc, char** argv) {
     passed = passed && nonfinite[run] == 0 && errors[run] <= kBound;
   }
   std::printf("{\"ok\": %s, \"dtype\": \"%s\", \"n\": %d, \"h\": %d, \"w\": %d, \"c\": %d, \"k\": %d, \"r\": %d, \"s\": %d, "
-              "\"rel_error_channels_last\": %s, \"rel_error_nchw\": %s, \"bound\": %g, \"nonfinite\": %zu, "
-              "\"checked\": %zu, \"workspace_bytes\": %zu}\n",
+              "\"rel_error_channels_last\": %s, \"rel_error_nchw\": %s, \"nchw_served\": %s, \"bound\": %g, "
+              "\"nonfinite\": %zu, \"checked\": %zu, \"workspace_bytes\": %zu}\n",
               passed ? "true" : "false", kDType, n, h, w, c, k, r, s, json_number(errors[0]).c_str(),
-              json_number(errors[1]).c_str(), kBound,
+              json_number(errors[1]).c_str(), nchw_served ? "true" : "false", kBound,
               nonfinite[0] + nonfinite[1], sample.size(), params.workspace_bytes);
 
   for (CUdeviceptr ptr : {d_x, d_w, d_x_nchw, d_w_kcrs, d_bias, d_residual, d_y, d_workspace}) {

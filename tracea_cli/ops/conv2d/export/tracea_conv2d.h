@@ -10,7 +10,9 @@
  * (N, H, W, C, K, R, S) dispatch between the exported variants. The kernels read X as N x H x W x C (NHWC) and the
  * filter as K x R x S x C (KRSC) and write Y as N x P x Q x K (NPQK). An input given in NCHW and a filter in KCRS
  * (torch's default layouts) are first transposed into the workspace by the call itself: the workspace then holds
- * those copies too (conv2d_workspace_bytes counts them), and the call's time includes them.
+ * those copies too (conv2d_workspace_bytes counts them), and the call's time includes them. The Hopper wgmma
+ * family's kernels (sm_90a) have no transposes: a call in NCHW / KCRS that only they would serve returns
+ * TRACEA_ERROR_UNSUPPORTED_LAYOUT (pass channels_last views).
  */
 #ifndef TRACEA_CONV2D_H_V1
 #define TRACEA_CONV2D_H_V1
@@ -126,6 +128,20 @@ static inline void tracea__conv2d_fill(const tracea_export* e, const tracea_conv
   c->ints[TRACEA_CONV2D_FLT_S] = a->s;
   c->ints[TRACEA_CONV2D_X_IS_NCHW] = a->x_is_nchw ? 1 : 0;
   c->ints[TRACEA_CONV2D_FILTER_IS_KCRS] = a->filter_is_kcrs ? 1 : 0;
+  /* what the TMA im2col kernel reads besides: the output's P x Q, the geometry, X's row and image strides and the
+   * filter's taps and row stride (KRSC seen as C x R S x K), in elements */
+  c->ints[TRACEA_CONV2D_P] = (int)p;
+  c->ints[TRACEA_CONV2D_Q] = (int)q;
+  c->ints[TRACEA_CONV2D_STRIDE_H] = f[TRACEA_CONV2D_FIELD_STRIDE_H];
+  c->ints[TRACEA_CONV2D_STRIDE_W] = f[TRACEA_CONV2D_FIELD_STRIDE_W];
+  c->ints[TRACEA_CONV2D_PAD_H] = f[TRACEA_CONV2D_FIELD_PAD_H];
+  c->ints[TRACEA_CONV2D_PAD_W] = f[TRACEA_CONV2D_FIELD_PAD_W];
+  c->ints[TRACEA_CONV2D_DILATION_H] = f[TRACEA_CONV2D_FIELD_DILATION_H];
+  c->ints[TRACEA_CONV2D_DILATION_W] = f[TRACEA_CONV2D_FIELD_DILATION_W];
+  c->ints[TRACEA_CONV2D_X_ROW] = a->w * a->c;
+  c->ints[TRACEA_CONV2D_X_IMAGE] = a->h * a->w * a->c;
+  c->ints[TRACEA_CONV2D_W_TAPS] = a->r * a->s;
+  c->ints[TRACEA_CONV2D_W_ROW] = a->r * a->s * a->c;
 }
 
 /* Bytes of scratch a call of export `e` with these sizes and layouts needs (0: none; the pointers are not read):

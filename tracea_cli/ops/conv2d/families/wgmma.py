@@ -160,5 +160,17 @@ class WgmmaFamily:
     def suggested(self, problem: Conv2dProblem, target: Target) -> list[dict[str, Value]]:
         return cs.hand_picked(problem, target, limit=3)
 
+    def serves(self, built_for: Conv2dProblem, config: Mapping[str, Value], problem: Conv2dProblem) -> str | None:
+        """A kernel of one form serves problems of that form only (the GEMM kernel 1x1 stride-1 ones, the im2col one
+        the rest), and the im2col kernel its own filter size (WG_CONV_R and WG_CONV_S are compiled in; its maps'
+        corners follow from them and the geometry). Other sizes are run-time arguments."""
+        if cs.is_gemm(built_for) != cs.is_gemm(problem):
+            form = "1x1 stride-1 GEMM" if cs.is_gemm(built_for) else "TMA im2col"
+            return f"the kernel built for {built_for.label} is the {form} form, which {problem.label} does not take"
+        if not cs.is_gemm(built_for) and (problem.r, problem.s) != (built_for.r, built_for.s):
+            return (f"the im2col kernel is built for a {built_for.r}x{built_for.s} filter, not "
+                    f"{problem.r}x{problem.s}")
+        return None
+
 
 WGMMA = WgmmaFamily()
