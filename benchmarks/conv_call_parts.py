@@ -98,6 +98,27 @@ def splitk_rows(sync) -> list[tuple[str, str, str, str, str, str]]:
     return rows
 
 
+def declined_rows(sync, conv, x) -> list[tuple[str, float]]:
+    """The same call with the layer declined (min_flops above its work): what the router adds to torch's own call."""
+    import tracea
+
+    with tracea.patch_conv2d(conv, context=tracea.Context(device="cuda", mode="default"), min_flops=10**18) as patch:
+        conv(x)
+        router = patch.router
+        fast = router.fast.get(conv)
+        if fast is None or fast.launch is not None:
+            raise SystemExit(f"not on the declined fast path: {patch.report()}")
+        original = type(conv).forward
+        params = conv._parameters
+        return [("declined call (module call)", host_us(sync, lambda: conv(x))),
+                ("declined: router.forward", host_us(sync, lambda: router.forward(original, conv, x))),
+                ("declined: nn.Conv2d.forward alone", host_us(sync, lambda: original(conv, x))),
+                ("declined: router.fast.get (WeakKeyDictionary)", host_us(sync, lambda: router.fast.get(conv))),
+                ("declined: fast.same_call", host_us(sync,
+                    lambda: fast.same_call(x, params["weight"], params["bias"]))),
+                ("declined: router.record", host_us(sync, lambda: router.record(fast.label, fast.outcome)))]
+
+
 def main(out: str) -> None:
     import torch
 
@@ -152,6 +173,7 @@ def main(out: str) -> None:
                 rest, params = [plain(v) for v in raw[1:8]], plain(raw[9])
                 rows.append(("cuLaunchKernel through cuda.bindings", host_us(sync,
                     lambda: d.cuLaunchKernel(f, *rest, stream, params, 0))))
+        rows += declined_rows(sync, conv, x)
     torch.cuda.synchronize()
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# Host time of a routed conv2d call, part by part ({stamp}, {torch.cuda.get_device_name()})", "",
