@@ -19,7 +19,9 @@ over the recorded landscapes, benchmarks/search_cv.py, docs/results/search_cv.md
      are far faster than the rest, are found by walking neighbourhoods; smooth ones by the model.
    A share `local` of the model-based proposals is local, interleaved evenly; or (`portfolio="credit"`) each
    proposal's kind is drawn by Thompson sampling from how often each kind has improved the best result in this
-   run. Ties are broken at random.
+   run. Ties are broken at random. Off by default (cross-validation did not prefer them, docs/search.md): a share
+   `random` of the turns after the start taken by a uniformly random candidate (random interleaving), and
+   Thompson sampling (`acquisition="ts"`: the best of one joint posterior draw over the pool) instead of EI.
 6. Batches. `ask(n)` picks n points one after another with the kriging believer: each pick, and every point still
    in flight, joins the model at its predicted value, so the next pick goes elsewhere.
 7. Cost. Hyperparameters are refitted after every 10% more results; between refits the posterior is updated in
