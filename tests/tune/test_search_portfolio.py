@@ -237,9 +237,73 @@ def test_the_credit_portfolio_turns_to_the_kind_of_move_that_improves():
         ({"local": 1.5}, "local must lie in [0.0, 1.0]"),
         ({"encoding": "onehot"}, "encoding must be one of"),
         ({"batch": 0}, "batch must be at least 1"),
+        ({"random": 1.5}, "random must lie in [0.0, 1.0]"),
+        ({"acquisition": "pi"}, "acquisition must be one of"),
+        ({"ts_pool": 1}, "ts_pool must be at least 2"),
     ],
 )
 def test_bad_settings_are_refused_with_one_sentence(kwargs, words):
     with pytest.raises(ValueError) as error:
         BayesSettings(**kwargs)
     assert words in str(error.value) and "\n" not in str(error.value)
+
+
+def test_random_turns_take_the_set_share_after_the_start_and_stop_when_told():
+    landscape = synthetic_landscape(1)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(random=1 / 3, initial=10))
+    turns = [strategy._random_turn() for _ in range(30)]
+    assert not turns[0] and sum(turns) == 10  # every third turn, the first one the model's
+    limited = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(random=0.5, random_until=1.0,
+                                                                              initial=10))
+    turns = [limited._random_turn() for _ in range(30)]
+    assert sum(turns[:10]) == 5 and not any(turns[10:])  # half of the first `initial` turns, none after
+
+
+def test_random_turns_propose_unproposed_candidates_the_model_does_not_choose():
+    landscape = synthetic_landscape(1)
+    settings = BayesSettings(random=0.5, initial=10)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=settings)
+    order = drive(strategy, landscape, 40)
+    assert len(set(order)) == 40
+    # the model's proposals are tagged with their kind; the random ones are not
+    plain = drive(BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(initial=10)), landscape, 40)
+    assert order[:10] == plain[:10] and order != plain  # the same start, then a different search
+    assert order == drive(BayesSearch(landscape.candidates, seed=0, settings=settings), landscape, 40)
+
+
+def test_a_thompson_draw_has_the_posterior_mean_and_covariance():
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+    from tracea_cli.tune.strategies.gp import Posterior
+
+    rng = np.random.default_rng(1)
+    X = rng.random((60, 3))
+    y = rng.standard_normal(12)
+    kernel = ConstantKernel(1.3) * Matern(length_scale=[0.4, 0.7, 1.0], nu=1.5) + WhiteKernel(0.05)
+    train = [int(i) for i in rng.choice(60, 12, replace=False)]
+    gp = Posterior(kernel, X)
+    gp.add(train)
+    at = np.array([i for i in range(60) if i not in train][:5])
+    draws = np.array([gp.sample(at, y, rng) for _ in range(20000)])
+    reference = GaussianProcessRegressor(kernel=kernel, optimizer=None, alpha=1e-8).fit(X[train], y)
+    mu, cov = reference.predict(X[at], return_cov=True)
+    cov -= 0.05 * np.eye(len(at))  # the signal's, without the noise
+    np.testing.assert_allclose(draws.mean(axis=0), mu, atol=0.03)
+    np.testing.assert_allclose(np.cov(draws.T), cov, atol=0.03)
+
+
+@pytest.mark.parametrize("acquisition", ["ts", "ts-global"])
+def test_thompson_sampling_finds_small_optima_and_is_seeded(acquisition):
+    scores = []
+    for seed in range(4):
+        landscape = synthetic_landscape(seed, small=True)
+        budget = max(20, len(landscape) // 4)
+        settings = BayesSettings(acquisition=acquisition, ts_pool=50)
+        order = drive(BayesSearch(landscape.candidates, seed=seed, settings=settings), landscape, budget)
+        assert len(set(order)) == len(order)
+        scores.append(fraction(landscape, order))
+        if seed == 0:
+            again = drive(BayesSearch(landscape.candidates, seed=seed, settings=settings), landscape, budget)
+            assert order == again
+    assert np.mean(scores) >= 0.9 and min(scores) >= 0.75, scores

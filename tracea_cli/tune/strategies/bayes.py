@@ -19,7 +19,9 @@ over the recorded landscapes, benchmarks/search_cv.py, docs/results/search_cv.md
      are far faster than the rest, are found by walking neighbourhoods; smooth ones by the model.
    A share `local` of the model-based proposals is local, interleaved evenly; or (`portfolio="credit"`) each
    proposal's kind is drawn by Thompson sampling from how often each kind has improved the best result in this
-   run. Ties are broken at random.
+   run. Ties are broken at random. Off by default (cross-validation did not prefer them, docs/search.md): a share
+   `random` of the turns after the start taken by a uniformly random candidate (random interleaving), and
+   Thompson sampling (`acquisition="ts"`: the best of one joint posterior draw over the pool) instead of EI.
 6. Batches. `ask(n)` picks n points one after another with the kriging believer: each pick, and every point still
    in flight, joins the model at its predicted value, so the next pick goes elsewhere.
 7. Cost. Hyperparameters are refitted after every 10% more results; between refits the posterior is updated in
@@ -60,7 +62,9 @@ class BayesSettings:
     main_effects: bool = False  # add to the kernel a fitted multiple of how many parameter values two share
     fit_max: int | None = 100  # hyperparameters are fitted on at most this many results (a random subset): cost
     failure: float = 0.0  # a failure enters the model at the worst log(time) seen plus this (log 1.5 = 0.405)
-    acquisition: str = "ei"  # "ei" (expected improvement) or "lcb" (lower confidence bound)
+    acquisition: str = "ei"  # "ei" (expected improvement), "lcb" (lower confidence bound) or "ts" (Thompson
+    # sampling: the best of one joint draw from the posterior over the pool, or over `ts_pool` of it drawn at random)
+    ts_pool: int = 1000  # Thompson sampling draws jointly over at most this many candidates (a Cholesky factor)
     exploration: float = 0.01  # EI's required improvement in log(time), or LCB's kappa
     local: float = 0.5  # share of the model's proposals taken from the best results' neighbourhoods
     local_moves: str = "any"  # "adjacent": one parameter one value up or down first, then any value; "any"
@@ -75,6 +79,10 @@ class BayesSettings:
     # (Beta(1 + improvements, 1 + others) per kind), so the run itself decides where the model does well
     clip: float = 0.25  # < 1: log(time) above this quantile of the successes enters the model at the quantile, so
     # that the model spends its variance on the fast region rather than on how slow the slow tail is
+    random: float = 0.0  # share of the model's turns given to a uniformly random unproposed candidate instead
+    # (random interleaving, as SMAC does): the search keeps random search's floor where the model misleads it
+    random_until: float = 0.0  # > 0: the random share applies to the first `random_until` x (the start's size)
+    # proposals after the start only, then stops (0: for the whole search)
     batch: int = 1  # proposals made from one state of the model (the later ones wait in a queue for `ask`)
     pool: int = 0  # > 0: the global move scores this many random unproposed candidates (plus the incumbents'
     # neighbours) instead of all of them: a cheap pre-screen that keeps the search from fixing on the model's errors
@@ -86,12 +94,13 @@ class BayesSettings:
     refit_steps: int = 15  # L-BFGS steps of a warm-started refit
 
     def __post_init__(self) -> None:
-        choices = {"encoding": encoding.ENCODINGS, "design": ("lhs", "random"), "acquisition": ("ei", "lcb"),
-                   "local_moves": ("adjacent", "any"), "portfolio": ("fixed", "credit"), "nu": (0.5, 1.5, 2.5)}
+        choices = {"encoding": encoding.ENCODINGS, "design": ("lhs", "random"),
+                   "acquisition": ("ei", "lcb", "ts", "ts-global"), "local_moves": ("adjacent", "any"),
+                   "portfolio": ("fixed", "credit"), "nu": (0.5, 1.5, 2.5)}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"BayesSettings.{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        for name, low, high in (("local", 0.0, 1.0), ("clip", 0.0, 1.0)):
+        for name, low, high in (("local", 0.0, 1.0), ("clip", 0.0, 1.0), ("random", 0.0, 1.0)):
             if not low <= getattr(self, name) <= high or (name == "clip" and self.clip == 0.0):
                 raise ValueError(f"BayesSettings.{name} must lie in {'(' if name == 'clip' else '['}{low}, {high}], "
                                  f"got {getattr(self, name)!r}")
@@ -102,6 +111,8 @@ class BayesSettings:
         for name in ("radius", "local_from"):
             if getattr(self, name) < 1:
                 raise ValueError(f"BayesSettings.{name} must be at least 1, got {getattr(self, name)}")
+        if self.ts_pool < 2:
+            raise ValueError(f"BayesSettings.ts_pool must be at least 2, got {self.ts_pool}")
 
 
 def encode(params: tuple[Param, ...], configs, style: str = "rank") -> np.ndarray:
@@ -158,6 +169,7 @@ class BayesSearch(Bookkeeping):
         self._fitted_at = 0  # number of results the hyperparameters were fitted on
         self._queue: list[int] = []  # proposed by the model, not asked for yet (see `batch`)
         self._model_steps = 0  # proposals made by the model, for interleaving local and global moves
+        self._turns = 0  # turns after the start (model or random), for interleaving random proposals (`random`)
         self._kind: dict[int, str] = {}  # a model proposal -> "local" or "global", until told
         self._credit = {"local": [0, 0], "global": [0, 0]}  # kind -> [improved the best, did not] ("credit")
         self._successes = 0
@@ -194,7 +206,7 @@ class BayesSearch(Bookkeeping):
                     for _ in range(max(1, self.settings.batch, n - len(chosen))):
                         if len(self.proposed) + len(self._queue) >= self.size:
                             break
-                        self._queue.append(self._propose_by_model())
+                        self._queue.append(self._propose_random() if self._random_turn() else self._propose_by_model())
                 else:
                     self._queue.append(self._propose_spread())
             index = self._queue.pop(0)
@@ -241,6 +253,18 @@ class BayesSearch(Bookkeeping):
                 best, best_gap = design, gap
         return best
 
+    def _random_turn(self) -> bool:
+        """Whether this turn after the start goes to a random candidate: a share `random` of the turns, spread
+        evenly (the first turn is the model's), during the first `random_until` x (the start's size) turns."""
+        share, t = self.settings.random, self._turns
+        self._turns += 1
+        if share <= 0 or (self.settings.random_until > 0 and t >= self.settings.random_until * self._initial):
+            return False
+        return math.floor((t + 1) * share) > math.floor(t * share) and t > 0
+
+    def _propose_random(self) -> int:
+        return int(self._rng.choice(self._unproposed()))
+
     def _propose_by_model(self) -> int:
         observed = list(self.costs)
         y = self._targets(observed)
@@ -249,6 +273,16 @@ class BayesSearch(Bookkeeping):
         local = self._local_pool() if self._local_turn() else None
         pool = local if local is not None and len(local) else self._pool()
         kind = "local" if local is not None and len(local) else "global"
+        if self.settings.acquisition == "ts" or (self.settings.acquisition == "ts-global" and kind == "global"):
+            if len(pool) > self.settings.ts_pool:
+                pool = self._rng.choice(pool, self.settings.ts_pool, replace=False)
+            mark = self._gp.mark()
+            self._gp.add(self.pending + self._queue)
+            draw = self._gp.sample(pool, (y - mean) / scale, self._rng)
+            self._gp.restore(mark)
+            index = int(pool[int(np.argmin(draw))])
+            self._kind[index] = kind
+            return index
         mu, _ = self._gp.predict(pool, (y - mean) / scale)
         mu = mu * scale + mean
         # Points in flight join the data at the model's belief (kriging believer): the mean stays as it is, the

@@ -226,6 +226,23 @@ class Posterior:
         prior = self._signal if self._overlap is None else self._signal * (1.0 + self._weight)
         return mean, np.sqrt(np.maximum(prior - explained, 1e-12))
 
+    def sample(self, indices: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One joint draw of the signal at candidate `indices` from the posterior (standardised units; every datum
+        counted, the first len(y) with their targets, believed points at the mean): Thompson sampling."""
+        from scipy.linalg import cholesky
+
+        indices = np.asarray(indices)
+        total = len(self.train)
+        V = forward(self._L[:total, :total], self._k(self.train, indices))
+        mean = V[: len(y)].T @ forward(self._L[: len(y), : len(y)], y)
+        cov = self._k(indices, indices) - V.T @ V
+        cov[np.diag_indices(len(indices))] += 1e-6 * self._signal
+        try:
+            root = cholesky(cov, lower=True, check_finite=False)
+        except np.linalg.LinAlgError:  # numerically indefinite: independent draws at the marginal deviations
+            return mean + np.sqrt(np.maximum(np.diag(cov), 0.0)) * rng.standard_normal(len(indices))
+        return mean + root @ rng.standard_normal(len(indices))
+
     def _k(self, a, b) -> np.ndarray:
         """The signal kernel between candidates `a` and `b` (indices, or a slice): constant x Matern (x plus the
         weighted overlap of their value indicators)."""
