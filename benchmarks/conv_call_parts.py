@@ -114,8 +114,7 @@ def declined_rows(sync, conv, x) -> list[tuple[str, float]]:
                 ("declined: router.forward", host_us(sync, lambda: router.forward(original, conv, x))),
                 ("declined: nn.Conv2d.forward alone", host_us(sync, lambda: original(conv, x))),
                 ("declined: router.fast.get (WeakKeyDictionary)", host_us(sync, lambda: router.fast.get(conv))),
-                ("declined: fast.same_call", host_us(sync,
-                    lambda: fast.same_call(x, params["weight"], params["bias"]))),
+                ("declined: fast.declined_again", host_us(sync, lambda: fast.declined_again(x, params))),
                 ("declined: router.record", host_us(sync, lambda: router.record(fast.label, fast.outcome)))]
 
 

@@ -107,8 +107,9 @@ def _rel(a, b) -> float:
 @pytest.mark.gpu
 def test_a_declined_layer_shape_goes_straight_to_torch_after_its_first_call():
     """A shape the patch declines (here: under min_flops) is decided once per module and geometry; the calls after
-    go to torch's forward without deciding again, the report counts them all, and a new weight version or another
-    input size decides again."""
+    go to torch's forward without deciding again (an in-place change of the weight's values does not decide again:
+    the decision never depends on them, and torch's forward reads them), the report counts them all, and a new
+    weight object or another input size decides again."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device for torch")
     conv = nn.Conv2d(16, 16, 3, padding=1).cuda().half().to(memory_format=torch.channels_last)
@@ -119,14 +120,17 @@ def test_a_declined_layer_shape_goes_straight_to_torch_after_its_first_call():
             outs = [conv(x) for _ in range(3)]
             fast = patch.router.fast[conv]
             assert fast.launch is None and "min_flops" in fast.outcome
-            conv.weight.mul_(1.0)  # a new weight version: decided again, declined again
+            conv.weight.mul_(1.0)  # new values in the same Parameter: still declined without deciding again
+            outs.append(conv(x))
+            assert patch.router.fast[conv] is fast
+            conv.weight = nn.Parameter(conv.weight.detach().clone())  # a new weight object: decided again
             outs.append(conv(x))
             assert patch.router.fast[conv] is not fast
             bigger = torch.rand(1, 16, 9, 9, device="cuda", dtype=torch.half)
             assert torch.equal(conv(bigger), torch.nn.functional.conv2d(bigger, conv.weight, conv.bias, padding=1))
             report = patch.report()
     assert all(torch.equal(o, ref) for o in outs)
-    assert [(r.routed, r.calls) for r in report if "8, 8" in r.shape] == [(False, 4)], report
+    assert [(r.routed, r.calls) for r in report if "8, 8" in r.shape] == [(False, 5)], report
     assert all("min_flops" in r.reason for r in report)
 
 

@@ -71,8 +71,10 @@ class _Layer:
 class _Fast:
     """A layer's call as it last went. Routed (inference, channels_last input): while the next call brings the same
     module, input geometry, weight version, bias and stream, it skips every decision and only moves the launch to
-    the new pointers. Declined for its layer shape (`launch` None: e.g. the baseline was faster): while the geometry,
-    weight version and bias are the same, the next call goes straight to torch's forward."""
+    the new pointers. Declined for its layer shape (`launch` None: e.g. the baseline was faster): while the input's
+    shape and dtype and the weight and bias objects are the same (what the decision was made from: it never depends
+    on the weight's values, strides or addresses), the next call goes straight to torch's forward, checked in as few
+    steps as it can be (this path runs for every declined layer of every forward pass)."""
 
     shape: tuple[int, ...]
     stride: tuple[int, ...]
@@ -89,6 +91,16 @@ class _Fast:
     launch: Any  # run.Kernel.pointer_launch's launch: (X, W, Y[, bias]) addresses; None for a declined shape
     label: str
     outcome: str
+    weight: Any = None  # a declined entry: the weight Parameter the decision was made with
+    key: tuple[str, str] = ("", "")  # (label, outcome): the report's count of this entry's calls
+
+    def __post_init__(self) -> None:
+        self.key = (self.label, self.outcome)
+
+    def declined_again(self, x: Any, params: dict[str, Any]) -> bool:
+        """Whether a call of a declined entry's module is declined the same way (see the class)."""
+        return (x.shape == self.shape and x.dtype is self.dtype and params["weight"] is self.weight
+                and params["bias"] is self.bias)
 
     def same_call(self, x: Any, weight: Any, bias: Any) -> bool:
         """Whether this call brings what the entry was made for (input geometry, weight version, bias)."""
@@ -112,6 +124,7 @@ class _Router:
         self.calls: Counter = Counter()
         self.copies: Counter = Counter()
         self.lock = threading.RLock()
+        self.count_lock = threading.Lock()  # the counts alone (the per-call paths take no other lock)
 
     # ---- deciding ----------------------------------------------------------------------------------------------
 
@@ -187,7 +200,7 @@ class _Router:
         return _Layer(problem, Kernel(backend, problem, choice.config, ctx.target), choice.source, alignment)
 
     def record(self, key: str, outcome: str) -> None:
-        with self.lock:
+        with self.count_lock:
             self.calls[(key, outcome)] += 1
 
     # ---- running -----------------------------------------------------------------------------------------------
@@ -196,9 +209,10 @@ class _Router:
         fast = self.fast.get(module)
         if fast is not None:
             if fast.launch is None:
-                params = module._parameters  # one dict instead of nn.Module.__getattr__ per name: this path is per call
-                if fast.same_call(x, params["weight"], params["bias"]):
-                    self.record(fast.label, fast.outcome)
+                # one dict instead of nn.Module.__getattr__ per name, the count inline: this path is per call
+                if fast.declined_again(x, module._parameters):
+                    with self.count_lock:
+                        self.calls[fast.key] += 1
                     return original(module, x)
             else:
                 out = self._fast_call(fast, module, x)
@@ -230,7 +244,7 @@ class _Router:
         with self.lock:
             self.fast[module] = _Fast(tuple(x.shape), x.stride(), x.dtype, x.get_device(),
                                       (weight.data_ptr(), weight._version), module.bias, -1, None, 0, 1, (), (),
-                                      None, shape, why)
+                                      None, shape, why, weight=weight)
 
     def run(self, module: Any, layer: _Layer, x: Any, shape: str, remember: bool = False) -> Any:
         """The routed call; with `remember`, an inference call on channels_last input also sets up the module's fast
@@ -282,11 +296,12 @@ class _Router:
             fast.launch((x_ptr, fast.krsc_ptr, out.data_ptr()))
         else:
             fast.launch((x_ptr, fast.krsc_ptr, out.data_ptr(), bias.data_ptr()))
-        self.record(fast.label, fast.outcome)
+        with self.count_lock:
+            self.calls[fast.key] += 1
         return out
 
     def report(self) -> list[RouteRecord]:
-        with self.lock:
+        with self.lock, self.count_lock:
             by_shape: dict[tuple[str, bool, str], int] = {}
             for (shape, outcome), calls in self.calls.items():
                 routed = outcome.startswith("routed:")
