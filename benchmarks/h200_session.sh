@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that checks and measures what the issues ask of the H200, writing everything under $OUT.
 # Usage on the device machine, from the repository root, after installing the carried wheels (../shared/device/README.md):
-#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | all
+#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | ragged | ragged-tune | all
 # (ray needs Ray unpacked on the path: ../shared/device/prep-ray.sh says how)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -170,4 +170,15 @@ if [[ $part == conv2d-tune ]]; then
     --dtype fp16 --budget 40 --json > "$OUT/tune_conv2d.json" 2>> "$OUT/tune_conv2d.txt"
   tail -1 "$OUT/tune_conv2d.txt"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('winner', d['winner']['median_ms'], 'baseline', d['baseline'], 'evals', d['evaluations'], 'stopped', d['stopped_because'])" "$OUT/tune_conv2d.json"
+fi
+if [[ $part == ragged ]]; then
+  say "wgmma ragged shapes: GPU tests (family and export), then the shapes against cuBLAS"
+  timeout 240 python3 -m pytest -q -p no:cacheprovider tests/engine_hopper/test_hopper_gpu.py \
+    "tests/export/test_export_staged.py::test_the_exported_staged_gemm_matches_the_reference_on_an_h200" 2>&1 \
+    | tee "$OUT/ragged_tests.log" | tail -6
+  timeout 330 python3 benchmarks/gemm_ragged_h200.py --out "$OUT/gemm_ragged.md" --json "$OUT/gemm_ragged.json" 2>"$OUT/gemm_ragged.log"
+fi
+if [[ $part == ragged-tune ]]; then
+  say "tune a ragged 4k-class shape as a user types it (fp16, default budget)"
+  tune_case tune_ragged_fp16 --m 4095 --n 4097 --k 4091 --dtype fp16
 fi

@@ -4,7 +4,7 @@
 // fact 128-byte) boundary as TMA requires; the source may have any leading dimension and any element alignment.
 //
 //   WG_STAGE_A  1: gemm_stage_a copies A (M x K) into scratch.
-//   WG_STAGE_B  0: none; 1: gemm_stage_b copies B (N x K, layout nt) into scratch;
+//   WG_STAGE_B  0: none; 1: gemm_stage_b copies B into scratch in its own layout (N x K in nt, K x N in nn);
 //               2: gemm_stage_b transposes B (K x N, layout nn) into scratch as N x K (the kernel then reads it K-major).
 //
 // Entry parameters, in the destination's terms: (const T* src, T* dst, int rows, int cols, int ld_src, int ld_dst);

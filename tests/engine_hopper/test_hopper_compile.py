@@ -49,9 +49,19 @@ CASES = {
     "fp16-nn-staged-k777": (GemmProblem(1000, 3000, 777, "fp16", "nn"),
                             {"stages": 3, "cluster_m": 1, "store": "tma", "group_m": 4}),
     "bf16-nt-staged-k777-silu": (GemmProblem(1000, 3000, 777, "bf16", "nt", "bias_silu"), {"group_m": 4}),
+    # ragged N (C's rows not 16-byte strided: no map over C, element-wise epilogue), with B staged in nn
+    "fp16-nn-ragged-4k": (GemmProblem(4095, 4097, 4091, "fp16", "nn"), {"cluster_m": 1}),
+    "bf16-nt-ragged-residual": (GemmProblem(3001, 5003, 2999, "bf16", "nt", "bias_residual"),
+                                {"tile_n": 128, "schedule": "pingpong", "group_m": 4}),
+    "tf32-nt-ragged-n-relu": (GemmProblem(1000, 3001, 776, "tf32", "nt", "bias_relu"),
+                              {"tile_n": 128, "stages": 3, "group_m": 4}),
+    "fp16-nn-n4100-gelu": (GemmProblem(2048, 4100, 2048, "fp16", "nn", "bias_gelu"), {"cluster_m": 1}),
 }
 STAGED = {"tf32-nn-staged-transpose": ["gemm_stage_b"], "fp16-nn-staged-k777": ["gemm_stage_a"],
-          "bf16-nt-staged-k777-silu": ["gemm_stage_a", "gemm_stage_b"]}
+          "bf16-nt-staged-k777-silu": ["gemm_stage_a", "gemm_stage_b"],
+          "fp16-nn-ragged-4k": ["gemm_stage_a", "gemm_stage_b"], "bf16-nt-ragged-residual": ["gemm_stage_a", "gemm_stage_b"],
+          "fp16-nn-n4100-gelu": ["gemm_stage_b"]}
+RAGGED_N = {"fp16-nn-ragged-4k", "bf16-nt-ragged-residual", "tf32-nt-ragged-n-relu", "fp16-nn-n4100-gelu"}
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +111,14 @@ def test_launch_description_matches_the_configuration(artifacts, name):
     assert (plan.tile_m, plan.tile_n, plan.cluster_m, plan.persistent) == (
         config["tile_m"], config["tile_n"], config["cluster_m"], config["persistent"])
     maps = plan.tensor_maps
-    assert plan.params[:3] == ("map_a", "map_b", "map_c")
     assert maps["map_a"].box == (hs.tile_k(problem.dtype), config["tile_m"])
-    rows = config["tile_m"] if config["schedule"] == "pingpong" else config["tile_m"] // config["consumers"]
-    assert maps["map_c"].box[1] == rows
+    if name in RAGGED_N:  # the kernel takes no map over C, and its source says so
+        assert plan.params[:3] == ("map_a", "map_b", "C") and "map_c" not in maps
+        assert "#define WG_RAGGED_N 1" in artifacts[name].source
+    else:
+        assert plan.params[:3] == ("map_a", "map_b", "map_c") and "WG_RAGGED_N 1" not in artifacts[name].source
+        rows = config["tile_m"] if config["schedule"] == "pingpong" else config["tile_m"] // config["consumers"]
+        assert maps["map_c"].box[1] == rows
     for spec in maps.values():
         assert spec.box[0] * spec.elem_bytes == 128  # every box is one 128-byte swizzle row wide
         assert max(spec.box) <= 256
@@ -126,28 +140,29 @@ def test_staged_problems_carry_their_stage_entries_steps_and_scratch(artifacts, 
     steps = art.plan.steps
     assert [s.name for s in steps] == [*stages, "gemm_wgmma"]  # the staging runs first, in the timed sequence
     e = hs.elem_bytes(problem.dtype)
+    transposed = problem.dtype == "tf32" and problem.layout == "nn"
+    b_rows, b_cols = ("K", "N") if problem.layout == "nn" and not transposed else ("N", "K")  # B as staged
     for step in steps[:-1]:
         assert step.block == (256, 1, 1) and step.dynamic_smem_bytes == 0 and step.cluster is None
         operand = step.name[-1].upper()
-        assert step.params == (operand, f"{operand}_staged", "M" if operand == "A" else "N", "K",
-                               f"ld{operand.lower()}", f"ld{operand.lower()}_staged")
+        rows, cols = ("M", "K") if operand == "A" else (b_rows, b_cols)
+        assert step.params == (operand, f"{operand}_staged", rows, cols, f"ld{operand.lower()}",
+                               f"ld{operand.lower()}_staged")
         assert art.plan.step_params(step) == step.params
+        expected_grid = ("n/64", "k/64", 1) if transposed else (f"{rows.lower()}/8", f"{cols.lower()}/{512 // e}", 1)
+        assert step.grid == expected_grid
     assert steps[-1].params is None and art.plan.step_params(steps[-1]) == art.plan.params
-    transposed = problem.dtype == "tf32" and problem.layout == "nn"
-    if transposed:
-        assert steps[0].grid == ("n/64", "k/64", 1)
-    else:
-        assert steps[0].grid == ("m/8", f"k/{512 // e}", 1)
     scratch = art.plan.scratch
     assert [b.name for b in scratch] == [f"{s[-1].upper()}_staged" for s in stages]
-    assert all(b.cols == "K" and b.ld_multiple * e == 128 and b.align_bytes == 256 for b in scratch)
+    assert all(b.ld_multiple * e == 128 and b.align_bytes == 256 for b in scratch)
+    assert [(b.rows, b.cols) for b in scratch] == [("M", "K") if b.source == "A" else (b_rows, b_cols) for b in scratch]
     assert [b.transposed for b in scratch] == [transposed and b.source == "B" for b in scratch]
     maps = art.plan.tensor_maps
     assert (maps["map_a"].tensor, maps["map_a"].row_stride) == (
         ("A_staged", "lda_staged") if "gemm_stage_a" in stages else ("A", "lda"))
-    if "gemm_stage_b" in stages:
+    if "gemm_stage_b" in stages:  # read K-major where B is N x K, N-major where it stays K x N
         assert (maps["map_b"].tensor, maps["map_b"].row_stride, maps["map_b"].dims) == (
-            "B_staged", "ldb_staged", ("K", "N"))
+            "B_staged", "ldb_staged", (b_cols, b_rows) if b_rows == "K" else ("K", "N"))
     assert "#define WG_B_KMAJOR 1" in art.source if transposed else True
     # the staging entries are part of the source, and of the cache key: it differs from an unstaged problem's
     unstaged = GemmProblem(512, 512, 512, problem.dtype, "nt")
@@ -203,8 +218,15 @@ def test_rejected_configurations_never_reach_nvrtc(config, words, monkeypatch):
 
 
 def test_problems_outside_the_family_fail_to_compile_with_the_reason():
-    with pytest.raises(CompileFailed, match="multiple of 8"):
-        BACKEND.compile(GemmProblem(256, 260, 256, "fp16", "nn"), BASE, H200)
+    with pytest.raises(CompileFailed, match="no fp64 kernels"):
+        BACKEND.compile(GemmProblem(256, 256, 256, "fp64", "nn"), BASE, H200)
+
+
+def test_a_ragged_n_configuration_with_a_tma_store_is_refused_before_compiling(monkeypatch):
+    monkeypatch.setattr(cuda, "compile_program", lambda *a, **kw: pytest.fail("NVRTC was asked"))
+    with pytest.raises(CompileFailed, match="store=tma needs C's rows to be a multiple of 16 bytes"):
+        BACKEND.compile(GemmProblem(4096, 4097, 4096, "fp16", "nt"),
+                        {**BASE, "tile_n": 128, "stages": 3, "cluster_m": 1, "store": "tma"}, H200)
 
 
 def test_the_family_refuses_a_problem_outside_it_with_the_reason():

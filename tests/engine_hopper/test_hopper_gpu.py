@@ -62,6 +62,29 @@ STAGED_CASES = [
 ]
 
 
+# Ragged N (C's rows not 16-byte strided: no map over C, elements stored one by one, bias and residual read likewise;
+# B staged with a padded N in nn): every epilogue, both layouts, pingpong, clusters, N odd and N even.
+RAGGED_N_CASES = [
+    (GemmProblem(4095, 4097, 4091, "fp16", "nn"), cfg(128, 256, 3, group=8)),
+    (GemmProblem(3001, 5003, 2999, "bf16", "nt", "bias_residual"), cfg(128, 128, 4, schedule="pingpong", group=4)),
+    (GemmProblem(517, 1001, 259, "bf16", "nn", "bias_silu"), cfg(128, 128, 4, cluster=2, group=4)),
+    (GemmProblem(200, 131, 64, "fp16", "nt", "bias_relu"), cfg(64, 64, 2, consumers=1, persistent=0)),
+    (GemmProblem(300, 4100, 512, "fp16", "nn", "bias_gelu"), cfg(128, 256, 4, group=4)),
+    (GemmProblem(333, 1001, 520, "tf32", "nt", "bias_residual"), cfg(128, 128, 4, group=4)),
+    (GemmProblem(333, 1003, 521, "tf32", "nn", "bias"), cfg(128, 128, 3, group=4)),
+    (GemmProblem(1, 4097, 4091, "bf16", "nn"), cfg(64, 128, 4, consumers=1)),
+]
+
+
+@pytest.mark.parametrize("problem,config", RAGGED_N_CASES, ids=[p.label for p, _ in RAGGED_N_CASES])
+def test_ragged_n_problems_match_the_float64_reference(problem, config):
+    artifact = BACKEND.compile(problem, config, H200)
+    assert "map_c" not in artifact.plan.tensor_maps
+    evaluation = BACKEND.evaluate(artifact, problem, H200, policy=ONE_SAMPLE, seed=7)
+    assert evaluation.status is Status.OK, evaluation.reason
+    assert evaluation.rel_error <= get_dtype(problem.dtype).bound
+
+
 @pytest.mark.parametrize("problem,config", CASES, ids=[p.label for p, _ in CASES])
 def test_results_match_the_float64_reference(problem, config):
     artifact = BACKEND.compile(problem, config, H200)

@@ -63,16 +63,45 @@ def test_unaligned_k_qualifies_behind_staging(m, n, k, dtype, layout, staged):
     assert hs.staging(p) == staged
 
 
-@pytest.mark.parametrize("m,n,k,dtype,layout", [
-    (4096, 4100, 4096, "fp16", "nn"),  # C (and B in nn) have N elements per row: not staged
-    (4096, 4100, 4096, "fp16", "nt"),
-    (4096, 4098, 4096, "tf32", "nt"),
-    (4096, 4098, 4096, "tf32", "nn"),
+@pytest.mark.parametrize("m,n,k,dtype,layout,staged", [
+    (4096, 4100, 4096, "fp16", "nn", hs.Staging(b="pad")),  # nn: B (K x N) has N elements per row: staged
+    (4096, 4100, 4096, "fp16", "nt", hs.Staging()),  # nt: B is N x K, read in place; only C is ragged
+    (4095, 4097, 4091, "bf16", "nn", hs.Staging(pad_a=True, b="pad")),
+    (3001, 5003, 2999, "fp16", "nt", hs.Staging(pad_a=True, b="pad")),
+    (4096, 4098, 4096, "tf32", "nt", hs.Staging()),
+    (4096, 4098, 4096, "tf32", "nn", hs.Staging(b="transpose")),  # the transpose serves any N
 ])
-def test_unaligned_n_stays_with_the_predicated_families(m, n, k, dtype, layout):
+def test_unaligned_n_qualifies_with_c_stored_from_registers(m, n, k, dtype, layout, staged):
+    """Any N: B is staged where its rows have N elements; C has no tensor map, so store=tma is refused with a
+    sentence and the default configuration stores from registers."""
     p = problem(m, n, k, dtype, layout)
-    assert hs.hopper_space(p, H200) is None
-    assert "N to be a multiple of" in hs.qualifies(p, H200) and "16-byte row strides" in hs.qualifies(p, H200)
+    space = hs.hopper_space(p, H200)
+    assert hs.qualifies(p, H200) is None and space is not None and hs.ragged_n(p)
+    assert hs.staging(p) == staged
+    cfg = {**GOOD, "tile_n": 128, "stages": 3, "cluster_m": 1}
+    why = space.why_invalid({**cfg, "store": "tma"})
+    assert why is not None and "store=tma" in why and f"N={n}" in why
+    assert space.why_invalid(cfg) is None
+    assert hs.default_config(p, H200)["store"] == "direct"
+    plan = WGMMA.launch(p, hs.default_config(p, H200))
+    assert "map_c" not in plan.tensor_maps and "map_c" not in plan.params  # the kernel takes no map over C
+
+
+def test_aligned_n_keeps_its_tensor_map_over_c():
+    p = problem(4096, 4104, 4096, "fp16", "nn")
+    assert not hs.ragged_n(p) and hs.staging(p) == hs.Staging()
+    plan = WGMMA.launch(p, hs.default_config(p, H200))
+    assert "map_c" in plan.tensor_maps and "map_c" in plan.params
+
+
+def test_a_kernel_built_for_aligned_n_does_not_serve_a_ragged_one():
+    cfg = {**GOOD, "cluster_m": 1}
+    aligned, ragged = problem(4096, 4096, 4096, "fp16", "nt"), problem(4096, 4097, 4096, "fp16", "nt")
+    assert "rules out" in WGMMA.serves(aligned, cfg, ragged)
+    assert WGMMA.serves(ragged, cfg, aligned) is None  # element-wise stores are right for any N
+    nn_aligned, nn_ragged = problem(4096, 4096, 4096, "fp16", "nn"), problem(4096, 4097, 4096, "fp16", "nn")
+    assert "staging" in WGMMA.serves(nn_aligned, cfg, nn_ragged)
+    assert WGMMA.serves(nn_ragged, cfg, nn_aligned) is None
 
 
 def test_a_staging_covers_the_problems_it_can_compute():

@@ -274,14 +274,17 @@ static long long map_id(void* param) {
   return map->opaque[0] == FAKE_MAP_MAGIC ? (long long)map->opaque[1] : -1;
 }
 
-/* The Hopper family's parameters: (map_a, map_b, map_c, C, bias, residual, M, N, K, ldc), docs/kernel-abi.md. */
+/* The Hopper family's parameters: (map_a, map_b, map_c, C, bias, residual, M, N, K, ldc), docs/kernel-abi.md; a
+ * ragged-N variant takes no map_c (its third parameter is C, a pointer, which map_id reads as no map: logged -1). */
 static void log_launch_tma(struct fake_function* fn, const CUlaunchConfig* c, const char* cluster, void** params) {
+  const long long c_map = map_id(params[2]);
+  void** rest = params + (c_map >= 0 ? 3 : 2);
   LOG("launch module=%d name=%s api=ex grid=%u,%u,%u block=%u,%u,%u smem=%u cluster=%s map_a=%lld map_b=%lld "
       "map_c=%lld c=%llu bias=%llu residual=%llu m=%d n=%d k=%d ldc=%d",
       fn->module, fn->name, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
-      c->sharedMemBytes, cluster, map_id(params[0]), map_id(params[1]), map_id(params[2]),
-      *(unsigned long long*)params[3], *(unsigned long long*)params[4], *(unsigned long long*)params[5],
-      *(int*)params[6], *(int*)params[7], *(int*)params[8], *(int*)params[9]);
+      c->sharedMemBytes, cluster, map_id(params[0]), map_id(params[1]), c_map,
+      *(unsigned long long*)rest[0], *(unsigned long long*)rest[1], *(unsigned long long*)rest[2],
+      *(int*)rest[3], *(int*)rest[4], *(int*)rest[5], *(int*)rest[6]);
 }
 
 /* Kernels whose first three parameters are tensor maps, then pointers, then ints: fa3 attention (q, k, v, out, lse;

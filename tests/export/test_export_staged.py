@@ -1,5 +1,6 @@
 """`tracea export` of wgmma configurations behind the staging pre-pass (docs/kernel-abi.md, "Staging"): K not a
-multiple of 16 bytes (A, and B in nt, copied with a padded leading dimension) and tf32 nn (B transposed). The C
+multiple of 16 bytes (A, and B in nt, copied with a padded leading dimension), N not a multiple of 16 bytes (B in nn
+copied likewise; C has no tensor map) and tf32 nn (B transposed). The C
 header places the scratch in the caller's workspace, launches the staging kernels first with their grids and
 arguments, and encodes the tensor maps over the copies; checked against the fake driver without a GPU. GPU tests
 (marked) run the example on an H200."""
@@ -42,7 +43,14 @@ CASES = {
     "fp16-nn-k777": ("fp16", "nn", (1000, 3000, 777), ["gemm_stage_a"]),
     "bf16-nt-k777": ("bf16", "nt", (1000, 3000, 777), ["gemm_stage_a", "gemm_stage_b"]),
     "tf32-nn": ("tf32", "nn", (4096, 4096, 4096), ["gemm_stage_b"]),
+    "fp16-nn-ragged": ("fp16", "nn", (4095, 4097, 4091), ["gemm_stage_a", "gemm_stage_b"]),
+    "bf16-nt-ragged": ("bf16", "nt", (3001, 5003, 2999), ["gemm_stage_a", "gemm_stage_b"]),
 }
+
+
+def b_staged_as(dtype: str, layout: str) -> tuple[str, str]:
+    """(rows, cols) of B as staged: N x K in nt and where tf32 nn is transposed, K x N where nn B is padded."""
+    return ("K", "N") if layout == "nn" and dtype != "tf32" else ("N", "K")
 
 
 def config_for(dtype: str, layout: str, shape: tuple[int, int, int]) -> dict:
@@ -79,15 +87,16 @@ def probes(exports, toolchain):
 
 def expected_scratch(name: str, m: int, n: int, k: int) -> tuple[dict[str, tuple[int, int]], int]:
     """({buffer: (byte offset in the workspace, leading dimension)}, workspace bytes): docs/kernel-abi.md, "Staging"."""
-    dtype, _, _, stages = CASES[name]
+    dtype, layout, _, stages = CASES[name]
     e = ELEM[dtype]
-    ld = math.ceil(k / (128 // e)) * (128 // e)
+    size = {"M": m, "N": n, "K": k}
     out, end = {}, 0
     for stage in stages:
-        rows = m if stage == "gemm_stage_a" else n
+        rows, cols = ("M", "K") if stage == "gemm_stage_a" else b_staged_as(dtype, layout)
+        ld = math.ceil(size[cols] / (128 // e)) * (128 // e)
         end = math.ceil(end / 256) * 256
         out[stage[-1].upper() + "_staged"] = (end, ld)
-        end += rows * ld * e
+        end += size[rows] * ld * e
     return out, end
 
 
@@ -119,7 +128,10 @@ def test_a_staged_export_lists_its_stage_kernels_scratch_and_sizes_it_serves(exp
     per_row = 16 // ELEM[dtype]
     # a staged A takes any K; tf32 nn with an aligned tuned K stages only B, so K stays a multiple of 4
     assert launch["valid_for"]["k_multiple"] == (1 if shape[2] % per_row else per_row)
-    assert launch["valid_for"]["n_multiple"] == per_row  # C is written by rows of N: never staged
+    # C is never staged: a variant built for a ragged N stores it element by element and serves any N
+    assert launch["valid_for"]["n_multiple"] == (1 if shape[1] % per_row else per_row)
+    assert ("map_c" in description["tensor_maps"]) == (shape[1] % per_row == 0)
+    assert description.get("element_aligned", []) == ([] if shape[1] % per_row == 0 else ["C", "bias", "residual"])
 
 
 def test_an_unstaged_variant_does_not_serve_sizes_that_need_staging(tmp_path):
@@ -153,6 +165,9 @@ def test_the_header_documents_the_mnk_workspace_size(exports):
     ("bf16-nt-k777", (1000, 3000, 777)),
     ("tf32-nn", (1024, 1032, 520)),
     ("tf32-nn", (1024, 1032, 4096)),
+    ("fp16-nn-ragged", (4095, 4097, 4091)),
+    ("fp16-nn-ragged", (1000, 3000, 776)),  # aligned sizes: staging and element-wise stores are still right
+    ("bf16-nt-ragged", (3001, 5003, 2999)),
 ])
 def test_the_stage_kernels_run_first_and_the_maps_read_the_workspace(exports, probes, fake_driver, name, call):
     dtype, layout, _, stages = CASES[name]
@@ -172,33 +187,41 @@ def test_the_stage_kernels_run_first_and_the_maps_read_the_workspace(exports, pr
     (described,) = doc["launch"]
     placed, needed = backend_plan(doc, described).scratch_layout({"M": m, "N": n, "K": k})  # what the backend places
     assert needed == total and {p.name: (p.offset, p.ld) for p in placed} == scratch
+    size = {"M": m, "N": n, "K": k}
+    transposed = dtype == "tf32" and layout == "nn"
     for launch, stage in zip(ran, stages):
         buffer = stage[-1].upper() + "_staged"
         offset, ld = scratch[buffer]
-        rows = m if buffer == "A_staged" else n
-        transposed = dtype == "tf32" and layout == "nn"
-        if transposed:
+        rows, cols = ("M", "K") if buffer == "A_staged" else b_staged_as(dtype, layout)
+        if transposed and buffer == "B_staged":
             grid = f"{math.ceil(n / 64)},{math.ceil(k / 64)},1"
         else:
-            grid = f"{math.ceil(rows / 8)},{math.ceil(k / (512 // e))},1"
+            grid = f"{math.ceil(size[rows] / 8)},{math.ceil(size[cols] / (512 // e))},1"
         source_ld = k if buffer == "A_staged" or layout == "nt" else n
         assert launch["api"] == "plain" and launch["block"] == "256,1,1" and launch["smem"] == "0"
         assert launch["grid"] == grid == backend_grid(doc, described, stage, m, n, k)
         assert launch["src"] == buffers["a" if buffer == "A_staged" else "b"]
         assert int(launch["dst"]) == workspace + offset and int(launch["dst"]) % 256 == 0
-        assert [launch[key] for key in ("rows", "cols", "ld_src", "ld_dst")] == [str(rows), str(k), str(source_ld), str(ld)]
+        assert [launch[key] for key in ("rows", "cols", "ld_src", "ld_dst")] == [
+            str(size[rows]), str(size[cols]), str(source_ld), str(ld)]
 
     maps = tensor_maps(log)
     a_base, a_stride = ((workspace + scratch["A_staged"][0], scratch["A_staged"][1] * e) if "A_staged" in scratch
                         else (int(buffers["a"]), k * e))
     assert (int(maps[0]["base"]), int(maps[0]["stride"]), maps[0]["dims"]) == (a_base, a_stride, f"{k},{m}")
-    if "B_staged" in scratch:  # read K-major, as in nt
-        b_expected = (workspace + scratch["B_staged"][0], scratch["B_staged"][1] * e, f"{k},{n}")
+    if "B_staged" in scratch:  # K-major where staged as N x K; N-major where nn B keeps its shape
+        b_base, b_stride = workspace + scratch["B_staged"][0], scratch["B_staged"][1] * e
+        b_expected = (b_base, b_stride, f"{n},{k}" if b_staged_as(dtype, layout)[0] == "K" else f"{k},{n}")
     else:
         b_expected = (int(buffers["b"]), n * e, f"{n},{k}")
     assert (int(maps[1]["base"]), int(maps[1]["stride"]), maps[1]["dims"]) == b_expected
-    assert (maps[2]["base"], maps[2]["dims"]) == (buffers["c"], f"{n},{m}")  # C is never staged
-    assert [ran[-1][key] for key in ("map_a", "map_b", "map_c")] == [t["id"] for t in maps]
+    assert int(ran[-1]["c"]) == int(buffers["c"]) and int(ran[-1]["n"]) == n and int(ran[-1]["ldc"]) == n
+    if "map_c" in described["description"]["tensor_maps"]:
+        assert (maps[2]["base"], maps[2]["dims"]) == (buffers["c"], f"{n},{m}")  # C is never staged
+        assert [ran[-1][key] for key in ("map_a", "map_b", "map_c")] == [t["id"] for t in maps]
+    else:  # a ragged-N variant: no map over C, the kernel takes C straight after map_b
+        assert len(maps) == 2 and ran[-1]["map_c"] == "-1"
+        assert [ran[-1][key] for key in ("map_a", "map_b")] == [t["id"] for t in maps]
 
 
 def test_a_staged_operand_needs_only_element_alignment(probes, fake_driver):
@@ -274,7 +297,9 @@ def test_the_export_and_the_backend_know_the_same_grid_rules(rule):
 # ---- on an H200 (the lead runs these) --------------------------------------------------------------------------------
 
 GPU_CALLS = {"fp16-nn-k777": ((1000, 3000, 777), (1032, 1032, 520)), "bf16-nt-k777": ((1000, 3000, 777), (600, 520, 201)),
-             "tf32-nn": ((1032, 1032, 1024), (1000, 3000, 776), (520, 392, 264))}
+             "tf32-nn": ((1032, 1032, 1024), (1000, 3000, 776), (520, 392, 264)),
+             "fp16-nn-ragged": ((4095, 4097, 4091), (1000, 3000, 776), (33, 17, 9)),
+             "bf16-nt-ragged": ((3001, 5003, 2999), (600, 520, 201))}
 
 
 @pytest.mark.gpu

@@ -308,7 +308,7 @@ def test_the_cache_chooses_per_architecture_and_ptx_comes_from_the_portable_one(
     (["--arch", "sm_80,sm_90a"], "on sm_80: the wgmma family needs an sm_90 target, not sm_80"),
     (["--arch", "sm_100"], "on sm_100: the wgmma family needs an sm_90 target, not sm_100"),
     (["--arch", "sm_90a", "--dtype", "fp32"], "the wgmma family has no fp32 kernels"),
-    (["--arch", "sm_90a", "--n", "4100"], "TMA needs N to be a multiple of 8"),
+    (["--arch", "sm_90a", "--n", "4100"], "store=tma needs C's rows to be a multiple of 16 bytes"),
 ])
 def test_wgmma_where_it_cannot_run_is_one_sentence_and_exit_2(tmp_path, args, says):
     (tmp_path / "c.json").write_text(json.dumps(default_config("fp16", "nn")))

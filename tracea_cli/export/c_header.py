@@ -398,6 +398,7 @@ def _variant_block(prefix: str, tag: str, variant: Variant, image_symbol: str, i
         lines += [f"static const tracea_requirement {symbol}[] = {{",
                   *(requirement_row(r, slots) for r in plan.requires), "};"]
         requires = f",\n   {symbol}, {len(plan.requires)}"
+    element_aligned = " | ".join(f"(1u << {slots.pointer(t)})" for t in plan.element_aligned) or "0u"
     defs = "\n".join(lines)
     sizes = list(variant.shape)
     vf = variant.valid_for
@@ -411,7 +412,7 @@ def _variant_block(prefix: str, tag: str, variant: Variant, image_symbol: str, i
         f"{plan.workspace_bytes_per_mn}u, {variant.shared_bytes}u, {threads}u,\n"
         f"   {image_symbol}, {image_size}u, {prefix}__kernels_{tag}, {len(names)}, {prefix}__steps_{tag}, {len(steps)},\n"
         f"   {prefix}__params_{tag}, {len(params)}, {maps_symbol}, {len(map_names)}, {scratch_symbol}, "
-        f"{len(plan.scratch)}{requires}}},"
+        f"{len(plan.scratch)}{requires}, {element_aligned}}},"
     )
     return defs, row
 

@@ -301,6 +301,8 @@ def _description(pointers: tuple[str, ...], ints: tuple[str, ...]) -> dict[str, 
         "persistent": {"enum": [0, 1]},
         "workspace_bytes_per_mn": _INT0,
         "alignment_bytes": _POS,
+        # tensors the kernels move one element at a time: alignment_bytes does not apply to them
+        "element_aligned": {"type": "array", "minItems": 1, "items": _enum(pointers)},
         "requires": {"type": "array", "minItems": 1, "items": requirement},
     }}
 

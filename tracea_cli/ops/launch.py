@@ -262,7 +262,8 @@ class LaunchPlan:
     cluster_m: int | None = None  # CTAs per cluster along M, for the cluster grid rules
     persistent: int | None = None
     workspace_bytes_per_mn: int = 0  # the M x N part of the workspace (split-K partial sums)
-    alignment_bytes: int = 16  # every tensor's base address and row stride must be a multiple of this
+    alignment_bytes: int = 16  # every tensor's base address and row stride must be a multiple of this...
+    element_aligned: tuple[str, ...] = ()  # ...but these, which the kernels move one element at a time
     family: str | None = None
     arch: str | None = None  # the architecture the family must be built for ("sm_90a"); None: the target's
     work: str | None = None  # how the cluster rules count work items (documentation)
@@ -302,6 +303,8 @@ class LaunchPlan:
                 d[name] = getattr(self, name)
         d["workspace_bytes_per_mn"] = self.workspace_bytes_per_mn
         d["alignment_bytes"] = self.alignment_bytes
+        if self.element_aligned:
+            d["element_aligned"] = list(self.element_aligned)
         if self.scratch:
             d["scratch"] = [s.as_dict() for s in self.scratch]
         if self.requires:
@@ -334,7 +337,8 @@ class LaunchPlan:
                                 rows=n(s.rows), cols=n(s.cols), ld=n(s.ld)) for s in self.scratch)
         requires = tuple(Requirement(n(r.value), ns(r.of)) for r in self.requires)
         return replace(self, steps=steps, params=tuple(k if k in self.tensor_maps else n(k) for k in self.params),
-                       tensor_maps=maps, scratch=scratch, requires=requires)
+                       tensor_maps=maps, scratch=scratch, requires=requires,
+                       element_aligned=ns(self.element_aligned))
 
     # ---- reading the rules (the one reader in Python; the exported C runtime follows the same ones) --------------
 

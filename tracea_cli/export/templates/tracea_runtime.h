@@ -242,6 +242,8 @@ typedef struct tracea_variant {
   int n_scratch;
   const tracea_requirement* requirements; /* what its tensor maps assume of the call's strides; none for most */
   int n_requirements;
+  unsigned int element_aligned;     /* bit p: pointer slot p (and its leading dimension) needs only its element's
+                                       alignment, the kernels moving it one element at a time */
 } tracea_variant;
 
 typedef struct tracea_image_set {
@@ -806,7 +808,8 @@ static inline int tracea__fits(const tracea_variant* v, const tracea_abi* abi, c
   }
   for (i = 0; i < abi->n_tensors; ++i) {
     const tracea_tensor_arg* t = &abi->tensors[i];
-    const unsigned int al = tracea__staged(v, t->pointer) ? elem_bytes : v->alignment_bytes;
+    const int element_wise = tracea__staged(v, t->pointer) || ((v->element_aligned >> t->pointer) & 1u);
+    const unsigned int al = element_wise ? elem_bytes : v->alignment_bytes;
     if (tracea__misaligned(c->pointers[t->pointer], al) ||
         (t->ld >= 0 && ((size_t)c->ints[t->ld] * elem_bytes) % al != 0)) {
       *misaligned = 1;

@@ -33,6 +33,7 @@ STAGE_COPY_ROWS = 8  # rows per block of the copy (one warp each)
 STAGE_COPY_BYTES = 512  # bytes of columns per block of the copy (a warp's 32 16-byte chunks)
 STAGE_TILE = 64  # the transpose's tile (64 x 64 elements)
 SCRATCH_ALIGN_BYTES = 256  # every scratch buffer starts on a multiple of this within the workspace
+RAGGED_N_ELEMENT_WISE = ("C", "bias", "residual")  # what a ragged-N kernel reads and writes one element at a time
 
 
 def headers_text(problem: GemmProblem) -> str:
@@ -64,6 +65,8 @@ def defines(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, int]
     if staged.any:
         out["WG_STAGE_A"] = int(staged.pad_a)
         out["WG_STAGE_B"] = {None: 0, "pad": 1, "transpose": 2}[staged.b]
+    if hs.ragged_n(problem):  # only here: every other problem's source (and cache key) stays as it was
+        out["WG_RAGGED_N"] = 1
     return out
 
 
@@ -73,17 +76,24 @@ def wgmma_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
     return head + "".join(f"#define {k} {v}\n" for k, v in defines(problem, config).items()) + headers_text(problem)
 
 
+def _b_staged_nn(problem: GemmProblem) -> bool:
+    """True where B is staged in the nn layout's own shape (K x N, padded N) and read N-major as in place."""
+    return problem.layout == "nn" and hs.staging(problem).b == "pad"
+
+
 def _scratch(problem: GemmProblem) -> tuple[Scratch, ...]:
-    """The scratch buffers of the staging pre-pass: A (M x K) with a padded leading dimension; B as N x K, padded
-    (nt) or transposed from K x N (tf32 nn)."""
+    """The scratch buffers of the staging pre-pass: A (M x K) with a padded leading dimension; B padded in its own
+    layout (N x K in nt, K x N in nn) or transposed from K x N to N x K (tf32 nn)."""
     staged = hs.staging(problem)
-    common = {"cols": "K", "ld_multiple": hs.staged_ld_multiple(problem.dtype),
-              "elem_bytes": hs.elem_bytes(problem.dtype), "align_bytes": SCRATCH_ALIGN_BYTES}
+    common = {"ld_multiple": hs.staged_ld_multiple(problem.dtype), "elem_bytes": hs.elem_bytes(problem.dtype),
+              "align_bytes": SCRATCH_ALIGN_BYTES}
     out = []
     if staged.pad_a:
-        out.append(Scratch(name="A_staged", source="A", transposed=False, rows="M", ld="lda_staged", **common))
+        out.append(Scratch(name="A_staged", source="A", transposed=False, rows="M", cols="K", ld="lda_staged",
+                           **common))
     if staged.b is not None:
-        out.append(Scratch(name="B_staged", source="B", transposed=staged.b == "transpose", rows="N",
+        rows, cols = ("K", "N") if _b_staged_nn(problem) else ("N", "K")
+        out.append(Scratch(name="B_staged", source="B", transposed=staged.b == "transpose", rows=rows, cols=cols,
                            ld="ldb_staged", **common))
     return tuple(out)
 
@@ -91,16 +101,20 @@ def _scratch(problem: GemmProblem) -> tuple[Scratch, ...]:
 def _stage_steps(problem: GemmProblem) -> list[KernelStep]:
     """Kernel steps of the staging pre-pass; they run before gemm_wgmma on the same stream."""
     staged = hs.staging(problem)
-    copy_cols = f"k/{STAGE_COPY_BYTES // hs.elem_bytes(problem.dtype)}"
+    per_block = STAGE_COPY_BYTES // hs.elem_bytes(problem.dtype)  # columns one block of the copy moves
     block = (STAGE_THREADS, 1, 1)
     steps = []
     if staged.pad_a:
-        steps.append(KernelStep(STAGE_A_NAME, grid=(f"m/{STAGE_COPY_ROWS}", copy_cols, 1), block=block,
+        steps.append(KernelStep(STAGE_A_NAME, grid=(f"m/{STAGE_COPY_ROWS}", f"k/{per_block}", 1), block=block,
                                 params=("A", "A_staged", "M", "K", "lda", "lda_staged")))
-    if staged.b is not None:
-        grid = ((f"n/{STAGE_TILE}", f"k/{STAGE_TILE}", 1) if staged.b == "transpose"
-                else (f"n/{STAGE_COPY_ROWS}", copy_cols, 1))
-        steps.append(KernelStep(STAGE_B_NAME, grid=grid, block=block,
+    if staged.b == "transpose":
+        steps.append(KernelStep(STAGE_B_NAME, grid=(f"n/{STAGE_TILE}", f"k/{STAGE_TILE}", 1), block=block,
+                                params=("B", "B_staged", "N", "K", "ldb", "ldb_staged")))
+    elif _b_staged_nn(problem):  # K rows of N columns
+        steps.append(KernelStep(STAGE_B_NAME, grid=(f"k/{STAGE_COPY_ROWS}", f"n/{per_block}", 1), block=block,
+                                params=("B", "B_staged", "K", "N", "ldb", "ldb_staged")))
+    elif staged.b == "pad":  # nt: N rows of K columns
+        steps.append(KernelStep(STAGE_B_NAME, grid=(f"n/{STAGE_COPY_ROWS}", f"k/{per_block}", 1), block=block,
                                 params=("B", "B_staged", "N", "K", "ldb", "ldb_staged")))
     return steps
 
@@ -112,18 +126,16 @@ def _tensor_maps(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str,
     elem = hs.elem_bytes(problem.dtype)
     chunk = hs.SWIZZLE_BYTES // elem
     a = ("A_staged", "lda_staged") if staged.pad_a else ("A", "lda")
-    if staged.b is not None:  # B_staged is N x K: read K-major as in nt
-        b = TensorMap("B_staged", ("K", "N"), "ldb_staged", (tk, int(config["tile_n"]) // cluster), problem.dtype, elem)
-    elif problem.layout == "nt":
-        b = TensorMap("B", ("K", "N"), "ldb", (tk, int(config["tile_n"]) // cluster), problem.dtype, elem)
-    else:
-        b = TensorMap("B", ("N", "K"), "ldb", (chunk, tk // cluster), problem.dtype, elem)
-    return {
-        "map_a": TensorMap(a[0], ("K", "M"), a[1], (tk, int(config["tile_m"])), problem.dtype, elem),
-        "map_b": b,
-        "map_c": TensorMap("C", ("N", "M"), "ldc", (chunk, hs.consumer_rows(config)),
-                           "fp32" if problem.dtype == "tf32" else problem.dtype, elem),
-    }
+    b_name, b_ld = ("B_staged", "ldb_staged") if staged.b is not None else ("B", "ldb")
+    if problem.layout == "nt" or staged.b == "transpose":  # N x K: read K-major
+        b = TensorMap(b_name, ("K", "N"), b_ld, (tk, int(config["tile_n"]) // cluster), problem.dtype, elem)
+    else:  # K x N (in place, or staged with a padded N)
+        b = TensorMap(b_name, ("N", "K"), b_ld, (chunk, tk // cluster), problem.dtype, elem)
+    maps = {"map_a": TensorMap(a[0], ("K", "M"), a[1], (tk, int(config["tile_m"])), problem.dtype, elem), "map_b": b}
+    if not hs.ragged_n(problem):  # C's rows are 16-byte strided: the kernel takes a map over C (used by store=tma)
+        maps["map_c"] = TensorMap("C", ("N", "M"), "ldc", (chunk, hs.consumer_rows(config)),
+                                  "fp32" if problem.dtype == "tf32" else problem.dtype, elem)
+    return maps
 
 
 def wgmma_launch(problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan:
@@ -133,11 +145,13 @@ def wgmma_launch(problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPla
     main = KernelStep(KERNEL_NAME, grid=("persistent_clusters" if int(config["persistent"]) else "work_clusters", 1, 1),
                       block=(hs.threads(config), 1, 1), dynamic_smem_bytes=hs.smem_bytes(problem.dtype, config),
                       cluster=(cluster, 1, 1))
+    params = tuple(p for p in PARAMS if p != "map_c") if hs.ragged_n(problem) else PARAMS  # see _tensor_maps
     return LaunchPlan(
-        steps=(*_stage_steps(problem), main), params=PARAMS, tensor_maps=_tensor_maps(problem, config),
+        steps=(*_stage_steps(problem), main), params=params, tensor_maps=_tensor_maps(problem, config),
         scratch=_scratch(problem), tile_m=int(config["tile_m"]), tile_n=int(config["tile_n"]),
         tile_k=hs.tile_k(problem.dtype), cluster_m=cluster, persistent=int(config["persistent"]),
-        alignment_bytes=hs.ALIGN_BYTES, family=hs.FAMILY, arch=ARCH,
+        alignment_bytes=hs.ALIGN_BYTES, element_aligned=RAGGED_N_ELEMENT_WISE if hs.ragged_n(problem) else (),
+        family=hs.FAMILY, arch=ARCH,
         work="ceil(ceil(M/tile_m)/cluster_m) * ceil(N/tile_n)")
 
 
@@ -173,10 +187,13 @@ class WgmmaFamily:
         """A kernel built for `built_for` has the staging pre-pass that problem needs (wgmma_space.staging); it
         computes `problem` only where that staging covers what `problem` needs (staging an aligned operand is correct,
         only slower)."""
-        if hs.staging(built_for).covers(hs.staging(problem)):
-            return None
-        return (f"the kernel built for {built_for.label} has no staging pre-pass for what {problem.label} needs "
-                f"({hs.staging(problem)})")
+        if not hs.staging(built_for).covers(hs.staging(problem)):
+            return (f"the kernel built for {built_for.label} has no staging pre-pass for what {problem.label} needs "
+                    f"({hs.staging(problem)})")
+        if hs.ragged_n(problem) and not hs.ragged_n(built_for):
+            return (f"the kernel built for {built_for.label} stores C through a tensor map, which N={problem.n} "
+                    "rules out")
+        return None
 
 
 WGMMA = WgmmaFamily()

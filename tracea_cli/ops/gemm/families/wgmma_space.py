@@ -1,15 +1,16 @@
 """The search space of the Hopper GEMM family (families/wgmma.py: wgmma + TMA + warp specialisation,
 kernels/cuda/gemm_wgmma.cuh).
 
-`hopper_space(problem, target)` is None where the family does not apply: a target that is not sm_90, a dtype other
-than fp16/bf16/tf32, or an N that is not a multiple of 16 bytes (C is stored with 16-byte row strides, and B in the
-nn layout is read with N elements per row). Those problems stay with the predicated families. Pure: no GPU, no I/O.
+`hopper_space(problem, target)` is None where the family does not apply: a target that is not sm_90 or a dtype other
+than fp16/bf16/tf32. Any M, N and K qualify. Pure: no GPU, no I/O.
 
-Two kinds of problem run behind a staging pre-pass (`staging`, kernels/cuda/gemm_wgmma_stage.cuh), part of the
-launch sequence: a K that is not a multiple of 16 bytes (TMA needs 16-byte row strides), for which A (and B in the
-nt layout) is copied into scratch with a padded leading dimension; and tf32 with layout nn (wgmma reads tf32 B
-K-major only), for which B is transposed into scratch and the kernel runs as nt. The staging follows from the
-problem; it is not a search parameter.
+Ragged problems run behind a staging pre-pass (`staging`, kernels/cuda/gemm_wgmma_stage.cuh), part of the launch
+sequence, because TMA needs 16-byte row strides: a K that is not a multiple of 16 bytes, for which A (and B in the
+nt layout) is copied into scratch with a padded leading dimension; an N that is not, in the nn layout, for which B
+(K x N) is copied likewise; and tf32 with layout nn (wgmma reads tf32 B K-major only), for which B is transposed
+into scratch and the kernel runs as nt. The staging follows from the problem; it is not a search parameter. C is
+never staged: where N is not a multiple of 16 bytes (`ragged_n`) the kernel has no tensor map over C, stores its
+elements one by one from registers (store=direct; a rule refuses store=tma) and reads bias and residual likewise.
 
 A stage holds one 128-byte-wide slice of K (64 fp16/bf16 or 32 tf32 elements), the width of the 128-byte swizzle
 that TMA writes and wgmma reads; `tile_k` is therefore fixed by the dtype, not searched.
@@ -95,8 +96,9 @@ def work_items(problem: GemmProblem, config: Mapping[str, Value]) -> int:
 @dataclass(frozen=True)
 class Staging:
     """What the staging pre-pass does for one problem. `pad_a`: A (M x K) is copied into scratch with its leading
-    dimension rounded up to `staged_ld_multiple`; `b`: None, "pad" (nt: B, N x K, copied likewise) or "transpose" (tf32 nn: B,
-    K x N, written N x K with that leading dimension, so that the kernel reads it K-major as in nt)."""
+    dimension rounded up to `staged_ld_multiple`; `b`: None, "pad" (B copied likewise in its own layout: N x K in nt,
+    K x N in nn) or "transpose" (tf32 nn: B, K x N, written N x K with that leading dimension, so that the kernel reads
+    it K-major as in nt)."""
 
     pad_a: bool = False
     b: str | None = None
@@ -122,15 +124,22 @@ def staged_ld_multiple(dtype: str) -> int:
 
 
 def staging(problem: GemmProblem) -> Staging:
-    """The staging pre-pass this problem needs (Staging() when the kernel reads the operands in place)."""
+    """The staging pre-pass this problem needs (Staging() when the kernel reads the operands in place): B's rows
+    have K elements in layout nt and N in layout nn."""
     unaligned_k = problem.k % row_elems(problem.dtype) != 0
     if problem.dtype == "tf32" and problem.layout == "nn":
         b: str | None = "transpose"
-    elif problem.layout == "nt" and unaligned_k:
+    elif unaligned_k if problem.layout == "nt" else ragged_n(problem):
         b = "pad"
     else:
         b = None
     return Staging(pad_a=unaligned_k, b=b)
+
+
+def ragged_n(problem: GemmProblem) -> bool:
+    """True where C's rows (N elements) are not a multiple of 16 bytes: TMA cannot store C, and the epilogue moves
+    single elements (a pair of them may start at an odd address)."""
+    return problem.n % row_elems(problem.dtype) != 0
 
 
 def qualifies(problem: GemmProblem, target: Target) -> str | None:
@@ -139,10 +148,6 @@ def qualifies(problem: GemmProblem, target: Target) -> str | None:
         return f"the wgmma family needs an sm_90 target, not {target.arch or target.backend}"
     if problem.dtype not in DTYPES:
         return f"the wgmma family has no {problem.dtype} kernels"
-    per_row = row_elems(problem.dtype)
-    if problem.n % per_row:
-        return (f"TMA needs N to be a multiple of {per_row} for {problem.dtype} (C, and B in layout nn, have N elements "
-                "per row and need 16-byte row strides; only A and B's K are staged)")
     return None
 
 
@@ -186,6 +191,12 @@ def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
             return f"stages={c['stages']} exceeds the {k_blocks} K-blocks of the problem"
         return None
 
+    def c_store(c: Mapping[str, Value]) -> str | None:
+        if c["store"] == "tma" and ragged_n(problem):
+            return (f"store=tma needs C's rows to be a multiple of 16 bytes; N={problem.n} is not a multiple of "
+                    f"{row_elems(dtype)} (store=direct writes C from registers)")
+        return None
+
     def cluster(c: Mapping[str, Value]) -> str | None:
         if int(c["cluster_m"]) > 1 and ceil_div(problem.m, int(c["tile_m"])) < 2:
             return "cluster_m=2 needs at least two tile rows"
@@ -200,7 +211,8 @@ def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
         return None
 
     return SearchSpace(params=PARAMS,
-                       rules=(schedule, slabs_split, accumulators, shared_memory, fits_problem, cluster, tile_order))
+                       rules=(schedule, slabs_split, accumulators, shared_memory, fits_problem, c_store, cluster,
+                              tile_order))
 
 
 def default_config(problem: GemmProblem, target: Target) -> dict[str, Value] | None:
@@ -220,6 +232,8 @@ def default_config(problem: GemmProblem, target: Target) -> dict[str, Value] | N
         {**coop, "tile_m": 128, "tile_n": 64, "stages": 4, "store": "direct"},
         {**coop, "tile_m": 64, "tile_n": 64, "stages": 2, "consumers": 1, "persistent": 0, "store": "direct"},
     ]
+    if ragged_n(problem):  # C is written from registers
+        preferred = [{**base, "store": "direct"} for base in preferred]
     for base in preferred:
         for group in (8, 16, 4, 1):
             config: dict[str, Value] = {"family": FAMILY, **base, "group_m": group}
