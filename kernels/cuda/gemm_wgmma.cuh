@@ -21,13 +21,9 @@
 //   WG_EPILOGUE   0 none, 1 bias, 2 bias+ReLU, 3 bias+SiLU, 4 bias+GELU, 5 bias+residual
 //   WG_STORE_TMA  0: registers -> global stores; 1: registers -> swizzled shared memory -> TMA store
 //   WG_PINGPONG   0: cooperative, 1: pingpong (needs WG_CONSUMERS = 2)
-//   WG_RAGGED_N   1 where C's rows (N elements) are not a multiple of 16 bytes: no tensor map over C (the kernel
-//                 takes none), stores from registers only, and C, bias and residual moved one element at a time (a
-//                 pair may start at an odd address). Left undefined elsewhere.
 //
-// ABI (docs/kernel-abi.md, "Hopper family"): tensor maps for A, B and C (not with WG_RAGGED_N) are passed by value
-// as __grid_constant__ parameters; every tile box is 128 bytes wide with the 128-byte swizzle, which the wgmma
-// descriptors mirror.
+// ABI (docs/kernel-abi.md, "Hopper family"): tensor maps for A, B and C are passed by value as __grid_constant__
+// parameters; every tile box is 128 bytes wide with the 128-byte swizzle, which the wgmma descriptors mirror.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -35,9 +31,6 @@
 
 #include "gemm_wgmma_mma.cuh"
 
-#ifndef WG_RAGGED_N
-#define WG_RAGGED_N 0
-#endif
 #ifndef WG_HANG_CYCLES
 #define WG_HANG_CYCLES (1ll << 32)  // ~2 s: a wait this long means a broken pipeline; trap rather than hang the GPU
 #endif
@@ -85,7 +78,6 @@ static_assert(kConsumerRows % 64 == 0 && kConsumerRows * kConsumers >= kTileM, "
 static_assert(!kPingpong || kConsumers == 2, "pingpong alternates two consumer warpgroups");
 static_assert(kTileN % 64 == 0 && kTileN <= 256, "wgmma N is 64..256 here");
 static_assert(kSlabs * kAcc <= 128, "accumulators must fit the consumer's registers");
-static_assert(!(WG_RAGGED_N && WG_STORE_TMA), "a ragged N has no tensor map over C to store through");
 static_assert(kBKMajor || kElemBytes == 2, "tf32 wgmma reads B K-major only");
 static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
 
@@ -247,18 +239,6 @@ __device__ __forceinline__ float to_float(elem_t x) {
 #endif
 }
 
-#if WG_RAGGED_N
-__device__ __forceinline__ elem_t to_elem(float x) {
-#if WG_DTYPE == 0
-  return __float2half_rn(x);
-#elif WG_DTYPE == 1
-  return __float2bfloat16_rn(x);
-#else
-  return x;
-#endif
-}
-#endif
-
 // Two adjacent elements as loaded (bias, residual) and as stored (C).
 #if WG_DTYPE == 2
 typedef float2 pair_t;
@@ -375,11 +355,6 @@ __device__ __forceinline__ void store_pair(u32 staging, elem_t* C, int r, int co
 #else
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(pack(v0, v1)) : "memory");
 #endif
-#elif WG_RAGGED_N
-  if (row < M && col < N) {
-    C[at] = to_elem(v0);
-    if (col + 1 < N) C[at + 1] = to_elem(v1);
-  }
 #else
   if (row < M && col < N) *reinterpret_cast<pair_t*>(C + at) = pack(v0, v1);
 #endif
@@ -462,15 +437,7 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
     constexpr int kGroups = kTileN / 8, kBatch = kGroups < 8 ? kGroups : 8;
 #pragma unroll
     for (int i0 = 0; i0 < kGroups; i0 += kBatch) {
-#if WG_EPILOGUE >= 1 && WG_RAGGED_N
-      float bias_lo[kBatch], bias_hi[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int col = n0 + 8 * (i0 + b) + 2 * (lane % 4);
-        bias_lo[b] = to_float(__ldg(bias + min(col, N - 1)));
-        bias_hi[b] = to_float(__ldg(bias + min(col + 1, N - 1)));
-      }
-#elif WG_EPILOGUE >= 1
+#if WG_EPILOGUE >= 1
       pair_t bias_pair[kBatch];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b)
@@ -489,20 +456,12 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
             const int row = row0 + r;
             const long long at = static_cast<long long>(row) * ldc + col;
             float v0 = acc[j][4 * i + 2 * h], v1 = acc[j][4 * i + 2 * h + 1];
-#if WG_EPILOGUE >= 1 && WG_RAGGED_N
-            v0 = activation(v0 + bias_lo[b]);
-            v1 = activation(v1 + bias_hi[b]);
-#elif WG_EPILOGUE >= 1
+#if WG_EPILOGUE >= 1
             const float2 bv = unpack(bias_pair[b]);
             v0 = activation(v0 + bv.x);
             v1 = activation(v1 + bv.y);
 #endif
-#if WG_EPILOGUE == 5 && WG_RAGGED_N
-            if (row < M && col < N) {
-              v0 += to_float(__ldg(residual + at));
-              if (col + 1 < N) v1 += to_float(__ldg(residual + at + 1));
-            }
-#elif WG_EPILOGUE == 5
+#if WG_EPILOGUE == 5
             if (row < M && col < N) {
               const float2 res = unpack(__ldg(reinterpret_cast<const pair_t*>(residual + at)));
               v0 += res.x;
@@ -533,10 +492,7 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
 
 extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
     gemm_wgmma(const __grid_constant__ wg::TensorMap map_a, const __grid_constant__ wg::TensorMap map_b,
-#if !WG_RAGGED_N
-               const __grid_constant__ wg::TensorMap map_c,
-#endif
-               wg::elem_t* __restrict__ C,
+               const __grid_constant__ wg::TensorMap map_c, wg::elem_t* __restrict__ C,
                const wg::elem_t* __restrict__ bias, const wg::elem_t* __restrict__ residual, int M, int N, int K,
                int ldc) {
   using namespace wg;
@@ -579,12 +535,7 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
       produce(ring, &map_a, &map_b, work, first, stride, cluster_rows, tiles_n, k_blocks, rank);
   } else {
     if (kConsumers > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-#if WG_RAGGED_N
-    const TensorMap* const c_map = nullptr;  // C is stored from registers
-#else
-    const TensorMap* const c_map = &map_c;
-#endif
-    consume(ring, c_map, C, bias, residual, M, N, ldc, work, first, stride, cluster_rows, tiles_n, k_blocks, rank,
+    consume(ring, &map_c, C, bias, residual, M, N, ldc, work, first, stride, cluster_rows, tiles_n, k_blocks, rank,
             threadIdx.x / 128 - 1);
   }
   if (kCluster > 1) {

@@ -114,9 +114,10 @@ def test_launch_description_matches_the_configuration(artifacts, name):
     assert maps["map_a"].box == (hs.tile_k(problem.dtype), config["tile_m"])
     if name in RAGGED_N:  # the kernel takes no map over C, and its source says so
         assert plan.params[:3] == ("map_a", "map_b", "C") and "map_c" not in maps
-        assert "#define WG_RAGGED_N 1" in artifacts[name].source
+        assert "ragged_store(C + at, col, N, v0, v1)" in artifacts[name].source
+        assert "TensorMap map_c" not in artifacts[name].source  # the entry takes no map over C
     else:
-        assert plan.params[:3] == ("map_a", "map_b", "map_c") and "WG_RAGGED_N 1" not in artifacts[name].source
+        assert plan.params[:3] == ("map_a", "map_b", "map_c") and "ragged_store" not in artifacts[name].source
         rows = config["tile_m"] if config["schedule"] == "pingpong" else config["tile_m"] // config["consumers"]
         assert maps["map_c"].box[1] == rows
     for spec in maps.values():
@@ -261,3 +262,20 @@ def test_the_gpu_tests_use_configurations_of_the_space():
     for problem, config in module.CASES + module.STAGED_CASES:
         assert hs.hopper_space(problem, H200).why_invalid(config) is None, (problem.label, config)
         assert BACKEND.why_invalid(problem, H200, config) is None, (problem.label, config)
+
+
+def test_ragged_n_edits_each_replace_one_line_and_leave_other_problems_alone():
+    """The ragged-N kernel is gemm_wgmma.cuh's text with the edits applied (each line it replaces found exactly once);
+    aligned problems compile the header as it is, so their sources and cache keys do not move."""
+    from tracea_cli.ops.gemm.families import wgmma as wg
+    from tracea_cli.resources import kernel_source
+
+    kernel = kernel_source(wg.HEADER)
+    assert all(kernel.count(old) == 1 for old, _ in wg.RAGGED_N_EDITS)
+    ragged, aligned = GemmProblem(4095, 4097, 4091, "fp16", "nn"), GemmProblem(4095, 4096, 4091, "fp16", "nn")
+    assert kernel.replace('#include "gemm_wgmma_mma.cuh"', "") in wg.headers_text(aligned).replace(
+        kernel_source(wg.MMA_HEADER), "")
+    assert "ragged_bias_pair" not in wg.headers_text(aligned) and "ragged_bias_pair" in wg.headers_text(ragged)
+    assert BACKEND.source_hash(ragged) != BACKEND.source_hash(aligned)
+    with pytest.raises(RuntimeError, match="ragged-N edits cannot be placed"):
+        wg.ragged_n_text(kernel.replace("    consume(ring, &map_c, C, bias,", "    consume(ring, &map_c, C,  bias,"))

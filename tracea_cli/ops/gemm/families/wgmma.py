@@ -26,6 +26,7 @@ STAGE_B_NAME = "gemm_stage_b"
 HEADER = "cuda/gemm_wgmma.cuh"
 MMA_HEADER = "cuda/gemm_wgmma_mma.cuh"
 STAGE_HEADER = "cuda/gemm_wgmma_stage.cuh"
+RAGGED_N_HEADER = "cuda/gemm_wgmma_ragged_n.cuh"
 ARCH = "sm_90a"  # wgmma and setmaxnreg exist only on the architecture-specific target
 PARAMS = ("map_a", "map_b", "map_c", "C", "bias", "residual", "M", "N", "K", "ldc")
 STAGE_THREADS = 256  # gemm_wgmma_stage.cuh: kThreads
@@ -36,10 +37,42 @@ SCRATCH_ALIGN_BYTES = 256  # every scratch buffer starts on a multiple of this w
 RAGGED_N_ELEMENT_WISE = ("C", "bias", "residual")  # what a ragged-N kernel reads and writes one element at a time
 
 
+# Where a ragged N changes the kernel's text (wgmma_space.ragged_n): gemm_wgmma.cuh's lines, and what replaces each.
+# The kernel header itself stays as it is, so that no other problem's source (and cache key) changes.
+RAGGED_N_EDITS = (
+    ("// Stores one pair of outputs: to the swizzled staging tile (TMA store) or straight to C.\n",
+     "{ragged}// Stores one pair of outputs: to the swizzled staging tile (TMA store) or straight to C.\n"),
+    ("  if (row < M && col < N) *reinterpret_cast<pair_t*>(C + at) = pack(v0, v1);\n",
+     "  if (row < M && col < N) ragged_store(C + at, col, N, v0, v1);\n"),
+    ("        bias_pair[b] = __ldg(reinterpret_cast<const pair_t*>(bias + min(n0 + 8 * (i0 + b) + 2 * (lane % 4), N - 2)));\n",
+     "        bias_pair[b] = ragged_bias_pair(bias, n0 + 8 * (i0 + b) + 2 * (lane % 4), N);\n"),
+    ("              const float2 res = unpack(__ldg(reinterpret_cast<const pair_t*>(residual + at)));\n",
+     "              const float2 res = unpack(ragged_residual_pair(residual + at, col, N));\n"),
+    ("               const __grid_constant__ wg::TensorMap map_c, wg::elem_t* __restrict__ C,\n",
+     "               wg::elem_t* __restrict__ C,\n"),
+    ("    consume(ring, &map_c, C, bias,", "    consume(ring, nullptr, C, bias,"),
+)
+
+
+def ragged_n_text(kernel: str) -> str:
+    """gemm_wgmma.cuh's text for a ragged N: the element-wise helpers pasted before the epilogue, which loads bias and
+    residual and stores C through them, and an entry point without map_c. Raises RuntimeError where the kernel no
+    longer has exactly one of a line these edits replace (its epilogue or entry changed: update RAGGED_N_EDITS)."""
+    for old, new in RAGGED_N_EDITS:
+        if kernel.count(old) != 1:
+            raise RuntimeError(f"{HEADER} has {kernel.count(old)} copies of {old.strip()!r}, not 1: the ragged-N "
+                               "edits cannot be placed")
+        kernel = kernel.replace(old, new.replace("{ragged}", kernel_source(RAGGED_N_HEADER)), 1)
+    return kernel
+
+
 def headers_text(problem: GemmProblem) -> str:
-    """The family's headers, the mma wrappers inlined where the kernel includes them; the staging entries appended
-    when `problem` needs them (wgmma_space.staging)."""
+    """The family's headers, the mma wrappers inlined where the kernel includes them, with the ragged-N edits where
+    `problem` needs them (wgmma_space.ragged_n); the staging entries appended when it needs them
+    (wgmma_space.staging)."""
     kernel = kernel_source(HEADER)
+    if hs.ragged_n(problem):
+        kernel = ragged_n_text(kernel)
     text = kernel.replace('#include "gemm_wgmma_mma.cuh"', kernel_source(MMA_HEADER), 1)
     if hs.staging(problem).any:
         text += "\n" + kernel_source(STAGE_HEADER)
@@ -65,8 +98,6 @@ def defines(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, int]
     if staged.any:
         out["WG_STAGE_A"] = int(staged.pad_a)
         out["WG_STAGE_B"] = {None: 0, "pad": 1, "transpose": 2}[staged.b]
-    if hs.ragged_n(problem):  # only here: every other problem's source (and cache key) stays as it was
-        out["WG_RAGGED_N"] = 1
     return out
 
 
