@@ -156,3 +156,56 @@ def test_an_address_that_does_not_answer_is_refused_at_once():
         _check_reachable("127.0.0.1:1")
     assert time.monotonic() - began < 10
     _check_reachable("auto")  # Ray finds (or refuses) those itself
+
+
+class _Closing:
+    def __init__(self, closed: list) -> None:
+        self.closed = closed
+
+    def close(self) -> None:
+        self.closed.append(self)
+
+
+def test_a_background_start_hands_over_its_executor_once_made():
+    from tracea_cli.tune.executor import StartingExecutor
+
+    closed: list = []
+    began, made_in = threading.Event(), []
+
+    def make():
+        made_in.append(threading.current_thread().name)
+        began.set()
+        return _Closing(closed)
+
+    with StartingExecutor(make, background=True) as starting:
+        assert began.wait(5)  # making starts at once, not when taken
+        executor = starting.take()
+    assert made_in == ["tracea-executor-start"] and isinstance(executor, _Closing) and closed == []  # taken: kept
+
+
+def test_a_background_start_nobody_takes_is_closed_and_its_error_reaches_the_taker():
+    from tracea_cli.tune.executor import StartingExecutor
+
+    closed: list = []
+    with StartingExecutor(lambda: _Closing(closed), background=True):
+        pass  # a cache hit, an error or Ctrl-C before the search
+    assert len(closed) == 1
+
+    def unreachable():
+        raise UsageError("cannot reach the Ray cluster at 10.0.0.1:6379: refused")
+
+    with pytest.raises(UsageError, match="cannot reach the Ray cluster"):
+        with StartingExecutor(unreachable, background=True) as starting:
+            starting.take()
+
+
+def test_the_local_pool_is_made_when_taken_in_the_callers_thread():
+    from tracea_cli.tune.executor import StartingExecutor
+
+    made_in: list = []
+    starting = StartingExecutor(lambda: made_in.append(threading.current_thread().name) or _Closing([]),
+                                background=False)
+    assert made_in == []
+    with starting:
+        starting.take()
+    assert made_in == [threading.current_thread().name]

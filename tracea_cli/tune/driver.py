@@ -189,7 +189,7 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
     plan = setup.plan(request, settings)
     problem, target = plan.problem, plan.target
     gpu = target.backend == "cuda"
-    with TuningCache.open(settings.cache_path) as cache:
+    with TuningCache.open(settings.cache_path) as cache, contextlib.ExitStack() as before_search:
         for w in cache.warnings:
             progress(0, request.budget, f"warning: {w}")
         cache.on_warning = lambda w: progress(0, request.budget, f"warning: {w}")
@@ -201,6 +201,10 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
         if cache.read_only:
             raise UsageError(f"{problem.label} is not in the read-only tuning cache {cache.path}, and results could "
                              "not be stored there.", "Set TRACEA_CACHE_DIR (or --cache) to a writable folder to tune it.")
+        # The executor is made from here on (Ray's in the background, while the space is enumerated and the strategy
+        # made); the search takes it. Leaving early (no candidates, an error, Ctrl-C) closes it.
+        starting = None if pool is not None else before_search.enter_context(
+            setup.start_pool(plan, settings, request.executor, request.ray_address))
         progress(0, request.budget, "enumerating the search space")
         candidates = plan.candidates()
         if len(candidates) == 0:
@@ -232,9 +236,9 @@ def tune(request: TuneRequest, *, settings, progress: ProgressFn | None = None, 
         stopped = "budget"
         with contextlib.ExitStack() as stack:
             phases.end("setup")
-            if pool is None:
+            if starting is not None:
                 progress(request.budget - remaining, request.budget, "starting the workers")
-                pool = stack.enter_context(setup.pool(plan, settings, request.executor, request.ray_address))
+                pool = stack.enter_context(starting.take())
             phases.end("executor start")
             # GPU: batches wide enough to keep NVRTC busy on every core while the executor's workers measure (one per
             # device or actor); the CPU runs one candidate at a time, so nothing (compiling, model updates) overlaps

@@ -14,6 +14,7 @@ answers.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from tracea_cli.errors import UsageError
@@ -47,6 +48,58 @@ def check_executor(name: str, address: str | None) -> None:
         raise UsageError(f"unknown executor {name!r}.", f"Use one of {', '.join(EXECUTORS)}.")
     if address is not None and name != "ray":
         raise UsageError("--ray-address is for --executor ray.", "Add --executor ray, or leave --ray-address out.")
+
+
+class StartingExecutor:
+    """An executor being made. With `background`, in a thread from the moment this is made, so that its start-up
+    (Ray: importing it, connecting to the cluster, making the actors) overlaps what the driver does before its
+    search; otherwise when taken (the local pool costs nothing to make). `take()` returns the executor (and
+    raises what making it raised, a UsageError for an unreachable cluster say); leaving the `with` block closes an
+    executor nobody took (a cache hit, an error, Ctrl-C before the search)."""
+
+    def __init__(self, make: Callable[[], Any], *, background: bool) -> None:
+        self._make = make
+        self._made: Any = None
+        self._error: BaseException | None = None
+        self._taken = False
+        self._thread: threading.Thread | None = None
+        if background:
+            self._thread = threading.Thread(target=self._run, name="tracea-executor-start", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._made = self._make()
+        except BaseException as e:  # handed to whoever takes it
+            self._error = e
+
+    def take(self) -> Any:
+        self._taken = True
+        if self._thread is None:
+            return self._make()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._made
+
+    def __enter__(self) -> StartingExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._taken or self._thread is None:
+            return
+        self._thread.join()
+        if self._made is not None:
+            self._made.close()
+
+
+def start_executor(name: str, plan: Any, settings: Any, *, address: str | None = None) -> StartingExecutor:
+    """`make_executor`'s executor, being made: in the background for Ray connecting to a running cluster (see
+    StartingExecutor). Without an address Ray starts a local instance, whose processes die with the thread that
+    started them (their parent-death signal is per thread): that one is made in the caller's thread, when taken."""
+    check_executor(name, address)
+    return StartingExecutor(lambda: make_executor(name, plan, settings, address=address),
+                            background=name == "ray" and address is not None)
 
 
 def make_executor(name: str, plan: Any, settings: Any, *, address: str | None = None) -> Any:

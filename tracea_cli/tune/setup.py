@@ -161,6 +161,13 @@ def pool(plan: Plan, settings, executor: str = "local", address: str | None = No
     return make_executor(executor, plan, settings, address=address)
 
 
+def start_pool(plan: Plan, settings, executor: str = "local", address: str | None = None) -> Any:
+    """`pool`'s executor, being made (tune/executor.StartingExecutor: Ray's in the background); `take()` it."""
+    from tracea_cli.tune.executor import start_executor
+
+    return start_executor(executor, plan, settings, address=address)
+
+
 def jobs(plan: Plan, configs, policy: TimingPolicy, seed: int) -> Iterator[EvalJob]:
     """Jobs for the pool. CUDA configurations are compiled here, in parallel, and each job is yielded as soon as its
     compile ends, fastest first: one slow compile (ptxas can take tens of seconds on a large unrolled tile) no longer
