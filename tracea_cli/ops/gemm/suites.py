@@ -1,5 +1,6 @@
 """GEMM's rows of the built-in bench suites: `quick` (seconds, CI), `default` (what a user wants first) and `gemm`
-(the benchmark shapes the issues and docs/results measure: squares, LLM-like layers, small M, tall-skinny, awkward)."""
+(the benchmark shapes the issues and docs/results measure: squares, LLM-like layers, small M, tall-skinny, awkward,
+ragged)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ _GPU_GEMM = (
     (32768, 768, 768, "bf16", "nt"),  # tall-skinny
     (1000, 3000, 777, "fp16", "nn"),
     (1000, 3000, 777, "bf16", "nn"),
+    # ragged: no dimension a multiple of 16 bytes (issue 17; benchmarks/gemm_ragged_h200.py)
+    *((m, n, k, dt, "nn") for dt in ("fp16", "bf16")
+      for m, n, k in ((3001, 5003, 2999), (4095, 4097, 4091), (12345, 4096, 1000))),
 )
 _CPU_GEMM = (*_CPU_DEFAULT, (2048, 2048, 2048, "fp64", "nn"), (1, 2048, 2048, "fp32", "nn"), (1000, 300, 777, "fp32", "nt"))
 
