@@ -107,9 +107,10 @@ def wgmma_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
     return head + "".join(f"#define {k} {v}\n" for k, v in defines(problem, config).items()) + headers_text(problem)
 
 
-def _b_staged_nn(problem: GemmProblem) -> bool:
-    """True where B is staged in the nn layout's own shape (K x N, padded N) and read N-major as in place."""
-    return problem.layout == "nn" and hs.staging(problem).b == "pad"
+def _b_staged_shape(problem: GemmProblem) -> tuple[str, str]:
+    """(rows, cols) of B as staged: K x N where nn's B is padded in its own shape (read N-major as in place); N x K
+    where nt's B is padded or tf32 nn's is transposed (read K-major)."""
+    return ("K", "N") if problem.layout == "nn" and hs.staging(problem).b == "pad" else ("N", "K")
 
 
 def _scratch(problem: GemmProblem) -> tuple[Scratch, ...]:
@@ -123,7 +124,7 @@ def _scratch(problem: GemmProblem) -> tuple[Scratch, ...]:
         out.append(Scratch(name="A_staged", source="A", transposed=False, rows="M", cols="K", ld="lda_staged",
                            **common))
     if staged.b is not None:
-        rows, cols = ("K", "N") if _b_staged_nn(problem) else ("N", "K")
+        rows, cols = _b_staged_shape(problem)
         out.append(Scratch(name="B_staged", source="B", transposed=staged.b == "transpose", rows=rows, cols=cols,
                            ld="ldb_staged", **common))
     return tuple(out)
@@ -134,19 +135,19 @@ def _stage_steps(problem: GemmProblem) -> list[KernelStep]:
     staged = hs.staging(problem)
     per_block = STAGE_COPY_BYTES // hs.elem_bytes(problem.dtype)  # columns one block of the copy moves
     block = (STAGE_THREADS, 1, 1)
+
+    def copy_grid(rows: str, cols: str) -> tuple[str, str, int]:
+        return f"{rows.lower()}/{STAGE_COPY_ROWS}", f"{cols.lower()}/{per_block}", 1
+
     steps = []
     if staged.pad_a:
-        steps.append(KernelStep(STAGE_A_NAME, grid=(f"m/{STAGE_COPY_ROWS}", f"k/{per_block}", 1), block=block,
+        steps.append(KernelStep(STAGE_A_NAME, grid=copy_grid("M", "K"), block=block,
                                 params=("A", "A_staged", "M", "K", "lda", "lda_staged")))
-    if staged.b == "transpose":
-        steps.append(KernelStep(STAGE_B_NAME, grid=(f"n/{STAGE_TILE}", f"k/{STAGE_TILE}", 1), block=block,
-                                params=("B", "B_staged", "N", "K", "ldb", "ldb_staged")))
-    elif _b_staged_nn(problem):  # K rows of N columns
-        steps.append(KernelStep(STAGE_B_NAME, grid=(f"k/{STAGE_COPY_ROWS}", f"n/{per_block}", 1), block=block,
-                                params=("B", "B_staged", "K", "N", "ldb", "ldb_staged")))
-    elif staged.b == "pad":  # nt: N rows of K columns
-        steps.append(KernelStep(STAGE_B_NAME, grid=(f"n/{STAGE_COPY_ROWS}", f"k/{per_block}", 1), block=block,
-                                params=("B", "B_staged", "N", "K", "ldb", "ldb_staged")))
+    if staged.b is not None:
+        rows, cols = _b_staged_shape(problem)
+        grid = (f"n/{STAGE_TILE}", f"k/{STAGE_TILE}", 1) if staged.b == "transpose" else copy_grid(rows, cols)
+        steps.append(KernelStep(STAGE_B_NAME, grid=grid, block=block,
+                                params=("B", "B_staged", rows, cols, "ldb", "ldb_staged")))
     return steps
 
 
