@@ -4,27 +4,19 @@ fraction of the optimum in (0, 1] at either width."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import statistics
-import sys
-from pathlib import Path
 
 import pytest
+from benchmark_modules import loaded
 
 from tracea_cli.tune.landscape import synthetic_landscape
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("batch_quality_benchmark", ROOT / "benchmarks" / "batch_quality.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["batch_quality_benchmark"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["batch_quality_benchmark"]
+    with loaded("batch_quality", "batch_quality_benchmark") as module:
+        yield module
 
 
 def test_the_standard_error_is_that_of_the_paired_differences(bench):

@@ -3,23 +3,16 @@ the held-out kernel, and it follows the documented steps. Runs on a stand-in for
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from benchmark_modules import loaded
 
 
 @pytest.fixture(scope="module")
 def search_cv():
-    spec = importlib.util.spec_from_file_location("search_cv", ROOT / "benchmarks" / "search_cv.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["search_cv"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["search_cv"]
+    with loaded("search_cv", "search_cv") as module:
+        yield module
 
 
 class StandInRuns:

@@ -3,27 +3,19 @@ budget, and a baseline run to a shorter budget leaves its later columns empty in
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_modules import loaded
 
 from tracea_cli.tune.landscape import synthetic_landscape
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("replay_benchmark", ROOT / "benchmarks" / "replay.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["replay_benchmark"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["replay_benchmark"]
+    with loaded("replay", "replay_benchmark") as module:
+        yield module
 
 
 def test_a_cached_trace_is_reused_and_a_longer_one_serves_a_shorter_budget(bench, tmp_path, monkeypatch):
