@@ -173,10 +173,10 @@ if [[ $part == conv2d-tune ]]; then
 fi
 if [[ $part == ragged ]]; then
   say "wgmma ragged shapes: GPU tests (family and export), then the shapes against cuBLAS"
-  timeout 200 python3 -m pytest -q -p no:cacheprovider tests/engine_hopper/test_hopper_gpu.py \
+  timeout 150 python3 -m pytest -q -p no:cacheprovider tests/engine_hopper/test_hopper_gpu.py -k "ragged or staged or wrong" \
     "tests/export/test_export_staged.py::test_the_exported_staged_gemm_matches_the_reference_on_an_h200" 2>&1 \
     | tee "$OUT/ragged_tests.log" | tail -6
-  timeout 280 python3 benchmarks/gemm_ragged_h200.py --out "$OUT/gemm_ragged.md" --json "$OUT/gemm_ragged.json" 2>"$OUT/gemm_ragged.log"
+  timeout 250 python3 benchmarks/gemm_ragged_h200.py --out "$OUT/gemm_ragged.md" --json "$OUT/gemm_ragged.json" 2>"$OUT/gemm_ragged.log"
 fi
 if [[ $part == ragged-tune ]]; then
   say "tune a ragged 4k-class shape as a user types it (fp16, default budget)"
