@@ -209,3 +209,56 @@ def test_the_local_pool_is_made_when_taken_in_the_callers_thread():
     with starting:
         starting.take()
     assert made_in == [threading.current_thread().name]
+
+
+class _FakeRay:
+    """Just enough of Ray's API for RayExecutor's constructor and close: is this process connected, and to what."""
+
+    def __init__(self, connected: bool) -> None:
+        self.connected, self.inits, self.shutdowns = connected, [], 0
+
+    def is_initialized(self) -> bool:
+        return self.connected
+
+    def init(self, address=None, **_) -> None:
+        self.connected = True
+        self.inits.append(address)
+
+    def shutdown(self) -> None:
+        self.connected = False
+        self.shutdowns += 1
+
+    def cluster_resources(self) -> dict:
+        return {"CPU": 1.0}
+
+    def remote(self, **_):
+        class Handle:
+            def __init__(self, *args) -> None:
+                self.start = self.run = type("Method", (), {"remote": staticmethod(lambda *a: None)})()
+
+        return lambda cls: type("Remote", (), {"remote": staticmethod(lambda *a: Handle(*a))})
+
+    def kill(self, actor) -> None:
+        pass
+
+
+@pytest.mark.parametrize("connected", [False, True])
+def test_the_ray_executor_disconnects_at_exit_only_from_a_connection_it_made(monkeypatch, connected):
+    """Disconnecting at exit ourselves is faster than Ray's own exit path (docs/results/ray_exit_cpu_2026-12-07.md);
+    a connection the caller made is left alone."""
+    import atexit
+
+    from tracea_cli.tune.ray_executor import RayExecutor
+
+    fake = _FakeRay(connected)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setattr("tracea_cli.tune.ray_executor._check_reachable", lambda address: None)
+    before = atexit._ncallbacks()
+    try:
+        with RayExecutor(FaultyBackend, backend="cpu", device_class="cpu", timeout_s=1.0, address="auto") as ex:
+            assert ex.capacity == 1
+        assert fake.inits == ([] if connected else ["auto"])
+        assert atexit._ncallbacks() - before == (0 if connected else 1)
+        assert fake.shutdowns == 0  # the connection stays for the process's next tune
+    finally:
+        atexit.unregister(fake.shutdown)
