@@ -1,10 +1,16 @@
 """Maintainer script for an op's shipped default configurations (profiles/defaults/OP.json, read by
 `tracea export OP --config default`): GEMM's (the default) and lowrank-mlp's (`--op lowrank-mlp`).
 
-    python benchmarks/gemm_defaults.py generate [--op OP] [--write]   rebuild the lists (compiles every entry; no GPU)
+    python benchmarks/gemm_defaults.py generate [--op OP] [--write] [--keep-records]
+                                       rebuild the lists (compiles every entry; no GPU)
     python benchmarks/gemm_defaults.py verify [--op OP] [--write]     check this GPU's family's entries on this GPU
 
-`generate` writes every entry `compiled-only` (with when and for which architectures it was compiled); `verify`
+`generate` writes every entry `compiled-only` (with when and for which architectures it was compiled). With
+`--keep-records` it adds only kernel families: where the current file's list for a dtype and architecture family
+holds entries of a kernel family (wgmma, mma, simt), those entries stay as they are, records included; a kernel
+family it lacks gets the ops module's entries, compiled, `compiled-only`, in the ops module's order. So a new family
+joins without losing what a GPU checked (valid while no kernel source changed since; after a kernel change run
+plain `generate` and `verify`). `verify`
 checks each entry of the present GPU's family against the float64 reference at the op's check shapes and records
 `verified` with the device class, the architecture, the largest relative error and the date. What each op's lists
 hold is its defaults module (DTYPES, FAMILIES, COMPILE_FOR, ABOUT, big_problems, candidates, verify_problems).
@@ -33,15 +39,32 @@ from tracea_cli.target import arch_target, base_arch  # noqa: E402
 MODULES = {"gemm": "tracea_cli.ops.gemm.defaults", "lowrank-mlp": "tracea_cli.ops.lowrank_mlp.defaults"}
 
 
-def generate(*, op: str = "gemm", date: str | None = None, compile_entries: bool = True) -> dict[str, Any]:
-    """The whole profile, every entry `compiled-only`; with `compile_entries`, each is compiled for its family first."""
+def _merged(dtype: str, family: str, listed: list[dict[str, Any]], keep: Mapping[str, Any]) -> list[Any]:
+    """One dtype's list on one architecture family: per kernel family in the order `listed` has them, the entries
+    `keep` holds of it (dicts, records included) where it holds any, else `listed`'s configurations."""
+    held = [e for e in keep["defaults"] if e["dtype"] == dtype and e["family"] == family]
+    out: list[Any] = []
+    for kernel in dict.fromkeys(c["family"] for c in listed):
+        mine = [e for e in held if e["config"]["family"] == kernel]
+        out += mine or [c for c in listed if c["family"] == kernel]
+    return out
+
+
+def generate(*, op: str = "gemm", date: str | None = None, compile_entries: bool = True,
+             keep: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The whole profile, every entry `compiled-only`; with `compile_entries`, each is compiled for its family first.
+    With `keep` (the current profile) only kernel families its lists lack are added (see the module's docstring)."""
     from tracea_cli.backends import nvrtc
 
     gd = importlib.import_module(MODULES[op])
     backend = OpBackend(op, "cuda")
     date = date or time.strftime("%Y-%m-%d", time.gmtime())
-    listed = [(dtype, family, archs, config) for dtype in gd.DTYPES for family, archs in gd.COMPILE_FOR.items()
-              for config in gd.candidates(dtype, archs[0])]
+    everything = []  # (dtype, family, archs, a configuration to list, or an entry kept as it is)
+    for dtype in gd.DTYPES:
+        for family, archs in gd.COMPILE_FOR.items():
+            listed = gd.candidates(dtype, archs[0])
+            everything += [(dtype, family, archs, c) for c in (_merged(dtype, family, listed, keep) if keep else listed)]
+    listed = [e for e in everything if "verification" not in e[3]]
     if compile_entries:  # every entry for each big problem it is valid for, on each architecture of its family
         jobs = [(problem, config, arch_target(arch)) for dtype, _, archs, config in listed
                 for problem in gd.big_problems(dtype) for arch in archs
@@ -49,7 +72,10 @@ def generate(*, op: str = "gemm", date: str | None = None, compile_entries: bool
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:  # NVRTC releases the GIL
             list(pool.map(lambda job: backend.compile(*job), jobs))  # a compile error ends the run with its log
     entries = []
-    for dtype, family, archs, config in listed:
+    for dtype, family, archs, config in everything:
+        if "verification" in config:  # kept as it is
+            entries.append(config)
+            continue
         how = (f"compiled for {' and '.join(archs)} with NVRTC {nvrtc.version()} on {date}" if compile_entries
                else f"listed for {' and '.join(archs)} on {date}, not compiled") + "; never run on a GPU of this family"
         entries.append({"dtype": dtype, "family": family, "config": config,
@@ -105,10 +131,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("action", choices=("generate", "verify"))
     parser.add_argument("--op", choices=tuple(MODULES), default="gemm", help="whose defaults (default: gemm)")
     parser.add_argument("--write", action="store_true", help="write profiles/defaults/OP.json (else print it)")
+    parser.add_argument("--keep-records", action="store_true",
+                        help="generate: keep the current file's entries (records included), adding only kernel families "
+                             "its lists lack")
     parser.add_argument("--device", type=int, default=0, help="CUDA device for verify")
     args = parser.parse_args(argv)
     if args.action == "generate":
-        profile = generate(op=args.op)
+        profile = generate(op=args.op, keep=load_defaults(args.op) if args.keep_records else None)
     else:
         profile = verify(load_defaults(args.op), op=args.op, device_index=args.device,
                          log=lambda s: print(s, file=sys.stderr))

@@ -72,12 +72,21 @@ def test_a_configuration_beyond_an_architectures_limits_is_refused_for_it(tmp_pa
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_default_lists_can_be_built_for_every_dtype_and_family(dtype):
-    """What `benchmarks/gemm_defaults.py generate` builds: entries that all name the same parameters (the small ones
-    included, with the space's defaults for what they leave out) and are valid for the large problems."""
+    """What `benchmarks/gemm_defaults.py generate` builds: per kernel family, entries that all name the same parameters
+    (the small ones included, with the space's defaults for what they leave out), all valid for the large problems;
+    on sm_90 the Hopper family's first for the dtypes it has, both with a TMA store and storing from registers."""
     for family, members in FAMILIES.items():
         entries = candidates(dtype, members[0])
         assert len(entries) >= 3, family
-        assert len({tuple(e) for e in entries}) == 1, f"{dtype} {family}: entries name different parameters"
+        kernels = [e["family"] for e in entries]
+        assert kernels == sorted(kernels, key=lambda k: k != "wgmma"), f"{dtype} {family}: wgmma entries come first"
+        for kernel in set(kernels):
+            named = {tuple(e) for e in entries if e["family"] == kernel}
+            assert len(named) == 1, f"{dtype} {family} {kernel}: entries name different parameters"
+        hopper = family == "sm_90" and dtype in ("fp16", "bf16", "tf32")
+        assert ("wgmma" in kernels) == hopper, (dtype, family)
+        if hopper:
+            assert {e["store"] for e in entries if e["family"] == "wgmma"} == {"tma", "direct"}
         for problem in big_problems(dtype):
             assert all(space_of(problem, members[0])(e) is None for e in entries), (dtype, family)
 

@@ -1,11 +1,16 @@
 """GEMM's shipped default configurations (profiles/defaults/gemm.json): which configurations they hold, per dtype and
 architecture family. Pure: benchmarks/gemm_defaults.py compiles them (generate) and checks them on a GPU (verify).
 
-Per dtype and family an ordered list: the hand-picked configuration for large squares first, one per block tile in
+Per dtype and family an ordered list: on sm_90 for fp16, bf16 and tf32 the Hopper family's (wgmma) configurations
+first, from its default for large squares down to one for small problems, each also storing C from registers (what a
+ragged N needs); then the mma.sync/SIMT engine's hand-picked configuration for large squares, one per block tile in
 an order that suits any M, and last a small predicated one that every shape admits."""
 
 from __future__ import annotations
 
+import itertools
+
+from tracea_cli.ops.gemm.families import wgmma_space
 from tracea_cli.ops.gemm.families.engine_space import (
     FAMILY,
     gemm_space,
@@ -42,6 +47,35 @@ def candidates(dtype: str, arch: str) -> list[Config]:
     """The ordered list for one dtype on one architecture's limits (see the module's docstring)."""
     target = arch_target(arch)
     big = big_problems(dtype)
+    return hopper_candidates(big, target) + engine_candidates(big, target)
+
+
+# The Hopper family's entries, largest tile first: (tile_m, tile_n, consumers, stages), as wgmma_space.default_config
+# prefers them (measured on the H200, docs/hopper-notes.md); one consumer warpgroup runs one tile per CTA.
+HOPPER_TILES = ((128, 256, 2, 3), (128, 128, 2, 4), (128, 64, 2, 4), (64, 64, 1, 2))
+
+
+def hopper_candidates(big: list[GemmProblem], target) -> list[Config]:
+    """The wgmma family's entries where it applies (sm_90; fp16, bf16, tf32): for each tile the family's own pick
+    with a TMA store, then the same storing from registers, which also serves an N whose rows are not a multiple of
+    16 bytes; each in the family's tile order for large problems, then in row order (group_m 1), which the space
+    keeps for problems with too few rows of tiles to group."""
+    if wgmma_space.hopper_space(big[0], target) is None:
+        return []
+    base = wgmma_space.default_config(big[0], target)
+    out: list[Config] = []
+    for tile_m, tile_n, consumers, stages in HOPPER_TILES:
+        for group_m, store in itertools.product((base["group_m"], 1), ("tma", "direct")):
+            config = {**base, "tile_m": tile_m, "tile_n": tile_n, "consumers": consumers, "stages": stages,
+                      "store": store, "group_m": group_m, **({"persistent": 0} if consumers == 1 else {})}
+            if config not in out and all(wgmma_space.hopper_space(p, target).why_invalid(config) is None for p in big):
+                out.append(config)
+    return out
+
+
+def engine_candidates(big: list[GemmProblem], target) -> list[Config]:
+    """The mma.sync / SIMT engine's entries (see the module's docstring)."""
+    dtype = big[0].dtype
     picks = hand_picked(big[0], target)
     widest = vector_widths(dtype)[0]
     out: list[Config] = [dict(picks[0])]
