@@ -59,7 +59,7 @@ SCORED_BUDGETS = (20, 40, 60, 100, 200)
 START: dict = {
     "encoding": "rank", "initial": None, "design": "lhs", "nu": 2.5, "min_length": 0.5, "max_length": 100.0,
     "length": 0.0, "failure": 0.0, "acquisition": "ei", "exploration": 0.01, "local": 0.0, "batch": 1,
-    "main_effects": False, "local_moves": "adjacent", "portfolio": "fixed", "clip": 1.0,
+    "main_effects": False, "local_moves": "adjacent", "portfolio": "fixed", "clip": 1.0, "global_length": 0.0,
 }
 
 # Each setting the procedure chooses, with its values (the start's first), as overrides of START.
@@ -88,6 +88,7 @@ DIMENSIONS: tuple[tuple[str, tuple[tuple[str, dict], ...]], ...] = (
         ("Latin hypercube, 10", {"initial": 10}),
         ("Latin hypercube, 20", {"initial": 20}),
         ("random, 2 (d + 1) in [8, 20]", {"design": "random"}),
+        ("random, 10", {"design": "random", "initial": 10}),
     )),
     ("failed configurations", (
         ("at the worst time seen", {}),
@@ -114,6 +115,15 @@ DIMENSIONS: tuple[tuple[str, tuple[tuple[str, dict], ...]], ...] = (
         ("up to 2 parameters changed, half the moves", {"radius": 2, "local": 0.5, "local_moves": "any"}),
         ("up to 3 parameters changed, half the moves", {"radius": 3, "local": 0.5, "local_moves": "any"}),
     )),
+    # Two surrogates (2026-12-07): the global moves scored by a GP with every length scale fixed, the local ones
+    # (half the moves, as in the portfolio dimension) by the fitted GP.
+    ("model of the global moves", (
+        ("the fitted GP", {}),
+        ("a smooth GP (length 1.5), half the moves local on the fitted GP",
+         {"global_length": 1.5, "local": 0.5, "local_moves": "any"}),
+        ("a smooth GP (length 0.75), half the moves local on the fitted GP",
+         {"global_length": 0.75, "local": 0.5, "local_moves": "any"}),
+    )),
     ("batch: proposals per model update", (
         ("1", {}),
         ("4", {"batch": 4}),
@@ -121,36 +131,53 @@ DIMENSIONS: tuple[tuple[str, tuple[tuple[str, dict], ...]], ...] = (
 )
 
 
-# The defaults as overrides of START (they were chosen by the full procedure, docs/results/search_cv.md).
-DEFAULTS: dict = {"nu": 1.5, "clip": 0.25, "local": 0.5, "local_moves": "any"}
+# The defaults of 2026-12-02 to 2026-12-06 as overrides of START (chosen by the full procedure then,
+# docs/results/search_cv.md): one fitted GP for both kinds of move, a Latin hypercube start. The variants of the
+# first two rounds below are changes of these.
+PREVIOUS: dict = {"nu": 1.5, "clip": 0.25, "local": 0.5, "local_moves": "any"}
+# The defaults since 2026-12-07, chosen by `--variants` (docs/results/search_cv_variants.md): the global moves
+# scored by a second, smooth GP, and a random start of 10.
+DEFAULTS: dict = {**PREVIOUS, "global_length": 1.5, "design": "random", "initial": 10}
 
 # Whole-strategy variants for `--variants`: the defaults, and the changes proposed for issue 20 (local search over
 # wider neighbourhoods, a local pool over several incumbents, more local moves, a portfolio by credit, a random
-# start). None is keyed to a landscape.
+# start, two surrogates), as changes of the defaults they were proposed against (PREVIOUS). None is keyed to a
+# landscape.
 VARIANTS: tuple[tuple[str, dict], ...] = (
     ("the defaults", DEFAULTS),
+    ("the defaults of 2026-12-02 (one fitted GP, Latin hypercube start)", PREVIOUS),
     ("variable neighbourhoods up to 2 parameters, wider after 4 stale local moves",
-     {**DEFAULTS, "radius": 2, "escalate": 4}),
+     {**PREVIOUS, "radius": 2, "escalate": 4}),
     ("variable neighbourhoods up to 2 parameters, wider after 8 stale local moves",
-     {**DEFAULTS, "radius": 2, "escalate": 8}),
+     {**PREVIOUS, "radius": 2, "escalate": 8}),
     ("variable neighbourhoods up to 3 parameters, wider after 4 stale local moves",
-     {**DEFAULTS, "radius": 3, "escalate": 4}),
-    ("local pool over the neighbourhoods of the best 3", {**DEFAULTS, "local_from": 3}),
-    ("2/3 of the model's moves local", {**DEFAULTS, "local": 2 / 3}),
-    ("portfolio by credit", {**DEFAULTS, "portfolio": "credit"}),
-    ("random start", {**DEFAULTS, "design": "random"}),
+     {**PREVIOUS, "radius": 3, "escalate": 4}),
+    ("local pool over the neighbourhoods of the best 3", {**PREVIOUS, "local_from": 3}),
+    ("2/3 of the model's moves local", {**PREVIOUS, "local": 2 / 3}),
+    ("portfolio by credit", {**PREVIOUS, "portfolio": "credit"}),
+    ("random start", {**PREVIOUS, "design": "random"}),
     # Issue 20, second round: random search's floor on flat landscapes (random interleaving, as SMAC does), and an
     # acquisition that explores by itself (Thompson sampling: the best of one joint posterior draw over the pool).
-    ("1/3 of the turns after the start random", {**DEFAULTS, "random": 1 / 3}),
-    ("1/2 of the turns random while they are fewer than the start's size", {**DEFAULTS, "random": 0.5,
+    ("1/3 of the turns after the start random", {**PREVIOUS, "random": 1 / 3}),
+    ("1/2 of the turns random while they are fewer than the start's size", {**PREVIOUS, "random": 0.5,
                                                                              "random_until": 1.0}),
-    ("Thompson sampling instead of EI", {**DEFAULTS, "acquisition": "ts"}),
-    ("Thompson sampling for the global moves, EI for the local ones", {**DEFAULTS, "acquisition": "ts-global"}),
-    ("Thompson sampling, random start", {**DEFAULTS, "acquisition": "ts", "design": "random"}),
+    ("Thompson sampling instead of EI", {**PREVIOUS, "acquisition": "ts"}),
+    ("Thompson sampling for the global moves, EI for the local ones", {**PREVIOUS, "acquisition": "ts-global"}),
+    ("Thompson sampling, random start", {**PREVIOUS, "acquisition": "ts", "design": "random"}),
     # The full procedure's final choice when re-run on 2026-12-03 with the local-radius dimension (search_cv.md):
     # it differs from the defaults; this checks whether it beats them in the folds before it could replace them.
     ("the full procedure's choice of 2026-12-03 (alignment of stepped values, start of 10, tail held at the median)",
-     {**DEFAULTS, "encoding": "rank+align-step", "initial": 10, "radius": 2, "clip": 0.5}),
+     {**PREVIOUS, "encoding": "rank+align-step", "initial": 10, "radius": 2, "clip": 0.5}),
+    # Issue 20, third round (2026-12-07): two surrogates. The local moves keep the fitted GP; the global moves are
+    # scored by a second GP whose length scales are all fixed (1.5 encoded units, Kernel Tuner's value: a smooth
+    # model of the whole space's trends). With and without the start as gp-ei's (10 random candidates), and the
+    # pieces alone, so that the folds can tell which part carries. Both together are now the defaults (first).
+    ("two models: global moves by a smooth GP (length 1.5)", {**PREVIOUS, "global_length": 1.5}),
+    ("two models: global moves by a smooth GP (length 0.75)", {**PREVIOUS, "global_length": 0.75}),
+    ("random start of 10", {**PREVIOUS, "design": "random", "initial": 10}),
+    ("the defaults with a shorter smooth model (length 0.75)", {**DEFAULTS, "global_length": 0.75}),
+    ("one smooth GP (length 1.5) for every move, random start of 10",
+     {**PREVIOUS, "length": 1.5, "design": "random", "initial": 10}),
 )
 
 
@@ -178,7 +205,7 @@ STRATEGY_VERSION = "8c5b1da4238c9aa5195510781661ff7403c72649c54baeec4e23c2d57d3c
 # Settings added since that version, with the value that does what the search did before them: left out of a key
 # at that value, so that the traces made before they existed still count.
 _ADDED = {"main_effects": False, "portfolio": "fixed", "clip": 1.0, "radius": 1, "local_from": 1, "escalate": 0,
-          "random": 0.0, "random_until": 0.0, "ts_pool": 1000}
+          "random": 0.0, "random_until": 0.0, "ts_pool": 1000, "global_length": 0.0}
 
 
 def landscape_files(folder: Path) -> list[Path]:
@@ -449,12 +476,14 @@ def variants_report(args, files, kernels, runs: Runs, started, load_before) -> s
     import skopt
 
     variants = [Candidate(label, overrides) for label, overrides in VARIANTS]
+    # Held out in every fold, whatever the folds choose: the defaults, and the defaults they replaced.
+    references = [variants[0], *(v for v in variants[1:] if v.overrides == PREVIOUS)]
     runs.ensure(variants)
     folds = []
     for kernel, held_out in kernels.items():
         training = [f for f in files if f not in held_out]
         choice = choose_variant(runs, training, variants)
-        runs.ensure([choice, variants[0]], held_out, args.held_out_repeats)
+        runs.ensure([choice, *references], held_out, args.held_out_repeats)
         folds.append((kernel, held_out, training, choice))
     final = choose_variant(runs, files, variants)
     hr = args.held_out_repeats
@@ -493,24 +522,34 @@ def variants_report(args, files, kernels, runs: Runs, started, load_before) -> s
         "## Folds",
         "",
         "| held-out kernel | choice (made on the other kernels) | training score | held-out score | held-out mean "
-        "fraction at 60 (within 95 %) | the defaults held out, at 60 |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "fraction at 60 (within 95 %) | the defaults held out, at 60 | the previous defaults held out, at 60 |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    held60, base60 = [], []
+    held60, base60, previous60 = [], [], []
+    previous = references[-1]
     for kernel, held_out, training, choice in folds:
         cell = "; ".join(f"{short_name(p)} {runs.fractions(choice, p, hr)[0][at60]:.3f} "
                          f"({runs.fractions(choice, p, hr)[1][at60]:.0%})" for p in held_out)
         base = "; ".join(f"{short_name(p)} {runs.fractions(variants[0], p, hr)[0][at60]:.3f}" for p in held_out)
         held60.append(float(np.mean([runs.fractions(choice, p, hr)[0][at60] for p in held_out])))
         base60.append(float(np.mean([runs.fractions(variants[0], p, hr)[0][at60] for p in held_out])))
+        before = "; ".join(f"{short_name(p)} {runs.fractions(previous, p, hr)[0][at60]:.3f}" for p in held_out)
+        previous60.append(float(np.mean([runs.fractions(previous, p, hr)[0][at60] for p in held_out])))
         lines.append(f"| {kernel} | {choice.label} | {runs.score(choice, training):.3f} | "
-                     f"{runs.score(choice, held_out, hr):.3f} | {cell} | {base} |")
+                     f"{runs.score(choice, held_out, hr):.3f} | {cell} | {base} | {before} |")
     lines += [
         "",
         f"Held-out mean fraction at 60 per fold: {', '.join(f'{v:.3f}' for v in held60)} (target >= 0.95 in every "
         f"fold: {'met' if min(held60) >= 0.95 else 'NOT met'}); their mean {np.mean(held60):.3f}.",
         "",
         f"The defaults held out, at 60: {', '.join(f'{v:.3f}' for v in base60)}; their mean {np.mean(base60):.3f}.",
+        "",
+        f"The previous defaults ({previous.label}) held out, at 60: {', '.join(f'{v:.3f}' for v in previous60)}; "
+        f"their mean {np.mean(previous60):.3f}.",
+        "",
+        f"Held-out score over all budgets ({hr} seeds) per fold, the defaults against the previous defaults: "
+        + "; ".join(f"{k} {runs.score(variants[0], h, hr):.3f} vs {runs.score(previous, h, hr):.3f}"
+                    for k, h, _, _ in folds) + ".",
         "",
         f"- Choice with every kernel as training: {final.label} (score {runs.score(final, files):.3f}; the defaults "
         f"{runs.score(variants[0], files):.3f}).",

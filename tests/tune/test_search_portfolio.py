@@ -110,8 +110,10 @@ def test_a_batch_setting_proposes_from_one_model_state_like_asking_for_a_batch()
 
 def test_a_candidate_observed_while_queued_is_not_proposed_again():
     landscape = synthetic_landscape(2, small=True)
-    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(batch=6))
+    # a start of 8, then two whole batches of 6: the queue is empty after 20 results, and full after one more ask
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(batch=6, initial=8))
     drive(strategy, landscape, 20)
+    assert not strategy._queue
     first = strategy.ask(1)
     waiting = list(strategy._queue)
     assert len(waiting) == 5
@@ -128,8 +130,11 @@ def test_a_candidate_observed_while_queued_is_not_proposed_again():
         BayesSettings(encoding="rank+align", max_length=2.0),
         BayesSettings(design="random", initial=12),
         BayesSettings(failure=0.405, local=0.5),
+        BayesSettings(global_length=1.5, design="random", initial=10),
+        BayesSettings(global_length=0.75),
     ],
-    ids=["fixed-length", "lcb", "align-capped", "random-start", "failure-margin-local"],
+    ids=["fixed-length", "lcb", "align-capped", "random-start", "failure-margin-local", "two-models-random-start",
+         "two-models-shorter"],
 )
 def test_every_setting_the_cross_validation_tries_finds_small_optima(settings):
     # a working search, not a tuned one: the cross-validation tells them apart on the recorded landscapes
@@ -240,6 +245,8 @@ def test_the_credit_portfolio_turns_to_the_kind_of_move_that_improves():
         ({"random": 1.5}, "random must lie in [0.0, 1.0]"),
         ({"acquisition": "pi"}, "acquisition must be one of"),
         ({"ts_pool": 1}, "ts_pool must be at least 2"),
+        ({"global_length": -1.0}, "global_length must be a finite length >= 0"),
+        ({"global_length": math.nan}, "global_length must be a finite length >= 0"),
     ],
 )
 def test_bad_settings_are_refused_with_one_sentence(kwargs, words):
@@ -307,3 +314,46 @@ def test_thompson_sampling_finds_small_optima_and_is_seeded(acquisition):
             again = drive(BayesSearch(landscape.candidates, seed=seed, settings=settings), landscape, budget)
             assert order == again
     assert np.mean(scores) >= 0.9 and min(scores) >= 0.75, scores
+
+
+# -- two surrogates (`global_length`) -------------------------------------------------------------------------------
+
+
+def test_global_moves_are_scored_by_the_smooth_model_and_local_ones_by_the_fitted_one(monkeypatch):
+    landscape = synthetic_landscape(1)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(global_length=1.5, local=0.5))
+    scored_by = []
+    real_pool = BayesSearch._pool
+
+    def recording(self, gp=None):
+        scored_by.append("smooth" if gp is self._smooth.gp else "fitted")
+        return real_pool(self, gp)
+
+    monkeypatch.setattr(BayesSearch, "_pool", recording)
+    drive(strategy, landscape, 40)
+    assert scored_by and set(scored_by) == {"smooth"}  # only global moves score a pool, all on the smooth model
+    np.testing.assert_allclose(strategy._smooth.kernel.k1.k2.length_scale, 1.5)
+    fitted = np.atleast_1d(strategy._fitted.kernel.k1.k2.length_scale)
+    assert not np.allclose(fitted, 1.5)  # the local moves' model keeps its own, fitted length scales
+    assert strategy._fitted.gp is not None and len(strategy._fitted.gp.train) >= 30
+
+
+def test_without_a_global_length_there_is_one_model():
+    landscape = synthetic_landscape(1)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(global_length=0.0))
+    drive(strategy, landscape, 30)
+    assert strategy._smooth is None and strategy._fitted.gp is not None
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_two_models_never_repeat_and_avoid_failures_in_batches(batch):
+    landscape = synthetic_landscape(5)  # 21% of its configurations fail
+    settings = BayesSettings(global_length=1.5, design="random", initial=10)
+    wasted, found = [], []
+    for seed in range(3):
+        order = drive(BayesSearch(landscape.candidates, seed=seed, settings=settings), landscape, 60, batch=batch)
+        assert len(order) == len(set(order)) == 60
+        wasted.append(sum(1 for i in order[10:] if landscape.failures[i] is not None) / 50)
+        found.append(fraction(landscape, order))
+    share_failing = sum(1 for f in landscape.failures if f is not None) / len(landscape)
+    assert np.mean(wasted) < share_failing and np.mean(found) >= 0.93, (wasted, found)

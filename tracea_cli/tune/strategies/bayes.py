@@ -11,9 +11,11 @@ over the recorded landscapes, benchmarks/search_cv.py, docs/results/search_cv.md
    log(time): times span orders of magnitude and matter in ratios.
 4. Failures enter the model at the worst log(time) seen so far plus a margin; with `clip` < 1, log(time) above
    that quantile of the successes enters at the quantile (the model's variance then goes to the fast region).
-5. Proposal: a portfolio of two moves, both scored by the model.
+5. Proposal: a portfolio of two moves, both scored by a model.
    - global: the acquisition (EI or LCB) over every unproposed candidate, or in spaces larger than `max_pool` a
-     random subset (drawn afresh at each refit) plus every neighbour of the best few;
+     random subset (drawn afresh at each refit) plus every neighbour of the best few. With `global_length` > 0 a
+     second model scores these: a GP whose length scales are all fixed at that value (only its amplitude and noise
+     are fitted), smooth over the whole space, while the fitted model keeps screening the local moves;
    - local: the unproposed neighbours (one parameter changed) of the best result, or of the next best once those
      are spent, the one the acquisition likes most. Sharp landscapes, where a few configurations next to each other
      are far faster than the rest, are found by walking neighbourhoods; smooth ones by the model.
@@ -50,15 +52,21 @@ from tracea_cli.tune.strategies.gp import (
 
 @dataclass(frozen=True)
 class BayesSettings:
-    """The search's settings. The defaults are those the cross-validation chose (docs/results/search_cv.md)."""
+    """The search's settings. The defaults are those the cross-validation chose (docs/results/search_cv.md; since
+    2026-12-07 the two models and the random start of 10 by the whole-strategy folds, search_cv_variants.md)."""
 
     encoding: str = "rank"  # how candidates become coordinates: one of encoding.ENCODINGS
-    initial: int | None = None  # space-filling points before the first model; None: 2 (d + 1) within [8, 20]
-    design: str = "lhs"  # the start: "lhs" (maximin Latin hypercube) or "random"
+    initial: int | None = 10  # space-filling points before the first model; None: 2 (d + 1) within [8, 20]
+    design: str = "random"  # the start: "lhs" (maximin Latin hypercube) or "random"
     nu: float = 1.5  # the Matern kernel's smoothness: 1.5 or 2.5
     min_length: float = 0.5  # the shortest length scale, in steps between neighbouring coordinates
     max_length: float = 100.0  # the longest fitted length scale (encoded units; 1 = a parameter's whole range)
     length: float = 0.0  # > 0: one fixed length scale for every column (encoded units) instead of fitted ones
+    global_length: float = 1.5  # > 0: the global moves are scored by a second model, a smooth one whose length
+    # scales are all fixed at this value (encoded units), while the local moves keep the first model (`length`).
+    # Two surrogates: fitted length scales resolve the incumbent's neighbourhood; on sharp landscapes they shrink
+    # and the global moves they drive turn into exploring wherever the model knows nothing, while one long fixed
+    # length scale keeps the global moves on the trends of the whole space
     main_effects: bool = False  # add to the kernel a fitted multiple of how many parameter values two share
     fit_max: int | None = 100  # hyperparameters are fitted on at most this many results (a random subset): cost
     failure: float = 0.0  # a failure enters the model at the worst log(time) seen plus this (log 1.5 = 0.405)
@@ -111,6 +119,9 @@ class BayesSettings:
         for name in ("radius", "local_from"):
             if getattr(self, name) < 1:
                 raise ValueError(f"BayesSettings.{name} must be at least 1, got {getattr(self, name)}")
+        if not (self.global_length >= 0 and math.isfinite(self.global_length)):
+            raise ValueError(f"BayesSettings.global_length must be a finite length >= 0 (0: no second model), "
+                             f"got {self.global_length!r}")
         if self.ts_pool < 2:
             raise ValueError(f"BayesSettings.ts_pool must be at least 2, got {self.ts_pool}")
 
@@ -164,9 +175,8 @@ class BayesSearch(Bookkeeping):
         self._initial = s.initial if s.initial is not None else min(20, max(8, 2 * (d + 1)))
         self._design: np.ndarray | None = None  # the space-filling start, in encoded coordinates
         self._design_next = 0
-        self._gp: Posterior | None = None  # the model, with the last fitted hyperparameters
-        self._kernel = None
-        self._fitted_at = 0  # number of results the hyperparameters were fitted on
+        self._fitted = _Model(length=s.length)  # scores the local moves, and the global ones without `global_length`
+        self._smooth = _Model(length=s.global_length) if s.global_length > 0 else None  # the global moves' model
         self._queue: list[int] = []  # proposed by the model, not asked for yet (see `batch`)
         self._model_steps = 0  # proposals made by the model, for interleaving local and global moves
         self._turns = 0  # turns after the start (model or random), for interleaving random proposals (`random`)
@@ -268,29 +278,34 @@ class BayesSearch(Bookkeeping):
     def _propose_by_model(self) -> int:
         observed = list(self.costs)
         y = self._targets(observed)
-        self._model(observed)
+        self._model(self._fitted, observed)
         mean, scale = float(y.mean()), float(y.std()) or 1.0
         local = self._local_pool() if self._local_turn() else None
-        pool = local if local is not None and len(local) else self._pool()
         kind = "local" if local is not None and len(local) else "global"
+        model = self._fitted
+        if kind == "global" and self._smooth is not None:
+            model = self._smooth
+            self._model(model, observed)
+        gp = model.gp
+        pool = local if kind == "local" else self._pool(gp)
         if self.settings.acquisition == "ts" or (self.settings.acquisition == "ts-global" and kind == "global"):
             if len(pool) > self.settings.ts_pool:
                 pool = self._rng.choice(pool, self.settings.ts_pool, replace=False)
-            mark = self._gp.mark()
-            self._gp.add(self.pending + self._queue)
-            draw = self._gp.sample(pool, (y - mean) / scale, self._rng)
-            self._gp.restore(mark)
+            mark = gp.mark()
+            gp.add(self.pending + self._queue)
+            draw = gp.sample(pool, (y - mean) / scale, self._rng)
+            gp.restore(mark)
             index = int(pool[int(np.argmin(draw))])
             self._kind[index] = kind
             return index
-        mu, _ = self._gp.predict(pool, (y - mean) / scale)
+        mu, _ = gp.predict(pool, (y - mean) / scale)
         mu = mu * scale + mean
         # Points in flight join the data at the model's belief (kriging believer): the mean stays as it is, the
         # uncertainty around them shrinks, so the next pick of a batch goes elsewhere.
-        mark = self._gp.mark()
-        self._gp.add(self.pending + self._queue)
-        _, std = self._gp.predict(pool, None)
-        self._gp.restore(mark)
+        mark = gp.mark()
+        gp.add(self.pending + self._queue)
+        _, std = gp.predict(pool, None)
+        gp.restore(mark)
         std = std * scale
         if self.settings.acquisition == "lcb":
             score = lower_confidence(mu, std, self.settings.exploration)
@@ -357,15 +372,17 @@ class BayesSearch(Bookkeeping):
             self._neighbours[i] = encoding.neighbours(self._levels, i)
         return self._neighbours[i]
 
-    def _pool(self) -> np.ndarray:
-        """The candidates to score: all unproposed ones, or in a large space the subset the posterior tracks plus
-        the incumbents' neighbours (so that the search can always refine its best points)."""
+    def _pool(self, gp: Posterior | None = None) -> np.ndarray:
+        """The candidates to score: all unproposed ones, or in a large space the subset the posterior `gp` (the
+        fitted model's unless given) tracks plus the incumbents' neighbours (so that the search can always refine
+        its best points)."""
+        gp = gp or self._fitted.gp
         free = self._unproposed()
-        if self._gp.rows is None and not 0 < self.settings.pool < len(free):
+        if gp.rows is None and not 0 < self.settings.pool < len(free):
             return free
         near = np.zeros(self.size, dtype=bool)
-        if self._gp.rows is not None:
-            near[self._gp.rows] = True
+        if gp.rows is not None:
+            near[gp.rows] = True
         if 0 < self.settings.pool < len(free):
             near[self._rng.choice(free, self.settings.pool, replace=False)] = True
         for i in self._ranked()[: self.settings.incumbents]:
@@ -388,29 +405,46 @@ class BayesSearch(Bookkeeping):
         y[~finite] = y[finite].max() + self.settings.failure
         return y
 
-    def _model(self, observed: list[int]) -> None:
-        """Condition the GP on `observed` (in that order).
+    def _model(self, model: _Model, observed: list[int]) -> None:
+        """Condition `model`'s GP on `observed` (in that order).
 
         Kernel hyperparameters are refitted after every `refit_growth` more results (they settle as data grow);
         between refits the posterior is kept and each new result added in O(n N). A space larger than `max_pool`
         is tracked on a random subset, drawn afresh at each refit.
         """
         s = self.settings
-        refit = self._gp is None or len(observed) >= self._fitted_at + max(1, int(self._fitted_at * s.refit_growth))
+        refit = model.gp is None or len(observed) >= model.fitted_at + max(1, int(model.fitted_at * s.refit_growth))
         if refit:
             fit = observed
             if s.fit_max is not None and len(observed) > s.fit_max:
                 fit = [observed[k] for k in np.sort(self._rng.choice(len(observed), s.fit_max, replace=False))]
             y = self._targets(fit)
             lower = s.min_length * encoding.level_steps(self.candidates.params, s.encoding)
-            self._kernel = fit_kernel(self._X[fit], (y - y.mean()) / (y.std() or 1.0), lower=lower, nu=s.nu,
-                                      fixed=s.length, upper=s.max_length, overlap=self._X.shape[1] - self._width,
-                                      previous=self._kernel,
-                                      steps=200 if self._kernel is None else s.refit_steps, seed=self.seed)
-            self._fitted_at = len(observed)
+            model.kernel = fit_kernel(self._X[fit], (y - y.mean()) / (y.std() or 1.0), lower=lower, nu=s.nu,
+                                      fixed=model.length, upper=s.max_length, overlap=self._X.shape[1] - self._width,
+                                      previous=model.kernel,
+                                      steps=200 if model.kernel is None else s.refit_steps, seed=self.seed)
+            model.fitted_at = len(observed)
             rows = None
             if self.size > s.max_pool:
                 free = self._unproposed()
                 rows = np.sort(self._rng.choice(free, min(s.subsample, len(free)), replace=False))
-            self._gp = Posterior(self._kernel, self._X, rows=rows)
-        self._gp.add(observed[len(self._gp.train) :])
+            model.gp = Posterior(model.kernel, self._X, rows=rows)
+        model.gp.add(observed[len(model.gp.train) :])
+
+    @property
+    def _kernel(self):
+        """The fitted model's kernel (hyperparameters as last fitted)."""
+        return self._fitted.kernel
+
+
+class _Model:
+    """One surrogate's state: its GP posterior, its kernel as last fitted, and on how many results."""
+
+    __slots__ = ("fitted_at", "gp", "kernel", "length")
+
+    def __init__(self, *, length: float) -> None:
+        self.length = length  # > 0: one fixed length scale for every column; 0: fitted per column
+        self.gp: Posterior | None = None
+        self.kernel = None
+        self.fitted_at = 0
