@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shlex
 import sys
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cpu_run import required, software_line  # noqa: E402
 
 from tracea_cli.backends.base import Evaluation  # noqa: E402
 from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
@@ -59,11 +60,6 @@ def gflops(problem: Conv2dProblem, median_ms: float) -> float:
     return problem.flops / (median_ms * 1e-3) / 1e9
 
 
-def _required(ev: Evaluation, what: str) -> Evaluation:
-    if not ev.ok:
-        raise SystemExit(f"{what} failed: {ev.status.value}: {ev.reason}")
-    return ev
-
 
 def run(problem: Conv2dProblem, threads: int, seed: int) -> dict:
     backend = OpBackend("conv2d", "cpu")
@@ -71,7 +67,7 @@ def run(problem: Conv2dProblem, threads: int, seed: int) -> dict:
     load_start = os.getloadavg()
 
     def numpy(seed_: int) -> Evaluation:
-        return _required(backend.baseline(problem, target, policy=POLICY, seed=seed_, name="numpy")[1],
+        return required(backend.baseline(problem, target, policy=POLICY, seed=seed_, name="numpy")[1],
                          "numpy im2col + BLAS")
 
     rows = []
@@ -100,28 +96,13 @@ def run(problem: Conv2dProblem, threads: int, seed: int) -> dict:
     for r in range(ROUNDS):  # A B A B: the machine drifts, so both are measured in every round
         seed_r = seed + 100 + r
         numpy_ms += numpy(seed_r).samples.times_ms
-        kernel_ms += _required(backend.evaluate(artifact, problem, target, policy=POLICY, seed=seed_r),
+        kernel_ms += required(backend.evaluate(artifact, problem, target, policy=POLICY, seed=seed_r),
                                "the best kernel").samples.times_ms
     return {"problem": problem, "threads": threads, "rows": rows, "best": best,
             "numpy_ms": summarize(numpy_ms), "kernel_ms": summarize(kernel_ms),
             "ratio": speedup_interval(numpy_ms, kernel_ms), "load": (load_start, os.getloadavg())}
 
 
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "absent"
-
-
-def _blas() -> str:
-    import numpy as np
-
-    try:
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
-    except Exception:  # older numpy: no dict mode
-        return "unknown"
 
 
 def render(results: list[dict], command: str) -> str:
@@ -134,8 +115,7 @@ def render(results: list[dict], command: str) -> str:
         f"- Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- Machine: {cpu.model} ({cpu.threads} logical CPUs, {cpu.arch}; SIMD: {', '.join(cpu.simd) or 'none seen'})",
         f"- Kernel threads: {first['threads']}; numpy uses its BLAS's own threads (the im2col copy is single-threaded)",
-        f"- Software: Python {platform.python_version()}, numba {_version('numba')}, llvmlite {_version('llvmlite')}, "
-        f"numpy {_version('numpy')} ({_blas()})",
+        software_line(),
         f"- Command: `{command}` (under `nice -n 5`: the machine is shared)",
         "",
         "## Result",

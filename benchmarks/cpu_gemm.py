@@ -25,17 +25,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import sys
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tracea_cli.backends.base import Evaluation  # noqa: E402
+from cpu_run import required, software_line  # noqa: E402
+
 from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
 from tracea_cli.doctor.inventory import probe_cpu  # noqa: E402
 from tracea_cli.ops.gemm.families.numba_space import describe, hand_picked  # noqa: E402
@@ -53,11 +53,6 @@ def gflops(problem: GemmProblem, median_ms: float) -> float:
     return problem.flops / (median_ms * 1e-3) / 1e9
 
 
-def _required(ev: Evaluation, what: str) -> Evaluation:
-    if not ev.ok:
-        raise SystemExit(f"{what} failed: {ev.status.value}: {ev.reason}")
-    return ev
-
 
 def run(problem: GemmProblem, threads: int, seed: int, configs: list[dict] | None = None) -> dict:
     backend = OpBackend("gemm", "cpu")
@@ -68,7 +63,7 @@ def run(problem: GemmProblem, threads: int, seed: int, configs: list[dict] | Non
         artifact = backend.compile(problem, config, target)
         ev = backend.evaluate(artifact, problem, target, policy=POLICY, seed=seed + i)  # compiles first
         compile_s = ev.compile_s
-        numpy_ev = _required(backend.baseline(problem, target, policy=POLICY, seed=seed + i)[1], "numpy.matmul")
+        numpy_ev = required(backend.baseline(problem, target, policy=POLICY, seed=seed + i)[1], "numpy.matmul")
         if ev.ok:  # timed again, right after numpy: the pair shares the machine's state
             ev = backend.evaluate(artifact, problem, target, policy=POLICY, seed=seed + i)
         row = {"config": config, "status": ev.status.value, "reason": ev.reason, "compile_s": compile_s,
@@ -89,8 +84,8 @@ def run(problem: GemmProblem, threads: int, seed: int, configs: list[dict] | Non
     numpy_ms: list[float] = []
     for r in range(ROUNDS):  # A B A B: the machine drifts, so both are measured in every round
         seed_r = seed + 100 + r
-        numpy_ms += _required(backend.baseline(problem, target, policy=POLICY, seed=seed_r)[1], "numpy.matmul").samples.times_ms
-        kernel_ms += _required(backend.evaluate(artifact, problem, target, policy=POLICY, seed=seed_r), "the best kernel").samples.times_ms
+        numpy_ms += required(backend.baseline(problem, target, policy=POLICY, seed=seed_r)[1], "numpy.matmul").samples.times_ms
+        kernel_ms += required(backend.evaluate(artifact, problem, target, policy=POLICY, seed=seed_r), "the best kernel").samples.times_ms
     interval = speedup_interval(numpy_ms, kernel_ms)  # >1: the kernel is faster than numpy
     return {
         "problem": problem, "threads": threads, "rows": rows, "best": best,
@@ -99,21 +94,6 @@ def run(problem: GemmProblem, threads: int, seed: int, configs: list[dict] | Non
     }
 
 
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "absent"
-
-
-def _blas() -> str:
-    import numpy as np
-
-    try:
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
-    except Exception:  # older numpy: no dict mode
-        return "unknown"
 
 
 def render(result: dict, command: str) -> str:
@@ -129,8 +109,7 @@ def render(result: dict, command: str) -> str:
         f"- Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- Device: {cpu.model} ({cpu.threads} logical CPUs, {cpu.arch}; SIMD: {', '.join(cpu.simd) or 'none seen'})",
         f"- Problem: {p.label}, {result['threads']} threads for the kernel; numpy uses its BLAS's own threads",
-        f"- Software: Python {platform.python_version()}, numba {_version('numba')}, llvmlite {_version('llvmlite')}, "
-        f"numpy {_version('numpy')} ({_blas()})",
+        software_line(),
         f"- Command: `{command}`",
         f"- Load average (1 min) at start / end: {result['load'][0][0]:.2f} / {result['load'][1][0]:.2f} "
         "(other work on the machine slows both sides)",
