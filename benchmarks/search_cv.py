@@ -503,9 +503,10 @@ def variants_report(args, files, kernels, runs: Runs, started, load_before) -> s
         f"{', '.join(map(str, runs.scored))}. Each fold chooses, on the other kernels' landscapes, the variant that "
         "scores best (the defaults unless another beats them); its held-out score uses "
         f"{hr} repeats (seeds 0..{hr - 1}).",
-        "- The defaults themselves came from the full procedure (search_cv.md) with every kernel as training, so in "
-        "this comparison they have seen the held-out kernel, as has the variant named after the full procedure's "
-        "re-run; the other variants have not been tuned on anything.",
+        "- The defaults were chosen with every kernel as training (the previous defaults by the full procedure, "
+        "search_cv.md; the present ones by this comparison), so in the folds they have seen the held-out kernel, "
+        "as have the previous defaults and the variant named after the full procedure's re-run; each fold's choice "
+        "is made without it, and its held-out score is the honest one.",
         "",
         "## Variants",
         "",
