@@ -178,6 +178,10 @@ VARIANTS: tuple[tuple[str, dict], ...] = (
     ("the defaults with a shorter smooth model (length 0.75)", {**DEFAULTS, "global_length": 0.75}),
     ("one smooth GP (length 1.5) for every move, random start of 10",
      {**PREVIOUS, "length": 1.5, "design": "random", "initial": 10}),
+    # The full procedure's final choice when re-run on 2026-12-07 with the two-model dimension (search_cv.md): the
+    # two models and the random start of 10 on the start's Matern 5/2 and unclipped tail.
+    ("the full procedure's choice of 2026-12-07 (two models, random start of 10, Matern 5/2, tail as measured)",
+     {"design": "random", "initial": 10, "global_length": 1.5, "local": 0.5, "local_moves": "any"}),
 )
 
 
