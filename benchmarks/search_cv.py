@@ -2,7 +2,7 @@
 
     nice -n 10 .venv/bin/python benchmarks/search_cv.py               # the procedure behind the defaults (hours)
     .venv/bin/python benchmarks/search_cv.py --repeats 2 --budget 40  # a smoke run (minutes)
-    nice -n 10 .venv/bin/python benchmarks/search_cv.py --variants    # whole-strategy variants (minutes)
+    nice -n 10 .venv/bin/python benchmarks/search_cv.py --variants --repeats 20  # whole-strategy variants (~1 h)
 
 `--variants` runs a second, smaller procedure: leave-one-kernel-out over `VARIANTS`, whole strategies (the
 defaults and changes of them that issue 20 proposed), each fold choosing the variant that scores best on the
