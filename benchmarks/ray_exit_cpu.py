@@ -15,6 +15,7 @@ it sees the child gone. Figures: medians over the rounds of that exit time and o
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import subprocess
@@ -61,7 +62,7 @@ def run_child(kind: str) -> tuple[float, float]:
     code, arg = KINDS[kind]
     began = time.time()
     done = subprocess.run([sys.executable, "-c", code, arg, str(ROOT)], capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     ended = time.time()
     lines = [line for line in done.stdout.splitlines() if line.startswith("EXIT ")]
     if done.returncode != 0 or not lines:

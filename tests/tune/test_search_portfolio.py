@@ -151,10 +151,10 @@ def test_a_fixed_length_scale_stays_fixed_and_fitted_ones_stay_within_their_boun
     landscape = synthetic_landscape(1)
     fixed = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(nu=1.5, length=1.5))
     drive(fixed, landscape, 30)
-    np.testing.assert_allclose(fixed._kernel.k1.k2.length_scale, 1.5)
+    np.testing.assert_allclose(fixed._fitted.kernel.k1.k2.length_scale, 1.5)
     capped = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(max_length=2.0))
     drive(capped, landscape, 30)
-    scales = np.atleast_1d(capped._kernel.k1.k2.length_scale)
+    scales = np.atleast_1d(capped._fitted.kernel.k1.k2.length_scale)
     lower = 0.5 * encoding.level_steps(landscape.params, "rank")
     assert np.all(scales <= 2.0 + 1e-9) and np.all(scales >= lower - 1e-9)
 

@@ -60,7 +60,8 @@ def hopper_candidates(big: list[GemmProblem], target) -> list[Config]:
     with a TMA store, then the same storing from registers, which also serves an N whose rows are not a multiple of
     16 bytes; each in the family's tile order for large problems, then in row order (group_m 1), which the space
     keeps for problems with too few rows of tiles to group."""
-    if wgmma_space.hopper_space(big[0], target) is None:
+    spaces = [wgmma_space.hopper_space(p, target) for p in big]
+    if spaces[0] is None:
         return []
     base = wgmma_space.default_config(big[0], target)
     out: list[Config] = []
@@ -68,7 +69,7 @@ def hopper_candidates(big: list[GemmProblem], target) -> list[Config]:
         for group_m, store in itertools.product((base["group_m"], 1), ("tma", "direct")):
             config = {**base, "tile_m": tile_m, "tile_n": tile_n, "consumers": consumers, "stages": stages,
                       "store": store, "group_m": group_m, **({"persistent": 0} if consumers == 1 else {})}
-            if config not in out and all(wgmma_space.hopper_space(p, target).why_invalid(config) is None for p in big):
+            if config not in out and all(space.why_invalid(config) is None for space in spaces):
                 out.append(config)
     return out
 
@@ -91,9 +92,10 @@ def engine_candidates(big: list[GemmProblem], target) -> list[Config]:
                 "warp_m": 16, "warp_n": 16 if family == "mma" else 32, "stages": 2, "split_k": 1, "group_m": 1}
     out += [{**smallest, "vec": widest}, {**smallest, "vec": 1}]  # the last one (predicated) fits every shape
     # every entry names the same parameters; the ones the small entries leave out take the space's default
-    defaults = {p.name: p.default for p in gemm_space(big[0], target).params if p.default is not None}
+    spaces = [gemm_space(p, target) for p in big]
+    defaults = {p.name: p.default for p in spaces[0].params if p.default is not None}
     unique: list[Config] = []
     for c in ({name: c.get(name, defaults.get(name)) for name in picks[0]} for c in out):
-        if c not in unique and all(gemm_space(p, target).why_invalid(c) is None for p in big):
+        if c not in unique and all(space.why_invalid(c) is None for space in spaces):
             unique.append(c)
     return unique

@@ -432,11 +432,6 @@ class BayesSearch(Bookkeeping):
             model.gp = Posterior(model.kernel, self._X, rows=rows)
         model.gp.add(observed[len(model.gp.train) :])
 
-    @property
-    def _kernel(self):
-        """The fitted model's kernel (hyperparameters as last fitted)."""
-        return self._fitted.kernel
-
 
 class _Model:
     """One surrogate's state: its GP posterior, its kernel as last fitted, and on how many results."""
