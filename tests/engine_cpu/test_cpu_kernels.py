@@ -148,9 +148,10 @@ def test_the_kernel_is_vectorised_with_packed_fma(dtype):
     suffix = "s" if dtype == "fp32" else "d"
     accumulators = spec.mr * spec.nr // spec.lanes
     # one packed FMA per accumulator vector of the register tile, at least (LLVM may unroll the K loop further),
-    # in the whole kernel as it runs (the micro-kernel inlined) and in the micro-kernel on its own
-    for assembly in (kernel.assembly(), kernel.assembly("micro")):
+    # in the whole kernel as it runs (the micro-kernels inlined) and in each micro-kernel on its own (A in place,
+    # A packed)
+    for assembly in (kernel.assembly(), kernel.assembly("micro"), kernel.assembly("micro_packed")):
         kinds = [m.group(2) for m in PACKED_FMA.finditer(assembly)]
         assert kinds.count(suffix) >= accumulators, assembly[:2000]
-    micro = kernel.assembly("micro")
-    assert not re.search(rf"\bvfmadd\d+s{suffix}\b", micro), "a scalar FMA: the micro-kernel was not vectorised"
+    for name in ("micro", "micro_packed"):
+        assert not re.search(rf"\bvfmadd\d+s{suffix}\b", kernel.assembly(name)), f"a scalar FMA: {name} was not vectorised"

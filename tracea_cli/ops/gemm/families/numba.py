@@ -82,23 +82,33 @@ class KernelSpec:
 # ---- the micro-kernel, generated per tile shape -------------------------------------------------------------------
 
 
-def micro_kernel_source(mr: int, nr: int, lanes: int) -> str:
-    """Python source of the MR×NR micro-kernel, unrolled over the tile; its contract is in the generated docstring."""
+def micro_kernel_source(mr: int, nr: int, lanes: int, *, packed: bool = False) -> str:
+    """Python source of the MR×NR micro-kernel, unrolled over the tile; its contract is in the generated docstring.
+
+    `packed`: `micro_packed`, for an A strip packed as element (r, p) at a_off + p*MR + r. Its strides are
+    constants, so the compiled loop reads the strip through one pointer with constant offsets, where the general
+    `micro` (A in place, strides as arguments) advances one address per row."""
     nv = nr // lanes
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
+    if packed:
+        head = "def micro_packed(kc, a, a_off, b, b_off, d, d_off, ldd, accumulate):"
+        a_element, a_rs, a_ps = f"a[a_off + p*{mr} + r] (packed)", "1", str(mr)
+    else:
+        head = "def micro(kc, a, a_off, a_rs, a_ps, b, b_off, d, d_off, ldd, accumulate):"
+        a_element, a_rs, a_ps = "a[a_off + r*a_rs + p*a_ps]", "a_rs", "a_ps"
     out = [
-        "def micro(kc, a, a_off, a_rs, a_ps, b, b_off, d, d_off, ldd, accumulate):",
+        head,
         f'    """d[{mr}×{nr} tile at d_off, row stride ldd] (+)= A strip · B strip over kc steps.',
         "",
-        f"    A element (r, p) is a[a_off + r*a_rs + p*a_ps]; B element (p, j) is b[b_off + p*{nr} + j] (packed).",
+        f"    A element (r, p) is {a_element}; B element (p, j) is b[b_off + p*{nr} + j] (packed).",
         '    With `accumulate` the tile is added to d; otherwise d is overwritten, never read (it may hold NaN)."""',
     ]
     for row in acc:
         out.append("    " + " = ".join(row) + f" = vzero(b, {lanes})")
     for r in range(mr):
-        out.append(f"    a{r} = a_off + {r} * a_rs")
+        out.append(f"    a{r} = a_off + {r} * {a_rs}")
     out.append("    for p in range(kc):")
-    out.append("        ap = p * a_ps")
+    out.append(f"        ap = p * {a_ps}")
     out.append(f"        bp = b_off + p * {nr}")
     for v in range(nv):
         out.append(f"        b{v} = vload(b, bp + {v * lanes}, {lanes})")
@@ -211,16 +221,15 @@ def tiles(a, lda, apack, pack_a, ic, mcb, pc, kcb, bpack, jc, ncb, c, ldc, first
         for sa in range((mcb + MR - 1) // MR):
             i0 = ic + sa * MR
             rows = min(MR, ic + mcb - i0)
-            if pack_a or rows < MR:
-                src, a_off, a_rs, a_ps = apack, sa * MR * kcb, 1, MR
-            else:
-                src, a_off, a_rs, a_ps = a, i0 * lda + pc, lda, 1
             whole = rows == MR and cols == NR
             if whole:
                 dst, d_off, ldd, accumulate = c, i0 * ldc + j0, ldc, not first
             else:  # the tile overhangs C: compute it into scratch, copy back what fits
                 dst, d_off, ldd, accumulate = scratch, 0, NR, False
-            micro(kcb, src, a_off, a_rs, a_ps, bpack, b_off, dst, d_off, ldd, accumulate)
+            if pack_a or rows < MR:
+                micro_packed(kcb, apack, sa * MR * kcb, bpack, b_off, dst, d_off, ldd, accumulate)
+            else:
+                micro(kcb, a, i0 * lda + pc, lda, 1, bpack, b_off, dst, d_off, ldd, accumulate)
             if not whole:
                 for r in range(rows):
                     for j in range(cols):
@@ -320,7 +329,8 @@ def module_source(spec: KernelSpec) -> str:
         "",
         "",
         "@njit(fastmath=FASTMATH, cache=CACHE)",
-    ]) + "\n" + micro_kernel_source(spec.mr, spec.nr, spec.lanes) + _EPILOGUE + _PACK_A + PACK_STRIP + _TILES + driver_source(spec.parallel)
+    ]) + "\n" + micro_kernel_source(spec.mr, spec.nr, spec.lanes) + "\n\n@njit(fastmath=FASTMATH, cache=CACHE)\n" \
+        + micro_kernel_source(spec.mr, spec.nr, spec.lanes, packed=True) + _EPILOGUE + _PACK_A + PACK_STRIP + _TILES + driver_source(spec.parallel)
 
 
 def signature(dtype: str) -> str:
