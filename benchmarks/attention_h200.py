@@ -86,10 +86,12 @@ STEMS = {"prefill": "attention_h200", "decode": "attention_decode_h200", "wgmma"
 
 
 def wgmma_configs(problem: AttentionProblem, target: Any) -> list[dict]:
-    """Every hand-picked fa3 configuration, the pingpong = 0 twin of each ping-pong pick (where not a pick itself),
-    then the first fa2 hand-pick."""
+    """Every hand-picked fa3 configuration, the pingpong = 0 twin of each ping-pong pick (where not a pick itself and
+    the space admits it), then the first fa2 hand-pick."""
     picks = wgmma_space.hand_picked(problem, target)
+    space = wgmma_space.fa3_space(problem, target)
     twins = [{**c, "pingpong": 0} for c in picks if wgmma_space.pingpong_of(c)]
+    twins = [c for c in twins if space.why_invalid(c) is None]
     return picks + [c for i, c in enumerate(twins) if c not in picks and c not in twins[:i]] + \
         hand_picked(problem, target)[:1]
 

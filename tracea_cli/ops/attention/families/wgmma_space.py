@@ -46,14 +46,15 @@ ELEMENT_BYTES = 2
 SWIZZLE_BYTES = 128  # one swizzled row of a tile: 64 elements, a TMA box's width
 CHUNK = SWIZZLE_BYTES // ELEMENT_BYTES
 ALIGN_SLACK_BYTES = 1024  # the template aligns its base to the swizzle's 1024-byte period
-# Registers a consumer thread's code may have: 255 with one consumer (256 threads); with two (384 threads) ptxas
-# allocates the whole kernel within 65536 / 384 = 168 (measured with CUDA 13.0: the template's setmaxnreg.inc 232
-# moves registers at run time but does not raise ptxas's budget for the consumer's code: an overlapped 128 x 128
-# tile of D 128, about 186 registers with one consumer, spills 200 bytes with two)
-CONSUMER_REGS = {1: 255, 2: 168}
-# Addresses, loop counters, the row statistics and the softmax's temporaries, per consumer thread beside the S and O
-# accumulators (and, overlapped, P's fragments); checked against ptxas (tests/engine_hopper/
-# test_attention_wgmma_compile.py: every configuration this admits compiles without spilling).
+# Registers a consumer thread's code may have: 255 with one consumer (256 threads); with two (384 threads) the
+# consumers' code is allocated under the template's setmaxnreg.inc 232 (ptxas reports the kernel's 168 at entry, and
+# the consumers' code uses more: measured with NVRTC 13.0, the ping-pong schedule overlapped at 128 x 128 of D 128
+# uses registers up to R183 without spilling)
+CONSUMER_REGS = {1: 255, 2: 232}
+# Measured exception: the overlapped schedule without ping-pong at 128 keys of D 128 with two consumers spills in
+# ptxas (200 bytes of spill stores with NVRTC 13.0, every dtype, mask and lse variant) although its estimate fits;
+# the same tile with ping-pong does not (tests/engine_hopper/test_attention_wgmma_compile.py)
+SPILLS_WITHOUT_PINGPONG = {"block_n": 128, "head_dim": 128, "consumers": 2, "overlap": 1, "pingpong": 0}
 REGISTER_OVERHEAD = 40
 
 
@@ -162,7 +163,12 @@ def _rules(problem: AttentionProblem, target: Target, limits: DeviceLimits) -> t
         if t.estimated_regs > budget:
             held = f"S {c['block_n'] // 2}, O {p.head_dim // 2}" + (f", P {c['block_n'] // 4}" if c["overlap"] else "")
             return (f"about {t.estimated_regs} registers per consumer thread ({held}, {REGISTER_OVERHEAD} more) exceed "
-                    f"the {budget} ptxas gives a thread of {t.threads}")
+                    f"the {budget} a consumer thread can have with {c['consumers']} consumer(s) (255 with one; two get "
+                    "232 each from setmaxnreg)")
+        if {**{k: c[k] for k in ("block_n", "consumers", "overlap", "pingpong")}, "head_dim": p.head_dim} \
+                == SPILLS_WITHOUT_PINGPONG:
+            return ("the overlapped schedule without ping-pong at block_n=128, head dim 128 and two consumers spills "
+                    "registers in ptxas (measured); use pingpong=1, block_n=64 or one consumer")
         if t.smem_bytes > limits.max_shared_per_block_optin:
             return (f"{t.smem_bytes} bytes of shared memory (Q, {c['stages']} K and V tiles of {t.kv_bytes} bytes, "
                     f"barriers) exceed the device's {limits.max_shared_per_block_optin} per block")
@@ -183,12 +189,13 @@ def fa3_space(problem: AttentionProblem, target: Target) -> SearchSpace:
 # (128 query rows x 128 keys) taking turns (ping-pong: 1.6-11% faster than the same tile without, the 2-stage ring best
 # at L 16384, the 3-stage at 4096), then the same tiles without ping-pong, one consumer of 64 x 64 next, the overlapped
 # schedules after (where their registers fit: 64 keys for D 128; at D 64 overlap with ping-pong is the fastest), the
-# rest last.
+# rest last. At D 128 the overlapped ping-pong 128 x 128 tiles follow each ring depth's measured best: admitted on
+# 2026-12-07 (they compile without spilling under setmaxnreg), not yet measured on a GPU.
 _PICKS: dict[int, tuple[tuple[int, int, int, int, int], ...]] = {
     64: ((128, 3, 2, 1, 1), (128, 3, 2, 0, 0), (128, 3, 2, 0, 1), (64, 3, 1, 0, 0), (128, 3, 2, 1, 0), (64, 4, 2, 1, 0),
          (128, 2, 2, 1, 0), (128, 2, 1, 0, 0)),
-    128: ((128, 3, 2, 0, 1), (128, 2, 2, 0, 1), (128, 2, 2, 0, 0), (128, 3, 2, 0, 0), (64, 2, 1, 0, 0), (64, 3, 2, 1, 0),
-          (64, 3, 2, 0, 0), (128, 2, 1, 1, 0), (64, 3, 2, 1, 1)),
+    128: ((128, 3, 2, 0, 1), (128, 3, 2, 1, 1), (128, 2, 2, 0, 1), (128, 2, 2, 1, 1), (128, 2, 2, 0, 0),
+          (128, 3, 2, 0, 0), (64, 2, 1, 0, 0), (64, 3, 2, 1, 0), (64, 3, 2, 0, 0), (128, 2, 1, 1, 0), (64, 3, 2, 1, 1)),
 }
 
 
