@@ -25,6 +25,7 @@ from export_helpers import (
     run_probe,
 )
 
+from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.export import c_header
 from tracea_cli.export.elf import function_symbols
 from tracea_cli.export.manifest import validate
@@ -38,6 +39,7 @@ pytestmark = [needs_nvrtc, pytest.mark.timeout(300)]
 
 DTYPE_CODE = {"tf32": 1, "fp16": 2, "bf16": 3}  # tracea::DType
 ELEM = {"tf32": 4, "fp16": 2, "bf16": 2}
+BACKEND = OpBackend("gemm", "cuda")
 # name: (dtype, layout, tuned shape, the staging kernels in launch order)
 CASES = {
     "fp16-nn-k777": ("fp16", "nn", (1000, 3000, 777), ["gemm_stage_a"]),
@@ -298,8 +300,23 @@ def test_the_export_and_the_backend_know_the_same_grid_rules(rule):
 
 GPU_CALLS = {"fp16-nn-k777": ((1000, 3000, 777), (1032, 1032, 520)), "bf16-nt-k777": ((1000, 3000, 777), (600, 520, 201)),
              "tf32-nn": ((1032, 1032, 1024), (1000, 3000, 776), (520, 392, 264)),
-             "fp16-nn-ragged": ((4095, 4097, 4091), (1000, 3000, 776), (33, 17, 9)),
+             "fp16-nn-ragged": ((4095, 4097, 4091), (1000, 3000, 776), (601, 333, 199)),
              "bf16-nt-ragged": ((3001, 5003, 2999), (600, 520, 201))}
+# A shape outside every variant's valid sizes (the ragged exports' variant: M >= 513, N >= 193, K >= 129, from its
+# space's rules): the call is refused with the runtime's status, nothing launched (run on an H100, 2026-12-07)
+REFUSED_CALLS = {"fp16-nn-ragged": (33, 17, 9)}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_gpu_calls_lie_inside_the_exported_variants_sizes(name):
+    """Every call the GPU test makes is one the export's variant is valid for (else the runtime refuses it), and each
+    refused call is outside: checked here, without a GPU, so that the GPU test fails only for what needs a GPU."""
+    dtype, layout, shape, _ = CASES[name]
+    config, target = config_for(dtype, layout, shape), export_target("sm_90a")
+    for call in GPU_CALLS[name]:
+        assert BACKEND.why_invalid(GemmProblem(*call, dtype, layout), target, config) is None, (name, call)
+    if name in REFUSED_CALLS:
+        assert BACKEND.why_invalid(GemmProblem(*REFUSED_CALLS[name], dtype, layout), target, config), name
 
 
 @pytest.mark.gpu
@@ -319,3 +336,8 @@ def test_the_exported_staged_gemm_matches_the_reference_on_an_h200(exports, tool
         report = json.loads(done.stdout)
         assert done.returncode == 0 and report["ok"] is True, (name, m, n, k, done.stdout, done.stderr)
         assert report["nonfinite"] == 0 and report["rel_error"] <= report["bound"] and report["workspace_bytes"] > 0
+    if name in REFUSED_CALLS:
+        done = subprocess.run([str(program), *map(str, REFUSED_CALLS[name])], capture_output=True, text=True, timeout=60)
+        report = json.loads(done.stdout)
+        assert done.returncode != 0 and report["ok"] is False, (name, done.stdout, done.stderr)
+        assert report["error"] == "no tuned shape of this export is valid for this shape", report
