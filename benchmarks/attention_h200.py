@@ -277,7 +277,7 @@ def render_decode(results: list[dict], meta: dict) -> str:
 
 def render_wgmma(results: list[dict], meta: dict) -> str:
     """The wgmma section's report: per problem the best fa3 and the fa2 pick against SDPA's backends."""
-    lines = ["# attention on the H200: the FA3-style family (fa3, sm_90a) against fa2 and torch SDPA", "",
+    lines = ["# attention on the GPU: the FA3-style family (fa3, sm_90a) against fa2 and torch SDPA", "",
              *provenance_lines(meta),
              "- method: per problem in one process: SDPA default, every hand-picked fa3 configuration and the first "
              "fa2 hand-pick, SDPA pinned to cudnn, flash, efficient, SDPA default again; every kernel and baseline "

@@ -189,13 +189,16 @@ def fa3_space(problem: AttentionProblem, target: Target) -> SearchSpace:
 # (128 query rows x 128 keys) taking turns (ping-pong: 1.6-11% faster than the same tile without, the 2-stage ring best
 # at L 16384, the 3-stage at 4096), then the same tiles without ping-pong, one consumer of 64 x 64 next, the overlapped
 # schedules after (where their registers fit: 64 keys for D 128; at D 64 overlap with ping-pong is the fastest), the
-# rest last. At D 128 the overlapped ping-pong 128 x 128 tiles follow each ring depth's measured best: admitted on
-# 2026-12-07 (they compile without spilling under setmaxnreg), not yet measured on a GPU.
+# rest last. At D 128 the overlapped ping-pong 128 x 128 tile with three ring slots comes first: admitted on
+# 2026-12-07 (it compiles without spilling under setmaxnreg) and measured that day on an H100
+# (docs/results/attention_wgmma_h100_2026-12-07.md): 5-6% faster than ping-pong alone at L 4096, causal and not, 7%
+# slower at L 16384 causal, where ping-pong alone stays second; its two-slot version was slower everywhere (last of
+# the 128 x 128 picks).
 _PICKS: dict[int, tuple[tuple[int, int, int, int, int], ...]] = {
     64: ((128, 3, 2, 1, 1), (128, 3, 2, 0, 0), (128, 3, 2, 0, 1), (64, 3, 1, 0, 0), (128, 3, 2, 1, 0), (64, 4, 2, 1, 0),
          (128, 2, 2, 1, 0), (128, 2, 1, 0, 0)),
-    128: ((128, 3, 2, 0, 1), (128, 3, 2, 1, 1), (128, 2, 2, 0, 1), (128, 2, 2, 1, 1), (128, 2, 2, 0, 0),
-          (128, 3, 2, 0, 0), (64, 2, 1, 0, 0), (64, 3, 2, 1, 0), (64, 3, 2, 0, 0), (128, 2, 1, 1, 0), (64, 3, 2, 1, 1)),
+    128: ((128, 3, 2, 1, 1), (128, 3, 2, 0, 1), (128, 2, 2, 0, 1), (128, 2, 2, 0, 0), (128, 3, 2, 0, 0),
+          (128, 2, 2, 1, 1), (64, 2, 1, 0, 0), (64, 3, 2, 1, 0), (64, 3, 2, 0, 0), (128, 2, 1, 1, 0), (64, 3, 2, 1, 1)),
 }
 
 
