@@ -1,5 +1,6 @@
 """Maintainer script for an op's shipped default configurations (profiles/defaults/OP.json, read by
-`tracea export OP --config default`): GEMM's (the default) and lowrank-mlp's (`--op lowrank-mlp`).
+`tracea export OP --config default`): GEMM's (the default), lowrank-mlp's and attention's (`--op lowrank-mlp`,
+`--op attention`).
 
     python benchmarks/gemm_defaults.py generate [--op OP] [--write] [--keep-records]
                                        rebuild the lists (compiles every entry; no GPU)
@@ -36,7 +37,8 @@ from tracea_cli.export.defaults import SCHEMA_VERSION, defaults_path, load_defau
 from tracea_cli.space import config_key  # noqa: E402
 from tracea_cli.target import arch_target, base_arch  # noqa: E402
 
-MODULES = {"gemm": "tracea_cli.ops.gemm.defaults", "lowrank-mlp": "tracea_cli.ops.lowrank_mlp.defaults"}
+MODULES = {"gemm": "tracea_cli.ops.gemm.defaults", "lowrank-mlp": "tracea_cli.ops.lowrank_mlp.defaults",
+           "attention": "tracea_cli.ops.attention.defaults"}
 
 
 def _merged(dtype: str, family: str, listed: list[dict[str, Any]], keep: Mapping[str, Any]) -> list[Any]:
@@ -77,7 +79,8 @@ def generate(*, op: str = "gemm", date: str | None = None, compile_entries: bool
             entries.append(config)
             continue
         how = (f"compiled for {' and '.join(archs)} with NVRTC {nvrtc.version()} on {date}" if compile_entries
-               else f"listed for {' and '.join(archs)} on {date}, not compiled") + "; never run on a GPU of this family"
+               else f"listed for {' and '.join(archs)} on {date}, not compiled") \
+            + "; not yet checked by `verify` on a GPU of this family"
         entries.append({"dtype": dtype, "family": family, "config": config,
                         "verification": {"status": "compiled-only", "date": date, "how": how}})
     return {"schema_version": SCHEMA_VERSION, "op": op, "about": gd.ABOUT,

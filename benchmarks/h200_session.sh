@@ -55,6 +55,8 @@ if [[ $part == defaults || $part == all ]]; then
   say "verify the shipped sm_90 default configurations on this GPU"
   timeout 200 python3 benchmarks/gemm_defaults.py verify --write 2>&1 | tail -15
   cp profiles/defaults/gemm.json "$OUT/defaults_gemm.json"
+  timeout 150 python3 benchmarks/gemm_defaults.py verify --op attention --write 2>&1 | tail -12
+  cp profiles/defaults/attention.json "$OUT/defaults_attention.json"
 fi
 if [[ $part == hopper || $part == all ]]; then
   say "Hopper family against cuBLAS (targets of the Hopper issue)"

@@ -182,15 +182,26 @@ def test_a_split_kv_export_asks_for_its_workspace_and_launches_both_kernels(tool
     assert combine["name"] == "attention_fa2_combine" and combine["grid"] == "1,32,1" and combine["block"] == "128,1,1"
 
 
-@pytest.mark.parametrize("options, expected", [
-    (["--seq", "4096", "--head-dim", "64", "--layout", "blhd", "--lse"], {"block_m": 128, "block_n": 64, "warps": 4}),
-    (["--seq", "4096", "--head-dim", "128", "--causal"], {"block_m": 128, "block_n": 64, "warps": 8}),
-    (["--seq", "4096", "--head-dim", "256"], {"block_m": 64, "block_n": 16, "warps": 4}),
+FA3_FIRST = {"family": "fa3", "block_n": 128, "stages": 3, "consumers": 2, "overlap": 1, "pingpong": 1}
+
+
+# expected: the fa2 entry on sm_80, and on sm_90 the fa3 entry where fa3 applies (head dims 64 and 128 in (B, H, L, D),
+# 64 query rows or more), else the same fa2 entry
+@pytest.mark.parametrize("options, expected, on_sm90", [
+    (["--seq", "4096", "--head-dim", "64", "--layout", "blhd", "--lse"], {"block_m": 128, "block_n": 64, "warps": 4},
+     None),
+    (["--seq", "4096", "--head-dim", "64"], {"block_m": 128, "block_n": 64, "warps": 4}, FA3_FIRST),
+    (["--seq", "4096", "--head-dim", "128", "--causal"], {"block_m": 128, "block_n": 64, "warps": 8}, FA3_FIRST),
+    (["--seq", "100", "--head-dim", "128", "--causal"], {"block_m": 128, "block_n": 64, "warps": 8},
+     {"family": "fa3", "block_n": 128, "stages": 2, "consumers": 2, "overlap": 0, "pingpong": 1}),
+    (["--seq", "64", "--seq-k", "1000", "--head-dim", "128"], {"block_m": 64, "block_n": 16, "warps": 4},
+     {"family": "fa3", "block_n": 64, "stages": 2, "consumers": 1, "overlap": 0, "pingpong": 0}),
+    (["--seq", "4096", "--head-dim", "256"], {"block_m": 64, "block_n": 16, "warps": 4}, None),
     (["--head-dim", "128", "--seq", "1", "--seq-k", "8192", "--kv-heads", "4"], {"block_m": 16, "block_n": 64,
-                                                                                  "warps": 1}),
-], ids=["d64-blhd-lse", "d128-causal", "d256", "decode"])
+                                                                                  "warps": 1}, None),
+], ids=["d64-blhd-lse", "d64", "d128-causal", "d128-L100", "d128-query-block", "d256", "decode"])
 def test_the_shipped_defaults_export_the_first_entry_that_fits_and_say_they_are_unverified(options, expected,
-                                                                                            tmp_path):
+                                                                                            on_sm90, tmp_path):
     result = cli(["attention", "--batch", "4", "--heads", "16", *options, "--dtype", "fp16",
                   "--backend", "cuda", "--arch", "sm_80,sm_90", "--config", "default", "--out", str(tmp_path / "o")],
                  tmp_path)
@@ -198,7 +209,9 @@ def test_the_shipped_defaults_export_the_first_entry_that_fits_and_say_they_are_
     doc = read_manifest(tmp_path / "o")
     assert validate(doc) == [] and len(doc["config"]) == 2  # one per architecture
     for choice in doc["config"]:
-        assert choice["origin"] == "default" and all(choice["values"][k] == v for k, v in expected.items()), choice
+        assert choice["origin"] == "default", choice
+        wanted = on_sm90 if on_sm90 and choice["arch"].startswith("sm_90") else {"family": "fa2", **expected}
+        assert all(choice["values"][k] == v for k, v in wanted.items()), choice
     assert {e["status"] for e in doc["verification"]} == {COMPILED_ONLY}
     assert all("profiles/defaults/attention.json" in e["evidence"] for e in doc["verification"])
 
