@@ -182,6 +182,23 @@ def test_a_split_kv_export_asks_for_its_workspace_and_launches_both_kernels(tool
     assert combine["name"] == "attention_fa2_combine" and combine["grid"] == "1,32,1" and combine["block"] == "128,1,1"
 
 
+def test_the_defaults_list_fa3_first_on_sm90_only_and_every_fa3_entry_serves_some_problem():
+    from tracea_cli.backends.op_backend import OpBackend
+    from tracea_cli.ops.attention import defaults
+    from tracea_cli.ops.attention.problem import AttentionProblem
+    from tracea_cli.target import arch_target
+
+    assert {c["family"] for c in defaults.candidates("fp16", "sm_80")} == {"fa2"}
+    listed = defaults.candidates("bf16", "sm_90")
+    fa3 = [c for c in listed if c["family"] == "fa3"]
+    assert fa3 and listed[:len(fa3)] == fa3 and listed[len(fa3):] == defaults.candidates("bf16", "sm_80")
+    backend, target = OpBackend("attention", "cuda"), arch_target("sm_90a")
+    problems = [AttentionProblem(4, 16, seq, d, 16, seq_k, "bf16") for d in (64, 128) for seq, seq_k in
+                ((4096, 4096), (64, 1000))]
+    for config in fa3:
+        assert any(backend.why_invalid(p, target, config) is None for p in problems), config
+
+
 FA3_FIRST = {"family": "fa3", "block_n": 128, "stages": 3, "consumers": 2, "overlap": 1, "pingpong": 1}
 
 
