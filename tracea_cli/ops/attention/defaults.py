@@ -21,7 +21,8 @@ from tracea_cli.ops.gemm.defaults import (  # the same architecture families as 
 from tracea_cli.space import Config
 from tracea_cli.target import arch_target
 
-__all__ = ["ABOUT", "COMPILE_FOR", "DTYPES", "FAMILIES", "big_problems", "candidates", "verify_problems"]
+__all__ = ["ABOUT", "COMPILE_FOR", "DTYPES", "FAMILIES", "VERIFY_SHAPES", "big_problems", "candidates", "fa3_candidates",
+           "verify_problems"]
 
 DTYPES = ("fp16", "bf16")
 ABOUT = ("Shipped default configurations for `tracea export attention --config default`: per dtype and architecture "
