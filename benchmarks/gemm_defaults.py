@@ -123,7 +123,7 @@ def verify(profile: Mapping[str, Any], *, op: str = "gemm", device_index: int = 
             entry["verification"] = {
                 "status": "verified", "device": target.device_class, "arch": arch, "rel_error": worst, "date": date,
                 "how": (f"{checked} checks against the float64 reference (both layouts, shapes "
-                        f"{', '.join('x'.join(map(str, s)) for s in gd.VERIFY_SHAPES)} where valid) by "
+                        f"{', '.join(dict.fromkeys('x'.join(map(str, s)) for s in gd.VERIFY_SHAPES))} where valid) by "
                         f"`python benchmarks/gemm_defaults.py verify{'' if op == 'gemm' else ' --op ' + op}`"),
             }
     return out

@@ -154,4 +154,5 @@ def test_the_kernel_is_vectorised_with_packed_fma(dtype):
         kinds = [m.group(2) for m in PACKED_FMA.finditer(assembly)]
         assert kinds.count(suffix) >= accumulators, assembly[:2000]
     for name in ("micro", "micro_packed"):
-        assert not re.search(rf"\bvfmadd\d+s{suffix}\b", kernel.assembly(name)), f"a scalar FMA: {name} was not vectorised"
+        scalar = re.search(rf"\bvfmadd\d+s{suffix}\b", kernel.assembly(name))
+        assert not scalar, f"a scalar FMA: {name} was not vectorised"

@@ -73,8 +73,9 @@ def test_the_rules_say_what_is_wrong():
     assert "needs an sm_90 target (wgmma, built for sm_90a), not sm_80" in ws.fa3_space(p, A100).why_invalid(base)
     # overlapped, P's fragments live beside S and O: a 128-key block of D 128 with two consumers spills in ptxas
     # without ping-pong (measured), not with it (the compile tests below check both)
-    assert "the overlapped schedule without ping-pong at block_n=128, head dim 128 and two consumers spills registers " \
-        "in ptxas (measured); use pingpong=1, block_n=64 or one consumer" in space.why_invalid({**base, "overlap": 1})
+    assert "the overlapped schedule without ping-pong at block_n=128, head dim 128 and 2 consumers spills registers " \
+        "in ptxas (measured); use pingpong=1, a smaller block_n or one consumer" in \
+        space.why_invalid({**base, "overlap": 1})
     assert space.why_invalid({**base, "overlap": 1, "pingpong": 1}) is None
     assert space.why_invalid({**base, "overlap": 1, "consumers": 1}) is None
     assert space.why_invalid({**base, "overlap": 1, "block_n": 64}) is None

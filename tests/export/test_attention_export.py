@@ -182,7 +182,8 @@ def test_a_split_kv_export_asks_for_its_workspace_and_launches_both_kernels(tool
     assert combine["name"] == "attention_fa2_combine" and combine["grid"] == "1,32,1" and combine["block"] == "128,1,1"
 
 
-def test_the_defaults_list_fa3_first_on_sm90_only_and_every_fa3_entry_serves_some_problem():
+def test_the_defaults_list_fa3_first_on_sm90_only_and_every_fa3_entry_is_the_first_valid_for_some_problem():
+    """Export takes the first valid entry: an fa3 entry valid only where an earlier one is would never be taken."""
     from tracea_cli.backends.op_backend import OpBackend
     from tracea_cli.ops.attention import defaults
     from tracea_cli.ops.attention.problem import AttentionProblem
@@ -193,10 +194,11 @@ def test_the_defaults_list_fa3_first_on_sm90_only_and_every_fa3_entry_serves_som
     fa3 = [c for c in listed if c["family"] == "fa3"]
     assert fa3 and listed[:len(fa3)] == fa3 and listed[len(fa3):] == defaults.candidates("bf16", "sm_80")
     backend, target = OpBackend("attention", "cuda"), arch_target("sm_90a")
+    # long sequences (three ring slots of 128 keys), 200 keys (two), a 64-row query block (one consumer)
     problems = [AttentionProblem(4, 16, seq, d, 16, seq_k, "bf16") for d in (64, 128) for seq, seq_k in
-                ((4096, 4096), (64, 1000))]
-    for config in fa3:
-        assert any(backend.why_invalid(p, target, config) is None for p in problems), config
+                ((4096, 4096), (200, 200), (64, 1000))]
+    first = [next((c for c in fa3 if backend.why_invalid(p, target, c) is None), None) for p in problems]
+    assert all(config in first for config in fa3), (fa3, first)
 
 
 FA3_FIRST = {"family": "fa3", "block_n": 128, "stages": 3, "consumers": 2, "overlap": 1, "pingpong": 1}

@@ -337,7 +337,8 @@ def test_the_exported_staged_gemm_matches_the_reference_on_an_h200(exports, tool
         assert done.returncode == 0 and report["ok"] is True, (name, m, n, k, done.stdout, done.stderr)
         assert report["nonfinite"] == 0 and report["rel_error"] <= report["bound"] and report["workspace_bytes"] > 0
     if name in REFUSED_CALLS:
-        done = subprocess.run([str(program), *map(str, REFUSED_CALLS[name])], capture_output=True, text=True, timeout=60)
+        done = subprocess.run([str(program), *map(str, REFUSED_CALLS[name])], capture_output=True, text=True,
+                              timeout=60)
         report = json.loads(done.stdout)
         assert done.returncode != 0 and report["ok"] is False, (name, done.stdout, done.stderr)
         assert report["error"] == "no tuned shape of this export is valid for this shape", report

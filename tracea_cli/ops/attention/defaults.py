@@ -4,8 +4,9 @@ attention` from this module (the same interface as GEMM's and lowrank-mlp's defa
 compiled-only until `verify --op attention` has run on a GPU of the family.
 
 Per dtype and family an ordered list (export takes the first entry valid for the problem). On sm_90 the fa3 family's
-hand-picks come first, for head dims 128 and 64 in the order wgmma_space measured them (the space refuses them for
-head dim 256, the (B, L, H, D) layout, decode and one-row sequences, which fall through to fa2). Then on every family
+hand-picks come first, for head dims 128 and 64 in the order wgmma_space measured them, each only where some problem
+would take it (the space refuses them for head dim 256, the (B, L, H, D) layout and fewer than 64 query rows, which
+fall through to fa2). Then on every family
 fa2: FlashAttention-2's forward tile for head dim 64 (128 x 64, 4 warps), the one for 128 (128 x 64, 8 warps), the
 one for 256 (64 x 16, 4 warps), then 16-row tiles that every sequence admits (decode, short sequences)."""
 
@@ -21,8 +22,8 @@ from tracea_cli.ops.gemm.defaults import (  # the same architecture families as 
 from tracea_cli.space import Config
 from tracea_cli.target import arch_target
 
-__all__ = ["ABOUT", "COMPILE_FOR", "DTYPES", "FAMILIES", "VERIFY_SHAPES", "big_problems", "candidates", "fa3_candidates",
-           "verify_problems"]
+__all__ = ["ABOUT", "COMPILE_FOR", "DTYPES", "FAMILIES", "VERIFY_SHAPES", "big_problems", "candidates",
+           "fa3_candidates", "reach_problems", "verify_problems"]
 
 DTYPES = ("fp16", "bf16")
 ABOUT = ("Shipped default configurations for `tracea export attention --config default`: per dtype and architecture "
@@ -38,9 +39,11 @@ def big_problems(dtype: str) -> list[AttentionProblem]:
 
 
 # The check shapes, L_q x L_k (B 2, H 8, every head dim): ragged L with GQA 8/8 causal in (B, H, L, D); a query block
-# against a longer cache with GQA 8/2, causal, lse, in (B, L, H, D); decode against 8192 keys
-VERIFY_SHAPES = ((1000, 1000), (777, 2000), (1, 8192))
-_VERIFY_FIELDS = ((8, True, "bhld", False), (2, True, "blhd", True), (2, False, "bhld", False))
+# against a longer cache with GQA 8/2, causal, lse, in (B, L, H, D); the same not causal in (B, H, L, D) (the layout
+# fa3 reads); decode against 8192 keys
+VERIFY_SHAPES = ((1000, 1000), (777, 2000), (777, 2000), (1, 8192))
+_VERIFY_FIELDS = ((8, True, "bhld", False), (2, True, "blhd", True), (2, False, "bhld", True),
+                  (2, False, "bhld", False))
 
 
 def verify_problems(dtype: str) -> list[AttentionProblem]:
@@ -50,20 +53,33 @@ def verify_problems(dtype: str) -> list[AttentionProblem]:
             for d in (64, 128, 256)]
 
 
-# fa3 entries on sm_90: each head dim's first hand-picks (head dim 128's first), then one consumer of 64 x 64 keys
-# with two ring slots, which shorter sequences admit (64 query rows, two key blocks)
-FA3_PICKS_PER_HEAD_DIM = 3
+# fa3 entries on sm_90: the hand-picks of head dims 128 and 64 (in that order), then one consumer of 64 x 64 keys
+# with two ring slots (64 query rows, two key blocks), each kept only where it is the first valid entry for some
+# problem of REACH (export takes the first valid one: an entry valid only where an earlier one is could never be taken)
 FA3_SHORT = {"family": wgmma_space.FAMILY, "block_n": 64, "stages": 2, "consumers": 1, "overlap": 0, "pingpong": 0}
+REACH_LENGTHS = (64, 100, 200, 300, 1000, 4096)  # L_q and L_k of the problems that decide which entries are kept
+
+
+def reach_problems(dtype: str) -> list[AttentionProblem]:
+    """(B, H, L, D) problems of head dims 128 and 64, causal and not, every pair of REACH_LENGTHS with L_q <= L_k."""
+    return [AttentionProblem(4, 16, seq, d, 16, seq_k, dtype, causal=causal) for d in (128, 64) for causal in
+            (False, True) for seq in REACH_LENGTHS for seq_k in REACH_LENGTHS if seq <= seq_k]
 
 
 def fa3_candidates(dtype: str, arch: str) -> list[Config]:
     """The fa3 entries (see above) where the family applies on `arch` (sm_90); none elsewhere."""
     target = arch_target(arch)
-    out: list[Config] = []
+    picks: list[Config] = []
     for head_dim in (128, 64):
         problem = AttentionProblem(4, 16, 4096, head_dim, 16, 4096, dtype)
-        out += [c for c in wgmma_space.hand_picked(problem, target, limit=FA3_PICKS_PER_HEAD_DIM) if c not in out]
-    return out + [dict(FA3_SHORT)] if out else []
+        picks += [c for c in wgmma_space.hand_picked(problem, target) if c not in picks]
+    if not picks:
+        return []
+    picks += [dict(FA3_SHORT)] if FA3_SHORT not in picks else []
+    spaces = [wgmma_space.fa3_space(p, target) for p in reach_problems(dtype)
+              if wgmma_space.applies(p, target) is None]
+    taken = [next((c for c in picks if space.why_invalid(c) is None), None) for space in spaces]
+    return [c for c in picks if c in taken]
 
 
 def candidates(dtype: str, arch: str) -> list[Config]:

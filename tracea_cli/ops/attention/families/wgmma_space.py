@@ -50,7 +50,7 @@ ALIGN_SLACK_BYTES = 1024  # the template aligns its base to the swizzle's 1024-b
 # consumers' code is allocated under the template's setmaxnreg.inc 232 (ptxas reports the kernel's 168 at entry, and
 # the consumers' code uses more: measured with NVRTC 13.0, the ping-pong schedule overlapped at 128 x 128 of D 128
 # uses registers up to R183 without spilling)
-CONSUMER_REGS = {1: 255, 2: 232}
+CONSUMER_REGS = {1: 255, 2: 232}  # a guard: no configuration of today's parameter values reaches either budget
 # Measured exception: the overlapped schedule without ping-pong at 128 keys of D 128 with two consumers spills in
 # ptxas (200 bytes of spill stores with NVRTC 13.0, every dtype, mask and lse variant) although its estimate fits;
 # the same tile with ping-pong does not (tests/engine_hopper/test_attention_wgmma_compile.py)
@@ -167,8 +167,10 @@ def _rules(problem: AttentionProblem, target: Target, limits: DeviceLimits) -> t
                     "232 each from setmaxnreg)")
         if {**{k: c[k] for k in ("block_n", "consumers", "overlap", "pingpong")}, "head_dim": p.head_dim} \
                 == SPILLS_WITHOUT_PINGPONG:
-            return ("the overlapped schedule without ping-pong at block_n=128, head dim 128 and two consumers spills "
-                    "registers in ptxas (measured); use pingpong=1, block_n=64 or one consumer")
+            x = SPILLS_WITHOUT_PINGPONG
+            return (f"the overlapped schedule without ping-pong at block_n={x['block_n']}, head dim {x['head_dim']} "
+                    f"and {x['consumers']} consumers spills registers in ptxas (measured); use pingpong=1, a smaller "
+                    "block_n or one consumer")
         if t.smem_bytes > limits.max_shared_per_block_optin:
             return (f"{t.smem_bytes} bytes of shared memory (Q, {c['stages']} K and V tiles of {t.kv_bytes} bytes, "
                     f"barriers) exceed the device's {limits.max_shared_per_block_optin} per block")
