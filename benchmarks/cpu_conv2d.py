@@ -60,7 +60,6 @@ def gflops(problem: Conv2dProblem, median_ms: float) -> float:
     return problem.flops / (median_ms * 1e-3) / 1e9
 
 
-
 def run(problem: Conv2dProblem, threads: int, seed: int) -> dict:
     backend = OpBackend("conv2d", "cpu")
     target = Target(backend="cpu", device_class="this machine", threads=threads)
@@ -101,8 +100,6 @@ def run(problem: Conv2dProblem, threads: int, seed: int) -> dict:
     return {"problem": problem, "threads": threads, "rows": rows, "best": best,
             "numpy_ms": summarize(numpy_ms), "kernel_ms": summarize(kernel_ms),
             "ratio": speedup_interval(numpy_ms, kernel_ms), "load": (load_start, os.getloadavg())}
-
-
 
 
 def render(results: list[dict], command: str) -> str:

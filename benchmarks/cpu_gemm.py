@@ -53,7 +53,6 @@ def gflops(problem: GemmProblem, median_ms: float) -> float:
     return problem.flops / (median_ms * 1e-3) / 1e9
 
 
-
 def run(problem: GemmProblem, threads: int, seed: int, configs: list[dict] | None = None) -> dict:
     backend = OpBackend("gemm", "cpu")
     target = Target(backend="cpu", device_class="this machine", threads=threads)
@@ -92,8 +91,6 @@ def run(problem: GemmProblem, threads: int, seed: int, configs: list[dict] | Non
         "numpy_ms": summarize(numpy_ms), "kernel_ms": summarize(kernel_ms), "ratio": interval,
         "load": (load_start, os.getloadavg()),
     }
-
-
 
 
 def render(result: dict, command: str) -> str:

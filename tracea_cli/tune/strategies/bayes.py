@@ -376,7 +376,7 @@ class BayesSearch(Bookkeeping):
         """The candidates to score: all unproposed ones, or in a large space the subset the posterior `gp` (the
         fitted model's unless given) tracks plus the incumbents' neighbours (so that the search can always refine
         its best points)."""
-        gp = gp or self._fitted.gp
+        gp = self._fitted.gp if gp is None else gp
         free = self._unproposed()
         if gp.rows is None and not 0 < self.settings.pool < len(free):
             return free
@@ -433,13 +433,11 @@ class BayesSearch(Bookkeeping):
         model.gp.add(observed[len(model.gp.train) :])
 
 
+@dataclass(slots=True)
 class _Model:
     """One surrogate's state: its GP posterior, its kernel as last fitted, and on how many results."""
 
-    __slots__ = ("fitted_at", "gp", "kernel", "length")
-
-    def __init__(self, *, length: float) -> None:
-        self.length = length  # > 0: one fixed length scale for every column; 0: fitted per column
-        self.gp: Posterior | None = None
-        self.kernel = None
-        self.fitted_at = 0
+    length: float  # > 0: one fixed length scale for every column; 0: fitted per column
+    gp: Posterior | None = None
+    kernel: object | None = None
+    fitted_at: int = 0
