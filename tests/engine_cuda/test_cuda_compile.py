@@ -15,7 +15,7 @@ from tracea_cli.backends import nvrtc
 from tracea_cli.backends.base import CompileFailed
 from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.ops.gemm.families.engine import gemm_launch, gemm_source
-from tracea_cli.ops.gemm.families.engine_space import gemm_space, tiling
+from tracea_cli.ops.gemm.families.engine_space import gemm_space, hand_picked, tiling
 from tracea_cli.ops.gemm.problem import EPILOGUE_NAMES, GemmProblem
 from tracea_cli.ops.launch import KernelStep, MemsetStep
 
@@ -68,12 +68,14 @@ def test_a_seeded_sample_compiles_for_sm80_and_sm90_within_the_limits(dtype, sm8
         assert 0 < res["registers"] <= 255
         assert res["registers"] * t.threads <= limits.registers_per_block
         assert res["static_shared_bytes"] + res["dynamic_shared_bytes"] <= limits.max_shared_per_block_optin
-        main = plan.steps[-1 if config["split_k"] == 1 else 1]
+        main = plan.main_kernel
         assert isinstance(main, KernelStep) and main.name == "gemm_main" and main.block == (t.threads, 1, 1)
         assert res["dynamic_shared_bytes"] == t.smem_bytes == main.dynamic_smem_bytes
         assert plan.alignment_bytes == t.copy_bytes
         assert ("gemm_splitk_reduce" in res["kernels"]) == (config["split_k"] > 1)
-        assert isinstance(plan.steps[0], MemsetStep) == (config["split_k"] > 1)
+        assert any(isinstance(s, MemsetStep) for s in plan.steps) == (config["split_k"] > 1)
+        staged = [s.name for s in plan.steps if isinstance(s, KernelStep) and s.name.startswith("gemm_stage_")]
+        assert len(staged) == len(plan.scratch) and set(staged) <= set(res["kernels"])
         assert artifact.source == gemm_source(problem, config)
         assert plan == gemm_launch(problem, config)
 
@@ -99,6 +101,31 @@ def test_the_simt_fp32_tiles_compile_without_spills_and_keep_16_warps_resident(s
         assert "Gemm::THREADS, Gemm::MIN_BLOCKS" in artifact.source
         if config["warp_m"] * config["warp_n"] == 2048:  # 8 x 8 per lane: two blocks of 256 threads per SM
             assert res["registers"] <= 128, label
+
+
+def test_the_staged_picks_of_ragged_shapes_compile_like_their_in_place_kernels(sm80, sm90):
+    """stage = 1 adds the copy kernels to the module and leaves the main kernel as it is: the same registers as the
+    same tile reading aligned rows in place, no spills; the copies run first and the main kernel reads them."""
+    jobs = []
+    for dtype, layout, shape in (("fp32", "nn", (4095, 4097, 4091)), ("fp32", "nt", (3001, 5003, 2999)),
+                                 ("fp16", "nn", (4095, 4097, 4091)), ("tf32", "nt", (3001, 5003, 2999))):
+        problem = GemmProblem(*shape, dtype=dtype, layout=layout)
+        target = sm80 if dtype == "tf32" else sm90
+        config = hand_picked(problem, target)[0]
+        assert config["stage"] == 1 and config["vec"] > 1, config
+        aligned = GemmProblem(*(d + (-d) % 32 for d in shape), dtype=dtype, layout=layout)
+        jobs += [(problem, config, target), (aligned, {k: v for k, v in config.items() if k != "stage"}, target)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(_compile, jobs))
+    for ((problem, config, _), staged, error), ((_, _, _), in_place, error2) in zip(results[::2], results[1::2]):
+        assert error is None and error2 is None, (error, error2)
+        res = staged.resources
+        assert {"gemm_stage_a", "gemm_stage_b", "gemm_main"} <= set(res["kernels"]), res["kernels"]
+        assert res["registers"] == in_place.resources["registers"], problem.label
+        assert res["spill_store_bytes"] == res["spill_load_bytes"] == 0, problem.label
+        plan = staged.plan
+        assert [s.name for s in plan.steps][:2] == ["gemm_stage_a", "gemm_stage_b"]
+        assert plan.step_params(plan.main_kernel)[:2] == ("A_staged", "B_staged")
 
 
 def test_the_small_m_sliced_k_picks_compile_without_spills(sm80, sm90):

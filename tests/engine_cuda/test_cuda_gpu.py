@@ -89,6 +89,24 @@ def test_a_sample_of_the_space_on_a_ragged_shape(dtype, gpu_target):
 
 
 @pytest.mark.parametrize("layout", ("nn", "nt"))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_staged_rows_over_odd_k_and_n(dtype, layout, gpu_target):
+    """stage = 1 (padded copies of A and/or B, then vector loads): a spread of the staged configurations on odd K and
+    N, one with K aligned (B alone staged in nn), every epilogue on the first."""
+    jobs = []
+    for shape, epilogues in (((1001, 1023, 999), EPILOGUE_NAMES), ((999, 1021, 1000), ("bias_residual",))):
+        for epilogue in epilogues:
+            problem = GemmProblem(*shape, dtype=dtype, layout=layout, epilogue=epilogue)
+            staged = [c for c in gemm_space(problem, gpu_target).valid_configs() if c.get("stage") == 1]
+            if not staged:
+                continue  # nt with K aligned: nothing to stage
+            jobs += [(problem, c) for c in staged[:: max(1, len(staged) // (12 if epilogue == "none" else 2))]]
+    assert jobs
+    failures = _check_all(jobs, gpu_target)
+    assert not failures, f"{len(failures)} of {len(jobs)} failed:\n" + "\n".join(failures[:20])
+
+
+@pytest.mark.parametrize("layout", ("nn", "nt"))
 @pytest.mark.parametrize("dtype", ("tf32", "fp16", "bf16"))
 def test_sixteen_row_blocks_over_small_and_ragged_m(dtype, layout, gpu_target):
     """block_m = 16 (sliced K or not, split-K, every vector width the rows allow) where M is 1, 16, 17 or 40."""

@@ -48,7 +48,8 @@ def test_every_rejection_has_a_reason_and_nothing_kept_breaks_a_limit(dtype, cas
         assert t.estimated_regs * t.threads <= limits.registers_per_block and t.estimated_regs <= 255
         assert config["block_m"] % config["warp_m"] == 0 and config["block_n"] % config["warp_n"] == 0
         vec = config["vec"]
-        assert problem.k % vec == 0 and (layout == "nt" or problem.n % vec == 0)
+        aligned = problem.k % vec == 0 and (layout == "nt" or problem.n % vec == 0)
+        assert aligned != (config.get("stage", 0) == 1), config  # unaligned rows are read from padded copies
         assert config["family"] == FAMILY[dtype]
 
 
@@ -58,6 +59,12 @@ def test_shape_rules_explain_themselves(sm90):
             "split_k": 1, "group_m": 1, "vec": 1}
     assert space.why_invalid(base) is None
     assert "K to be a multiple of 8" in space.why_invalid({**base, "vec": 8})
+    assert "or stage=1" in space.why_invalid({**base, "vec": 8})
+    assert space.why_invalid({**base, "vec": 8, "stage": 1}) is None  # A copied with its rows padded
+    assert "vec=1 reads them in place" in space.why_invalid({**base, "stage": 1})
+    even_k = gemm_space(GemmProblem(1000, 1000, 1002, dtype="fp16"), sm90)  # K = 1002: vec 2 reads A in place
+    assert "in place already" in even_k.why_invalid({**base, "vec": 2, "stage": 1})
+    assert even_k.why_invalid({**base, "vec": 8, "stage": 1}) is None
     assert "does not divide" in space.why_invalid({**base, "warp_m": 128, "block_m": 64})
     assert "shared memory" in space.why_invalid({**base, "block_n": 256, "block_k": 64, "stages": 5})
     assert "accumulator registers" in space.why_invalid({**base, "warp_m": 128, "warp_n": 128})

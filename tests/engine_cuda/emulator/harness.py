@@ -164,11 +164,14 @@ def run_plan(exe: Path, plan: LaunchPlan, values: Mapping, outputs: tuple[str, .
         file = f"{name}.bin"
         (workdir / file).write_bytes(np.ascontiguousarray(array).tobytes())
         lines.append(f"buffer {index[name]} {array.nbytes} {file}")
-    _, workspace_bytes = plan.scratch_layout(sizes)
+    placed, workspace_bytes = plan.scratch_layout(sizes)
     if workspace_bytes:
         index["workspace"] = len(index)
         # a garbage-filled allocation (0xFF bytes: NaN sums, counters of -1): only the plan's memsets make it zero
         lines.append(f"buffer {index['workspace']} {workspace_bytes} -")
+    # the plan's scratch: addresses inside the workspace, and their leading dimensions as sizes
+    inside = {buf.name: f"p{index['workspace']}+{buf.offset}" for buf in placed}
+    sizes.update({buf.ld_name: buf.ld for buf in placed})
     memsets = [s for s in plan.steps if isinstance(s, MemsetStep)]
     for step in memsets:
         assert step.buffer == "workspace" and step.bytes_per == "mn", step
@@ -186,7 +189,8 @@ def run_plan(exe: Path, plan: LaunchPlan, values: Mapping, outputs: tuple[str, .
                 if not step.runs(sizes):
                     continue
                 x, y, z = plan.grid(step, sizes)
-                args = [f"i{sizes[n]}" if n in sizes else f"p{index.get(n, -1)}" for n in plan.step_params(step)]
+                args = [f"i{sizes[n]}" if n in sizes else inside.get(n, f"p{index.get(n, -1)}")
+                        for n in plan.step_params(step)]
                 lines.append(f"kernel {step.name} {x} {y} {z} {step.block[0]} {' '.join(args)}")
             else:
                 raise AssertionError(f"the emulator cannot run a {type(step).__name__}")

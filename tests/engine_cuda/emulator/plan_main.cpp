@@ -4,7 +4,8 @@
 //                                    0xFF bytes, garbage that only a memset clears)
 //   load INDEX FILE                  buffer INDEX read again from DIR/FILE (an output poisoned again between calls)
 //   memset INDEX BYTES               zeros the first BYTES of buffer INDEX
-//   kernel NAME GX GY GZ BX ARGS...  a launch; each argument is pINDEX (a buffer's address, p-1: null) or iVALUE
+//   kernel NAME GX GY GZ BX ARGS...  a launch; each argument is pINDEX (a buffer's address, p-1: null), pINDEX+BYTES
+//                                    (an address inside a buffer: a plan's scratch in the workspace) or iVALUE
 //   write INDEX FILE                 at the end, buffer INDEX is written to DIR/FILE
 // The kernels' signatures come from the program's shim (harness.py writes it from the plan): tracea_emulated_call.
 #include <cstdint>
@@ -96,9 +97,11 @@ int main(int argc, char **argv) {
       std::vector<std::intptr_t> args;
       while (words >> arg) {
         const long long v = std::atoll(arg.c_str() + 1);
+        const size_t plus = arg.find('+');
+        const long long offset = plus == std::string::npos ? 0 : std::atoll(arg.c_str() + plus + 1);
         args.push_back(arg[0] == 'i' ? static_cast<std::intptr_t>(v)
                        : v < 0      ? 0
-                                    : reinterpret_cast<std::intptr_t>(memory.at(static_cast<int>(v)).data));
+                                    : reinterpret_cast<std::intptr_t>(memory.at(static_cast<int>(v)).data + offset));
       }
       run_blocks(name, grid, threads, args);
     } else if (kind == "write") {

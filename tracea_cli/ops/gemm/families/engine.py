@@ -3,8 +3,10 @@ cores: fp16, bf16, tf32), kernels/cuda/gemm_simt.cuh and gemm_mma.cuh.
 
 Both instantiate one C++ template per configuration (`source`), take the same parameters (TRACEA_GEMM_PARAMS in
 gemm_common.cuh: A, B, C, bias, residual, workspace, M, N, K, lda, ldb, ldc) and launch one main kernel over the
-output tiles, with split-K's workspace zeroed before it and reduced after it (`launch`). Their space and hand-picked
-configurations are in engine_space.py. Pure: no GPU.
+output tiles, with split-K's workspace zeroed before it and reduced after it (`launch`). A configuration with
+stage = 1 first copies the operands whose rows its vector width does not divide into padded scratch in the workspace
+(kernels/cuda/gemm_stage_pad.cuh), and the main kernel reads the copies. Their space and hand-picked configurations
+are in engine_space.py. Pure: no GPU.
 """
 
 from __future__ import annotations
@@ -18,16 +20,20 @@ from tracea_cli.ops.gemm.families.engine_space import (
     cluster_k_of,
     gemm_space,
     hand_picked,
+    STAGED_ROW_BYTES,
     has_gemv,
     kernel_of,
+    offers_staging,
     shown_config,
     slice_k_of,
     splitk_mode,
+    staging,
     tiling,
 )
+from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.ops.launch import KernelStep, LaunchPlan, MemsetStep
-from tracea_cli.resources import kernel_translation_unit
+from tracea_cli.ops.launch import KernelStep, LaunchPlan, MemsetStep, Scratch
+from tracea_cli.resources import kernel_source, kernel_translation_unit
 from tracea_cli.space import SearchSpace, Value, config_key
 from tracea_cli.target import Target
 
@@ -37,6 +43,11 @@ REDUCE_KERNEL = "gemm_splitk_reduce"
 SUM_KERNEL = "gemm_splitk_sum"  # the gemv kernel's split-K pass: adds the slices' sums in order (no atomics)
 PARAMS = ("A", "B", "C", "bias", "residual", "workspace", "M", "N", "K", "lda", "ldb", "ldc")  # TRACEA_GEMM_PARAMS
 ELEMENT = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "fp64": "double"}
+STAGE_HEADER = "cuda/gemm_stage_pad.cuh"
+STAGE_KERNELS = {"A": "gemm_stage_a", "B": "gemm_stage_b"}  # one entry per staged operand, the same copy
+STAGE_THREADS = 256  # gemm_stage_pad.cuh: STAGE_THREADS
+SCRATCH_ALIGN_BYTES = 256  # every scratch buffer starts on a multiple of this within the workspace
+RAGGED_N_ELEMENT_WISE = ("C", "bias", "residual")  # what the epilogue moves one element at a time where vec ∤ N
 
 
 def template_text(family: str) -> str:
@@ -109,7 +120,39 @@ def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
     if int(config["split_k"]) > 1:
         lines.append(f"extern \"C\" __global__ void __launch_bounds__({SPLITK_REDUCE_THREADS}) {REDUCE_KERNEL}"
                      f"(TRACEA_GEMM_PARAMS) {{ tracea::splitk_reduce<Gemm::T, Gemm::EPILOGUE>(TRACEA_GEMM_ARGS); }}")
+    staged = staging(problem, config)
+    if staged.any:
+        lines.append(kernel_source(STAGE_HEADER))
+        lines += [f"extern \"C\" __global__ void __launch_bounds__(tracea::STAGE_THREADS) {STAGE_KERNELS[operand]}"
+                  f"(TRACEA_STAGE_PARAMS) {{ tracea::stage_pad(TRACEA_STAGE_ARGS(Gemm::T)); }}"
+                  for operand, on in (("A", staged.a), ("B", staged.b)) if on]
     return "\n".join(lines) + "\n"
+
+
+def _b_rows_cols(problem: GemmProblem) -> tuple[str, str]:
+    """B's (rows, cols) as stored: K x N in layout nn, N x K in nt."""
+    return ("K", "N") if problem.layout == "nn" else ("N", "K")
+
+
+def _staged(problem: GemmProblem, config: Mapping[str, Value]) -> tuple[tuple[str, ...], tuple[KernelStep, ...],
+                                                                           tuple[Scratch, ...]]:
+    """The main kernel's parameters, the staging steps (before everything else) and their scratch: each staged
+    operand is read from its padded copy (A_staged, lda_staged; B_staged, ldb_staged)."""
+    staged = staging(problem, config)
+    elem = get_dtype(problem.dtype).storage_bytes
+    params, steps, scratch = list(PARAMS), [], []
+    for operand, on in (("A", staged.a), ("B", staged.b)):
+        if not on:
+            continue
+        rows, cols = ("M", "K") if operand == "A" else _b_rows_cols(problem)
+        copy, ld = f"{operand}_staged", f"ld{operand.lower()}_staged"
+        params[params.index(operand)], params[params.index(f"ld{operand.lower()}")] = copy, ld
+        steps.append(KernelStep(STAGE_KERNELS[operand], grid=(f"{rows.lower()}/1", f"{cols.lower()}/{STAGE_THREADS}", 1),
+                                block=(STAGE_THREADS, 1, 1),
+                                params=(operand, copy, rows, cols, f"ld{operand.lower()}", ld)))
+        scratch.append(Scratch(name=copy, source=operand, transposed=False, rows=rows, cols=cols, ld=ld,
+                               ld_multiple=STAGED_ROW_BYTES // elem, elem_bytes=elem, align_bytes=SCRATCH_ALIGN_BYTES))
+    return tuple(params), tuple(steps), tuple(scratch)
 
 
 def gemm_launch(problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan:
@@ -135,7 +178,8 @@ def gemm_launch(problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan
                           tile_n=int(config["block_n"]), split_k=split,
                           workspace_bytes_per_mn=4 * split if split > 1 else 0, alignment_bytes=t.copy_bytes)
     cluster = cluster_k_of(config)
-    steps: list[Any] = []
+    params, stage_steps, scratch = _staged(problem, config)
+    steps: list[Any] = list(stage_steps)
     if split > 1:
         steps.append(MemsetStep(elem_bytes=4))
     steps.append(KernelStep(MAIN_KERNEL, grid=("tiles", 1, cluster if cluster > 1 else "split_k"),
@@ -143,8 +187,12 @@ def gemm_launch(problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan
     if split > 1:
         steps.append(KernelStep(REDUCE_KERNEL, grid=(f"mn/{SPLITK_REDUCE_THREADS}", 1, 1),
                                 block=(SPLITK_REDUCE_THREADS, 1, 1)))
-    return LaunchPlan(steps=tuple(steps), params=PARAMS, tile_m=int(config["block_m"]), tile_n=int(config["block_n"]),
-                      split_k=split, workspace_bytes_per_mn=4 if split > 1 else 0, alignment_bytes=t.copy_bytes)
+    # The vector loads' alignment, but for the staged operands (the runtime asks only element alignment of those) and,
+    # where N is ragged for the vector width, for C, bias and residual, which the epilogue then moves one at a time.
+    ragged_n = bool(scratch) and problem.n % int(config["vec"]) != 0
+    return LaunchPlan(steps=tuple(steps), params=params, scratch=scratch, tile_m=int(config["block_m"]),
+                      tile_n=int(config["block_n"]), split_k=split, workspace_bytes_per_mn=4 if split > 1 else 0,
+                      alignment_bytes=t.copy_bytes, element_aligned=RAGGED_N_ELEMENT_WISE if ragged_n else ())
 
 
 def gemm_args(problem: GemmProblem, operands: Mapping[str, Any]) -> dict[str, Any]:
@@ -172,6 +220,8 @@ class TemplateFamily:
         text = f"generator {GENERATOR_VERSION}\n{template_text(self.name)}"
         if has_gemv(problem):  # the GEMV-class kernel is in this problem's space: its source is in the key too
             text += template_text("gemv") + template_text("gemv_serial")
+        if offers_staging(problem):  # likewise the staging copy, where `stage` is a parameter
+            text += kernel_source(STAGE_HEADER)
         return text
 
     def source(self, problem: GemmProblem, config: Mapping[str, Value]) -> str:
@@ -187,6 +237,16 @@ class TemplateFamily:
         if FAMILY[problem.dtype] != self.name:
             return []
         return hand_picked(problem, target, limit=3)
+
+    def serves(self, built_for: GemmProblem, config: Mapping[str, Value], problem: GemmProblem) -> str | None:
+        """A staged kernel built for `built_for` copies the operands that problem's rows left unaligned; it computes
+        `problem` only where it copies every operand `problem` needs copied (copying an aligned one is correct)."""
+        built, needed = staging(built_for, config), staging(problem, config)
+        missing = [name for name, need, has in (("A", needed.a, built.a), ("B", needed.b, built.b)) if need and not has]
+        if missing:
+            return (f"the kernel built for {built_for.label} has no staging copy of {' and '.join(missing)}, which "
+                    f"{problem.label} needs for vec={config['vec']}")
+        return None
 
 
 SIMT = TemplateFamily("simt")

@@ -7,6 +7,9 @@ configuration names the block tile (block_m, block_n, block_k), the warp tile (w
 of the global loads (vec, in elements; 16 bytes at most, 1 for the predicated element-wise variant). The mma family
 adds sliced K (slice_k: groups of warps inside a block, each multiplying its share of every pipeline step, their sums
 added in shared memory) for a few rows of C; a configuration stored before slice_k existed lacks it and means 1.
+Where the rows of A or B are not a multiple of some vector width (K odd, or N in layout nn), `stage` = 1 copies those
+operands into padded scratch first (kernels/cuda/gemm_stage_pad.cuh) so that vec > 1 applies; 0 (the default, and
+the meaning of a configuration stored before the parameter) reads them in place.
 
 Rules come from the device's limits (threads, shared memory, registers), from the shape (vector loads need rows
 whose length is a multiple of the width; tiles no larger than the problem needs; every split-K slice gets work) and
@@ -52,6 +55,9 @@ SMALL_M_WAVES = 4  # blocks per SM a small-M pick aims for
 REGISTER_OVERHEAD = 40  # addresses, loop counters and the epilogue, beside accumulators and fragments
 SIMT_PREFETCH_REGS = 176  # SimtGemm::PREFETCH: accumulators + two fragment sets at most this many registers
 SPLITK_REDUCE_THREADS = 256
+STAGE_DEFAULT = 0  # read the operands in place (what a configuration without `stage` means)
+STAGED_PICK_MIN_WORK = 1 << 27  # multiply-adds (512^3) from which hand-picks stage unaligned rows for wider loads
+STAGED_ROW_BYTES = 128  # a staged copy's rows start on multiples of this (gemm_stage_pad.cuh: it must divide 256 elements)
 # The simt family's GEMV-class kernel (kernels/cuda/gemm_gemv.cuh) for fp32 with at most GEMV_MAX_M rows: `kernel`
 # picks it ("gemv") or the tiled kernel ("tiled", what a configuration without the parameter means). Its block_m is
 # the rows of C a block holds (all of M where block_m >= M, so that B is read once), its block_k the rows of B a
@@ -121,6 +127,39 @@ def shown_config(config: Mapping[str, Value]) -> Mapping[str, Value]:
     if config.get("splitk_mode") != SPLITK_MODE_DEFAULT:
         return config
     return {k: v for k, v in config.items() if k != "splitk_mode"}
+
+
+def stage_of(config: Mapping[str, Value]) -> int:
+    """1 where the configuration copies unaligned operands into padded scratch first; 0 where it lacks `stage`."""
+    return int(config.get("stage", STAGE_DEFAULT))
+
+
+def offers_staging(problem: GemmProblem) -> bool:
+    """Whether the space has `stage`: some row of A or B (K elements; N of B in layout nn) is not a multiple of the
+    widest vector width. Elsewhere the space, and every configuration's key, stay as they were."""
+    widest = vector_widths(problem.dtype)[0]
+    return problem.k % widest != 0 or (problem.layout == "nn" and problem.n % widest != 0)
+
+
+@dataclass(frozen=True)
+class EngineStaging:
+    """Which operands a configuration copies into padded scratch before the main kernel: A where K is not a
+    multiple of vec; B where its rows (K in nt, N in nn) are not."""
+
+    a: bool = False
+    b: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.a or self.b
+
+
+def staging(problem: GemmProblem, config: Mapping[str, Value]) -> EngineStaging:
+    if not stage_of(config):
+        return EngineStaging()
+    vec = int(config["vec"])
+    b_row = problem.n if problem.layout == "nn" else problem.k
+    return EngineStaging(a=problem.k % vec != 0, b=b_row % vec != 0)
 
 
 def gemv_k_groups(config: Mapping[str, Value]) -> int:
@@ -221,6 +260,9 @@ def _params(problem: GemmProblem, limits: DeviceLimits) -> tuple[Param, ...]:
                                  doc=f"groups of warps sharing each pipeline step's K (M at most {SLICED_K_MAX_M})"),
                            Param("cluster_k", CLUSTER_K if sliced and clusters else (1,), default=1,
                                  doc="blocks of a cluster splitting K, sums added through DSMEM (sm_90)"))),
+        *((Param("stage", (0, 1), "categorical", default=STAGE_DEFAULT,
+                 doc="1: copy the operands whose rows vec does not divide into padded scratch first"),)
+          if offers_staging(problem) else ()),
     )
 
 
@@ -289,13 +331,20 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         return None
 
     def aligned_rows(c) -> str | None:
-        vec = c["vec"]
-        if vec == 1:
-            return None
-        if k % vec:
-            return f"vec={vec} loads need K to be a multiple of {vec} (rows of A{' and B' if problem.layout == 'nt' else ''}); K={k}"
-        if problem.layout == "nn" and n % vec:
-            return f"vec={vec} loads need N to be a multiple of {vec} (rows of B); N={n}"
+        vec, stage = c["vec"], stage_of(c)
+        if stage and (vec == 1 or kernel_of(c) == "gemv"):
+            return ("stage=1 pads rows for vector loads of the tiled kernel: "
+                    + ("vec=1 reads them in place" if vec == 1 else "the gemv kernel reads its operands in place"))
+        unaligned = ""
+        if vec > 1 and k % vec:
+            unaligned = f"K to be a multiple of {vec} (rows of A{' and B' if problem.layout == 'nt' else ''}); K={k}"
+        elif vec > 1 and problem.layout == "nn" and n % vec:
+            unaligned = f"N to be a multiple of {vec} (rows of B); N={n}"
+        if stage and not unaligned:
+            return f"stage=1 copies rows that vec={vec} reads in place already (use stage=0)"
+        if unaligned and not stage:
+            return (f"vec={vec} loads need {unaligned}"
+                    + (" (or stage=1: padded copies first)" if "stage" in params and kernel_of(c) != "gemv" else ""))
         return None
 
     def element_copies(c) -> str | None:
@@ -430,24 +479,31 @@ def _pick_key(dtype: str) -> str:
 def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = None) -> list[Config]:
     """A small, fixed list of sensible configurations for `problem`, all valid in its space, best guesses first.
 
-    Each pick is fitted to the shape: the widest vector width the rows allow, the largest L2 grouping that has
-    enough tile rows, and (for short K) a shallower step or pipeline. When the grid would leave most SMs idle and K
-    is deep, the first pick is also offered with split-K.
+    Each pick is fitted to the shape: the widest vector width the rows allow (on problems of STAGED_PICK_MIN_WORK
+    multiply-adds or more, with padded copies of rows it does not divide: the copies cost a few percent there, element
+    loads several times that), the largest L2 grouping that has enough tile rows, and (for short K) a shallower step or
+    pipeline. When the grid would leave most SMs idle and K is deep, the first pick is also offered with split-K.
     """
     space = gemm_space(problem, target)
     family = FAMILY[problem.dtype]
     bk_values = space.param("block_k").values
+    # {} where the space has no `stage`; else in place first, then staged (large problems only)
+    stages_of_rows: tuple[dict[str, Value], ...] = ({},)
+    if "stage" in space.names:
+        large = problem.m * problem.n * problem.k >= STAGED_PICK_MIN_WORK
+        stages_of_rows = ({"stage": 0}, {"stage": 1}) if large else ({"stage": 0},)
     picks: list[Config] = []
 
     def first_valid(base: Mapping[str, Value], *, split_k: int = 1) -> Config | None:
         for bk in dict.fromkeys((base["block_k"], *bk_values)):
             for stages in dict.fromkeys((base["stages"], 3, 2)):
                 for vec in space.param("vec").values:
-                    for group_m in (8, 4, 1):
-                        c = space.complete({**base, "block_k": bk, "stages": stages if family == "mma" else 2,
-                                            "vec": vec, "group_m": group_m, "split_k": split_k})
-                        if space.why_invalid(c) is None:
-                            return c
+                    for rows in stages_of_rows:
+                        for group_m in (8, 4, 1):
+                            c = space.complete({**base, "block_k": bk, "stages": stages if family == "mma" else 2,
+                                                "vec": vec, "group_m": group_m, "split_k": split_k, **rows})
+                            if space.why_invalid(c) is None:
+                                return c
         return None
 
     for bm, bn, bk, wm, wn, stages in _PICKS[_pick_key(problem.dtype)]:
