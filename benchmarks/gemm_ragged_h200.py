@@ -6,9 +6,10 @@ Shapes: (3001, 5003, 2999), (4095, 4097, 4091), (12345, 4096, 1000) (issue 17's 
 bf16; fp32 >= 0.95x). Per problem: the wgmma family's default configuration and a few variants of it (tile shapes,
 stages, pingpong, clusters, tile order), and the mma.sync family's first hand-picks (staged copies with vector loads
 since 2026-12-07); for fp32 (no wgmma) the SIMT family's first hand-picks, staged, and the same tiles reading in
-place one element at a time (vec 1, what the tuner found before staging), all compiled in parallel. Where K or N is not a multiple of 16 bytes the wgmma kernels run
-behind their staging pre-pass (padded copies of A and/or B in the workspace), which is part of every timed call; where
-N is, C is stored element by element (no tensor map over C). cuBLAS (cupy.matmul) is timed before the first
+place one element at a time (vec 1, what the tuner found before staging), all compiled in parallel. Where K or N
+is not a multiple of 16 bytes the wgmma kernels run behind their staging pre-pass (padded copies of A and/or B in
+the workspace), which is part of every timed call; where N is, C is stored element by element (no tensor map over
+C). cuBLAS (cupy.matmul) is timed before the first
 configuration and after the last; every configuration is checked against the float64 reference (fresh random inputs,
 NaN-poisoned output) before it is timed, and a wrong one is not timed. Ratio = the faster cuBLAS median / the
 configuration's median. CUDA events, L2 flushed between samples, medians. Needs an sm_90 GPU; a few minutes.

@@ -9,7 +9,16 @@ import json
 import math
 
 import pytest
-from export_helpers import backend_grid, backend_plan, build_probe, cli, fields, needs_nvrtc, read_manifest, run_probe
+from export_helpers import (
+    backend_grid,
+    backend_plan,
+    build_probe,
+    cli,
+    fields,
+    needs_nvrtc,
+    read_manifest,
+    run_probe,
+)
 
 from tracea_cli.export.elf import function_symbols
 from tracea_cli.export.manifest import validate

@@ -14,13 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.families.engine_space import (
     FAMILY,
     SPLITK_REDUCE_THREADS,
+    STAGED_ROW_BYTES,
     cluster_k_of,
     gemm_space,
     hand_picked,
-    STAGED_ROW_BYTES,
     has_gemv,
     kernel_of,
     offers_staging,
@@ -30,7 +31,6 @@ from tracea_cli.ops.gemm.families.engine_space import (
     staging,
     tiling,
 )
-from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.problem import GemmProblem
 from tracea_cli.ops.launch import KernelStep, LaunchPlan, MemsetStep, Scratch
 from tracea_cli.resources import kernel_source, kernel_translation_unit
@@ -47,7 +47,7 @@ STAGE_HEADER = "cuda/gemm_stage_pad.cuh"
 STAGE_KERNELS = {"A": "gemm_stage_a", "B": "gemm_stage_b"}  # one entry per staged operand, the same copy
 STAGE_THREADS = 256  # gemm_stage_pad.cuh: STAGE_THREADS
 SCRATCH_ALIGN_BYTES = 256  # every scratch buffer starts on a multiple of this within the workspace
-RAGGED_N_ELEMENT_WISE = ("C", "bias", "residual")  # what the epilogue moves one element at a time where vec ∤ N
+RAGGED_N_ELEMENT_WISE = ("C", "bias", "residual")  # moved one element at a time where vec does not divide N
 
 
 def template_text(family: str) -> str:
@@ -147,8 +147,8 @@ def _staged(problem: GemmProblem, config: Mapping[str, Value]) -> tuple[tuple[st
         rows, cols = ("M", "K") if operand == "A" else _b_rows_cols(problem)
         copy, ld = f"{operand}_staged", f"ld{operand.lower()}_staged"
         params[params.index(operand)], params[params.index(f"ld{operand.lower()}")] = copy, ld
-        steps.append(KernelStep(STAGE_KERNELS[operand], grid=(f"{rows.lower()}/1", f"{cols.lower()}/{STAGE_THREADS}", 1),
-                                block=(STAGE_THREADS, 1, 1),
+        grid = (f"{rows.lower()}/1", f"{cols.lower()}/{STAGE_THREADS}", 1)  # a block per 256 columns of a row
+        steps.append(KernelStep(STAGE_KERNELS[operand], grid=grid, block=(STAGE_THREADS, 1, 1),
                                 params=(operand, copy, rows, cols, f"ld{operand.lower()}", ld)))
         scratch.append(Scratch(name=copy, source=operand, transposed=False, rows=rows, cols=cols, ld=ld,
                                ld_multiple=STAGED_ROW_BYTES // elem, elem_bytes=elem, align_bytes=SCRATCH_ALIGN_BYTES))

@@ -57,7 +57,7 @@ SIMT_PREFETCH_REGS = 176  # SimtGemm::PREFETCH: accumulators + two fragment sets
 SPLITK_REDUCE_THREADS = 256
 STAGE_DEFAULT = 0  # read the operands in place (what a configuration without `stage` means)
 STAGED_PICK_MIN_WORK = 1 << 27  # multiply-adds (512^3) from which hand-picks stage unaligned rows for wider loads
-STAGED_ROW_BYTES = 128  # a staged copy's rows start on multiples of this (gemm_stage_pad.cuh: it must divide 256 elements)
+STAGED_ROW_BYTES = 128  # staged rows start on multiples of this (it must divide 256 elements: gemm_stage_pad.cuh)
 # The simt family's GEMV-class kernel (kernels/cuda/gemm_gemv.cuh) for fp32 with at most GEMV_MAX_M rows: `kernel`
 # picks it ("gemv") or the tiled kernel ("tiled", what a configuration without the parameter means). Its block_m is
 # the rows of C a block holds (all of M where block_m >= M, so that B is read once), its block_k the rows of B a
