@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that checks and measures what the issues ask of the H200, writing everything under $OUT.
 # Usage on the device machine, from the repository root, after installing the carried wheels (../shared/device/README.md):
-#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | ragged | ragged-tune | all
+#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | ragged | ragged-fp32 | ragged-tune | all
 # (ray needs Ray unpacked on the path: ../shared/device/prep-ray.sh says how)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -182,6 +182,16 @@ if [[ $part == ragged ]]; then
     "tests/export/test_export_staged.py::test_the_exported_staged_gemm_matches_the_reference_on_an_h200" 2>&1 \
     | tee "$OUT/export_staged_tests.log" | tail -12
   timeout 250 python3 benchmarks/gemm_ragged_h200.py --out "$OUT/gemm_ragged.md" --json "$OUT/gemm_ragged.json" 2>"$OUT/gemm_ragged.log"
+fi
+if [[ $part == ragged-fp32 ]]; then
+  say "engine families' staged rows: their GPU tests, fp32 ragged shapes (nn, nt) against SGEMM, tune as typed"
+  timeout 200 python3 -m pytest -q -p no:cacheprovider --tb=short tests/engine_cuda/test_cuda_gpu.py \
+    tests/export/test_export_engine_staged.py -k staged 2>&1 | tee "$OUT/staged_gpu_tests.log" | tail -6
+  for layout in nn nt; do
+    timeout 100 python3 benchmarks/gemm_ragged_h200.py --dtypes fp32 --layout $layout --out "$OUT/gemm_ragged_fp32_$layout.md" \
+      --json "$OUT/gemm_ragged_fp32_$layout.json" 2>"$OUT/gemm_ragged_fp32_$layout.log"
+  done
+  tune_case tune_ragged_fp32 --m 4095 --n 4097 --k 4091
 fi
 if [[ $part == ragged-tune ]]; then
   say "tune a ragged 4k-class shape as a user types it (fp16, default budget)"
