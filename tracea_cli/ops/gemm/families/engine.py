@@ -19,6 +19,7 @@ from tracea_cli.ops.gemm.families.engine_space import (
     FAMILY,
     SPLITK_REDUCE_THREADS,
     STAGED_ROW_BYTES,
+    b_rows_cols,
     cluster_k_of,
     gemm_space,
     hand_picked,
@@ -45,7 +46,8 @@ PARAMS = ("A", "B", "C", "bias", "residual", "workspace", "M", "N", "K", "lda", 
 ELEMENT = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "fp64": "double"}
 STAGE_HEADER = "cuda/gemm_stage_pad.cuh"
 STAGE_KERNELS = {"A": "gemm_stage_a", "B": "gemm_stage_b"}  # one entry per staged operand, the same copy
-STAGE_THREADS = 256  # gemm_stage_pad.cuh: STAGE_THREADS
+STAGE_THREADS = 256  # gemm_stage_pad.cuh: STAGE_THREADS (the generated source asserts both)
+STAGE_SPAN = 4096  # gemm_stage_pad.cuh: STAGE_SPAN, the columns one block of a copy walks
 SCRATCH_ALIGN_BYTES = 256  # every scratch buffer starts on a multiple of this within the workspace
 RAGGED_N_ELEMENT_WISE = ("C", "bias", "residual")  # moved one element at a time where vec does not divide N
 
@@ -123,15 +125,12 @@ def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
     staged = staging(problem, config)
     if staged.any:
         lines.append(kernel_source(STAGE_HEADER))
+        lines.append(f"static_assert(tracea::STAGE_THREADS == {STAGE_THREADS} && tracea::STAGE_SPAN == {STAGE_SPAN}, "
+                     '"the copy differs from its launch description");')
         lines += [f"extern \"C\" __global__ void __launch_bounds__(tracea::STAGE_THREADS) {STAGE_KERNELS[operand]}"
                   f"(TRACEA_STAGE_PARAMS) {{ tracea::stage_pad(TRACEA_STAGE_ARGS(Gemm::T)); }}"
                   for operand, on in (("A", staged.a), ("B", staged.b)) if on]
     return "\n".join(lines) + "\n"
-
-
-def _b_rows_cols(problem: GemmProblem) -> tuple[str, str]:
-    """B's (rows, cols) as stored: K x N in layout nn, N x K in nt."""
-    return ("K", "N") if problem.layout == "nn" else ("N", "K")
 
 
 def _staged(problem: GemmProblem, config: Mapping[str, Value]) -> tuple[tuple[str, ...], tuple[KernelStep, ...],
@@ -144,10 +143,10 @@ def _staged(problem: GemmProblem, config: Mapping[str, Value]) -> tuple[tuple[st
     for operand, on in (("A", staged.a), ("B", staged.b)):
         if not on:
             continue
-        rows, cols = ("M", "K") if operand == "A" else _b_rows_cols(problem)
+        rows, cols = ("M", "K") if operand == "A" else b_rows_cols(problem)
         copy, ld = f"{operand}_staged", f"ld{operand.lower()}_staged"
         params[params.index(operand)], params[params.index(f"ld{operand.lower()}")] = copy, ld
-        grid = (f"{rows.lower()}/1", f"{cols.lower()}/{STAGE_THREADS}", 1)  # a block per 256 columns of a row
+        grid = (f"{rows.lower()}/1", f"{cols.lower()}/{STAGE_SPAN}", 1)  # a block per span of a row
         steps.append(KernelStep(STAGE_KERNELS[operand], grid=grid, block=(STAGE_THREADS, 1, 1),
                                 params=(operand, copy, rows, cols, f"ld{operand.lower()}", ld)))
         scratch.append(Scratch(name=copy, source=operand, transposed=False, rows=rows, cols=cols, ld=ld,
@@ -188,8 +187,9 @@ def gemm_launch(problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan
         steps.append(KernelStep(REDUCE_KERNEL, grid=(f"mn/{SPLITK_REDUCE_THREADS}", 1, 1),
                                 block=(SPLITK_REDUCE_THREADS, 1, 1)))
     # The vector loads' alignment, but for the staged operands (the runtime asks only element alignment of those) and,
-    # where N is ragged for the vector width, for C, bias and residual, which the epilogue then moves one at a time.
-    ragged_n = bool(scratch) and problem.n % int(config["vec"]) != 0
+    # where N is ragged for the vector width, for C, bias and residual: the epilogue then stores C's rows one element
+    # at a time (its vector stores need ldc to be a multiple of their width) and reads bias and residual so.
+    ragged_n = problem.n % int(config["vec"]) != 0
     return LaunchPlan(steps=tuple(steps), params=params, scratch=scratch, tile_m=int(config["block_m"]),
                       tile_n=int(config["block_n"]), split_k=split, workspace_bytes_per_mn=4 if split > 1 else 0,
                       alignment_bytes=t.copy_bytes, element_aligned=RAGGED_N_ELEMENT_WISE if ragged_n else ())

@@ -154,11 +154,16 @@ class EngineStaging:
         return self.a or self.b
 
 
+def b_rows_cols(problem: GemmProblem) -> tuple[str, str]:
+    """B's (rows, cols) as stored, by size name: K x N in layout nn, N x K in nt."""
+    return ("K", "N") if problem.layout == "nn" else ("N", "K")
+
+
 def staging(problem: GemmProblem, config: Mapping[str, Value]) -> EngineStaging:
     if not stage_of(config):
         return EngineStaging()
     vec = int(config["vec"])
-    b_row = problem.n if problem.layout == "nn" else problem.k
+    b_row = problem.sizes()[b_rows_cols(problem)[1].lower()]
     return EngineStaging(a=problem.k % vec != 0, b=b_row % vec != 0)
 
 
