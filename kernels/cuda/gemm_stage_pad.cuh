@@ -7,29 +7,24 @@
 //
 //   dst[r][c] = src[r][c] for c < cols, 0 for cols <= c < ld_dst       (r < rows)
 //
-// One block of 256 threads per (row, span of STAGE_SPAN columns): grid (rows, ceil(cols / STAGE_SPAN)); the threads
-// step through the span 256 columns at a time, so the grid's y stays far below its limit of 65535 for any int size.
-// STAGE_SPAN is a multiple of every padded leading dimension's step (128 bytes: 16 to 64 elements), so the last block
-// of a row reaches ld_dst. Element by element, consecutive threads on consecutive addresses: coalesced both ways for
-// any leading dimension.
+// One block of 256 threads per (row, 256 columns): grid (rows, ceil(cols / 256)); 256 is a multiple of every padded
+// leading dimension's step (128 bytes: 16 to 64 elements), so the last block of a row reaches ld_dst. The grid's y
+// limit (65535) allows rows of 65535 * 256 elements, 16 times the largest size a problem may have (2^20); an exported
+// runtime called with longer ones gets the launch's error. Element by element, consecutive threads on consecutive
+// addresses: coalesced both ways for any leading dimension.
 #pragma once
 
 namespace tracea {
 
 constexpr int STAGE_THREADS = 256;
-constexpr int STAGE_SPAN = 16 * STAGE_THREADS;
 
 template <class T>
 __device__ __forceinline__ void stage_pad(const T *__restrict__ src, T *__restrict__ dst, int rows, int cols,
                                           int ld_src, int ld_dst) {
-  const int r = blockIdx.x;
-  if (r >= rows) return;
-  const long long first = static_cast<long long>(blockIdx.y) * STAGE_SPAN, span_end = first + STAGE_SPAN;
-  const int end = span_end < ld_dst ? static_cast<int>(span_end) : ld_dst;
-  for (int c = static_cast<int>(first) + threadIdx.x; c < end; c += STAGE_THREADS) {
-    const T value = c < cols ? src[static_cast<size_t>(r) * ld_src + c] : T{};  // T{}: zero, whatever the type
-    dst[static_cast<size_t>(r) * ld_dst + c] = value;
-  }
+  const int r = blockIdx.x, c = blockIdx.y * STAGE_THREADS + threadIdx.x;
+  if (r >= rows || c >= ld_dst) return;
+  const T value = c < cols ? src[static_cast<size_t>(r) * ld_src + c] : T{};  // T{}: zero, whatever the type
+  dst[static_cast<size_t>(r) * ld_dst + c] = value;
 }
 
 }  // namespace tracea

@@ -196,7 +196,7 @@ STAGED_CASES = [
     ("fp16", "nn", "bias_silu", (33, 70, 37), _config("mma", 32, 64, 32, 16, 32, stages=3, vec=8, stage=1)),
     ("bf16", "nt", "none", (17, 40, 45), _config("mma", 32, 32, 16, 16, 16, vec=8, stage=1)),
     ("tf32", "nn", "bias_gelu", (19, 30, 27), _config("mma", 32, 32, 16, 16, 16, vec=4, stage=1)),
-    # rows longer than one block's span of the copy (4096 columns): B's in nn, A's and B's in nt
+    # long rows, many blocks of the copy along y (17 of 256 columns): B's in nn, A's and B's in nt
     ("fp32", "nn", "bias", (8, 4099, 9), _config("simt", 32, 32, 8, 16, 32, vec=4, stage=1)),
     ("fp32", "nt", "none", (9, 8, 4101), _config("simt", 32, 32, 8, 16, 32, vec=4, stage=1)),
 ]

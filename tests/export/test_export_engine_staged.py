@@ -95,8 +95,8 @@ def test_the_copies_run_first_into_the_workspace_and_the_main_kernel_reads_them(
     ran = [fields(line) for line in log if line.startswith("launch ")]
     assert [r["name"] for r in ran] == ["gemm_stage_a", "gemm_stage_b", "gemm_main"]
     for launch, p, source, (rows, cols, ld_src) in zip(ran, placed, ("a", "b"), ((m, k, k), (k, n, n))):
-        assert launch["grid"] == f"{rows},{math.ceil(cols / 4096)},1" == backend_grid(doc, described, launch["name"],
-                                                                                       m, n, k)
+        assert launch["grid"] == f"{rows},{math.ceil(cols / 256)},1" == backend_grid(doc, described, launch["name"],
+                                                                                      m, n, k)
         assert launch["src"] == buffers[source] and int(launch["dst"]) == workspace + p.offset
         assert [int(launch[key]) for key in ("rows", "cols", "ld_src", "ld_dst")] == [rows, cols, ld_src, p.ld]
     main = ran[-1]

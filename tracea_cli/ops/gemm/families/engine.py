@@ -46,8 +46,7 @@ PARAMS = ("A", "B", "C", "bias", "residual", "workspace", "M", "N", "K", "lda", 
 ELEMENT = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfloat16", "fp64": "double"}
 STAGE_HEADER = "cuda/gemm_stage_pad.cuh"
 STAGE_KERNELS = {"A": "gemm_stage_a", "B": "gemm_stage_b"}  # one entry per staged operand, the same copy
-STAGE_THREADS = 256  # gemm_stage_pad.cuh: STAGE_THREADS (the generated source asserts both)
-STAGE_SPAN = 4096  # gemm_stage_pad.cuh: STAGE_SPAN, the columns one block of a copy walks
+STAGE_THREADS = 256  # gemm_stage_pad.cuh: STAGE_THREADS (the generated source asserts it)
 SCRATCH_ALIGN_BYTES = 256  # every scratch buffer starts on a multiple of this within the workspace
 RAGGED_N_ELEMENT_WISE = ("C", "bias", "residual")  # moved one element at a time where vec does not divide N
 
@@ -125,8 +124,8 @@ def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
     staged = staging(problem, config)
     if staged.any:
         lines.append(kernel_source(STAGE_HEADER))
-        lines.append(f"static_assert(tracea::STAGE_THREADS == {STAGE_THREADS} && tracea::STAGE_SPAN == {STAGE_SPAN}, "
-                     '"the copy differs from its launch description");')
+        lines.append(f'static_assert(tracea::STAGE_THREADS == {STAGE_THREADS}, "the copy\'s block differs from its '
+                     'launch description");')
         lines += [f"extern \"C\" __global__ void __launch_bounds__(tracea::STAGE_THREADS) {STAGE_KERNELS[operand]}"
                   f"(TRACEA_STAGE_PARAMS) {{ tracea::stage_pad(TRACEA_STAGE_ARGS(Gemm::T)); }}"
                   for operand, on in (("A", staged.a), ("B", staged.b)) if on]
@@ -146,7 +145,7 @@ def _staged(problem: GemmProblem, config: Mapping[str, Value]) -> tuple[tuple[st
         rows, cols = ("M", "K") if operand == "A" else b_rows_cols(problem)
         copy, ld = f"{operand}_staged", f"ld{operand.lower()}_staged"
         params[params.index(operand)], params[params.index(f"ld{operand.lower()}")] = copy, ld
-        grid = (f"{rows.lower()}/1", f"{cols.lower()}/{STAGE_SPAN}", 1)  # a block per span of a row
+        grid = (f"{rows.lower()}/1", f"{cols.lower()}/{STAGE_THREADS}", 1)  # a block per 256 columns of a row
         steps.append(KernelStep(STAGE_KERNELS[operand], grid=grid, block=(STAGE_THREADS, 1, 1),
                                 params=(operand, copy, rows, cols, f"ld{operand.lower()}", ld)))
         scratch.append(Scratch(name=copy, source=operand, transposed=False, rows=rows, cols=cols, ld=ld,
