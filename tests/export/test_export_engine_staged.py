@@ -67,13 +67,17 @@ def test_the_manifest_lists_the_copies_their_scratch_and_the_sizes_served(folder
     assert launch["valid_for"]["k_multiple"] == launch["valid_for"]["n_multiple"] == 1
 
 
-def test_a_kernel_that_stages_only_b_does_not_serve_an_odd_k(tmp_path):
-    # K = 4096 is aligned: the kernel built for it copies B (odd N) alone, so a call with an odd K is not its own
-    shape = (4096, 4097, 4096)
-    config = staged_config(shape)
-    (launch,) = read_manifest(export(tmp_path, shape, config))["launch"]
-    assert [s["name"] for s in launch["description"]["steps"]] == ["gemm_stage_b", "gemm_main"]
-    assert launch["valid_for"]["k_multiple"] == 4
+@pytest.mark.parametrize("shape, copies, multiples", [
+    ((4096, 4097, 4096), ["gemm_stage_b"], {"k": 4, "n": 1}),  # K aligned: B alone (odd N) is copied
+    ((4096, 4096, 4091), ["gemm_stage_a"], {"k": 1, "n": 4}),  # odd K, N aligned: A alone (B's rows are N long)
+])
+def test_a_staged_kernel_serves_every_size_whose_copies_it_makes(tmp_path, shape, copies, multiples):
+    """Aligned sizes too (the configuration reads as stage 0 there: family.config_in); not a K that would need A
+    copied where the kernel copies only B (nor an N that would need B copied where it copies only A)."""
+    (launch,) = read_manifest(export(tmp_path, shape, staged_config(shape)))["launch"]
+    assert [s["name"] for s in launch["description"]["steps"]] == [*copies, "gemm_main"]
+    assert {d: launch["valid_for"][f"{d}_multiple"] for d in "kn"} == multiples
+    assert launch["valid_for"]["n_max"] >= 1 << 20 and launch["valid_for"]["k_max"] >= 1 << 20
 
 
 # the tuned shape, other odd sizes, and aligned ones (copying them is correct, only not needed); M >= 1025: the pick

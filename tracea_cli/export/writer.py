@@ -272,12 +272,16 @@ def _check_abi_covers(builder: OpBackend, choice: resolve.Choice, abi: Any) -> N
 
 
 def _serves(builder: OpBackend, choice: resolve.Choice, problem: Any) -> str | None:
-    """Why the variant built for `choice` cannot compute `problem` (None: it can): the configuration's space there, and
-    what the family says about a kernel built for another problem (a staging pre-pass follows from the problem)."""
-    reason = builder.why_invalid(problem, export_target(choice.arch), choice.config)
+    """Why the variant built for `choice` cannot compute `problem` (None: it can): the configuration's space there (as
+    the family names the configuration there), and what the family says about a kernel built for another problem (a
+    staging pre-pass follows from the problem)."""
+    family = builder.family_of(choice.config)
+    config_in = getattr(family, "config_in", None)
+    named = config_in(choice.config, problem) if config_in is not None else choice.config
+    reason = builder.why_invalid(problem, export_target(choice.arch), named)
     if reason:
         return reason
-    serves = getattr(builder.family_of(choice.config), "serves", None)
+    serves = getattr(family, "serves", None)
     return serves(choice.problem, choice.config, problem) if serves is not None else None
 
 

@@ -231,6 +231,9 @@ class Family(Protocol):
     # compute `problem` although `config` is in problem's space (a pre-pass that follows from the problem, say);
     # export asks it when it decides which sizes a variant serves. Families whose sources depend on the problem only
     # through its key's non-size fields need none.
+    # Optional: config_in(config, problem) -> config. `config` as `problem`'s space names it, where a parameter whose
+    # meaning follows from the sizes (a pre-pass the kernel makes) is absent or other there; export asks the space
+    # about this, and `serves` about the kernel. Without it the configuration is asked as it is.
 
 
 # ---- baselines ----------------------------------------------------------------------------------------------------

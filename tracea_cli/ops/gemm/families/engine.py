@@ -18,6 +18,7 @@ from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.families.engine_space import (
     FAMILY,
     SPLITK_REDUCE_THREADS,
+    STAGE_DEFAULT,
     STAGED_ROW_BYTES,
     b_rows_cols,
     cluster_k_of,
@@ -29,6 +30,7 @@ from tracea_cli.ops.gemm.families.engine_space import (
     shown_config,
     slice_k_of,
     splitk_mode,
+    stage_of,
     staging,
     tiling,
 )
@@ -236,6 +238,15 @@ class TemplateFamily:
         if FAMILY[problem.dtype] != self.name:
             return []
         return hand_picked(problem, target, limit=3)
+
+    def config_in(self, config: Mapping[str, Value], problem: GemmProblem) -> Mapping[str, Value]:
+        """A staged configuration where `problem` needs nothing copied for its `vec`: there it reads as stage 0 (or
+        without `stage`, where problem's space has none); the kernel's copies of aligned rows are right, only not
+        needed, so an export serves aligned sizes too (`serves` says which copies a kernel makes)."""
+        if not stage_of(config) or staging(problem, config).any:
+            return config
+        rest = {k: v for k, v in config.items() if k != "stage"}
+        return {**rest, "stage": STAGE_DEFAULT} if offers_staging(problem) else rest
 
     def serves(self, built_for: GemmProblem, config: Mapping[str, Value], problem: GemmProblem) -> str | None:
         """A staged kernel built for `built_for` copies the operands that problem's rows left unaligned; it computes
