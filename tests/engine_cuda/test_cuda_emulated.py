@@ -143,7 +143,7 @@ GEMV_CASES = [
 ]
 
 
-def _emulate_gemv(emulator_plan, problem, config, seed, name, source=None):
+def _emulate_by_plan(emulator_plan, problem, config, seed, name, source=None):
     from tracea_cli.ops.dtypes import to_storage
     from tracea_cli.ops.gemm.families.engine import gemm_args, gemm_launch
 
@@ -170,7 +170,7 @@ def test_emulated_gemv_kernel_matches_the_reference(case, emulator_plan, sm90):
     shape, epilogue, config = GEMV_CASES[case]
     problem = GemmProblem(*shape, dtype="fp32", layout="nn", epilogue=epilogue)
     assert gemm_space(problem, sm90).why_invalid(config) is None
-    verdict = _emulate_gemv(emulator_plan, problem, config, seed=100 + case, name=f"gemv{case}")
+    verdict = _emulate_by_plan(emulator_plan, problem, config, seed=100 + case, name=f"gemv{case}")
     assert verdict.ok, verdict.reason
 
 
@@ -181,7 +181,7 @@ def test_the_emulator_catches_a_gemv_sum_that_drops_a_slice(emulator_plan, sm90)
     right = gemm_source(problem, config)
     wrong = right.replace("z < G::SPLIT_K; ++z", "z < G::SPLIT_K - 1; ++z")
     assert wrong != right
-    verdict = _emulate_gemv(emulator_plan, problem, config, seed=5, name="gemv_wrong", source=wrong)
+    verdict = _emulate_by_plan(emulator_plan, problem, config, seed=5, name="gemv_wrong", source=wrong)
     assert not verdict.ok
 
 
@@ -211,5 +211,5 @@ def test_emulated_staged_kernels_match_the_reference(case, emulator_plan, sm90):
     problem = GemmProblem(*shape, dtype=dtype, layout=layout, epilogue=epilogue)
     assert gemm_space(problem, sm90).why_invalid(config) is None
     assert gemm_launch(problem, config).scratch, "the case stages nothing"
-    verdict = _emulate_gemv(emulator_plan, problem, config, seed=200 + case, name=f"staged{case}")
+    verdict = _emulate_by_plan(emulator_plan, problem, config, seed=200 + case, name=f"staged{case}")
     assert verdict.ok, verdict.reason

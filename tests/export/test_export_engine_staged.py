@@ -51,6 +51,12 @@ def folder(tmp_path_factory):
     return export(tmp_path_factory.mktemp("staged"), SHAPE, staged_config(SHAPE))
 
 
+@pytest.fixture(scope="module")
+def probe(folder, toolchain):
+    """probe.cpp built once against the export (each call below runs it)."""
+    return build_probe(folder, toolchain, elem_bytes=4, dtype_code=FP32)
+
+
 def test_the_manifest_lists_the_copies_their_scratch_and_the_sizes_served(folder):
     doc = read_manifest(folder)
     assert validate(doc) == []
@@ -83,11 +89,9 @@ def test_a_staged_kernel_serves_every_size_whose_copies_it_makes(tmp_path, shape
 # the tuned shape, other odd sizes, and aligned ones (copying them is correct, only not needed); M >= 1025: the pick
 # groups 8 rows of 128-row tiles
 @pytest.mark.parametrize("call", [SHAPE, (1100, 3001, 777), (1100, 1024, 1024)])
-def test_the_copies_run_first_into_the_workspace_and_the_main_kernel_reads_them(folder, toolchain, fake_driver,
-                                                                              call):
+def test_the_copies_run_first_into_the_workspace_and_the_main_kernel_reads_them(folder, probe, fake_driver, call):
     m, n, k = call
-    out, log, buffers = run_probe(build_probe(folder, toolchain, elem_bytes=4, dtype_code=FP32),
-                                  [str(m), str(n), str(k)], fake_driver)
+    out, log, buffers = run_probe(probe, [str(m), str(n), str(k)], fake_driver)
     assert out[-1] == "status=0 ok", (out, log)
     doc = read_manifest(folder)
     (described,) = doc["launch"]

@@ -216,6 +216,9 @@ class Requirement:
         return {"value": self.value, "of": list(self.of)}
 
 
+SCRATCH_ALIGN_BYTES = 256  # where the families place scratch buffers: each on a multiple of this in the workspace
+
+
 @dataclass(frozen=True)
 class Scratch:
     """A scratch buffer of a staging pre-pass (docs/kernel-abi.md, "Staging") or an intermediate one kernel writes and

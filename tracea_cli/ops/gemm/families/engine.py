@@ -35,7 +35,13 @@ from tracea_cli.ops.gemm.families.engine_space import (
     tiling,
 )
 from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.ops.launch import KernelStep, LaunchPlan, MemsetStep, Scratch
+from tracea_cli.ops.launch import (
+    SCRATCH_ALIGN_BYTES,
+    KernelStep,
+    LaunchPlan,
+    MemsetStep,
+    Scratch,
+)
 from tracea_cli.resources import kernel_source, kernel_translation_unit
 from tracea_cli.space import SearchSpace, Value, config_key
 from tracea_cli.target import Target
@@ -49,8 +55,9 @@ ELEMENT = {"fp32": "float", "tf32": "float", "fp16": "__half", "bf16": "__nv_bfl
 STAGE_HEADER = "cuda/gemm_stage_pad.cuh"
 STAGE_KERNELS = {"A": "gemm_stage_a", "B": "gemm_stage_b"}  # one entry per staged operand, the same copy
 STAGE_THREADS = 256  # gemm_stage_pad.cuh: STAGE_THREADS (the generated source asserts it)
-SCRATCH_ALIGN_BYTES = 256  # every scratch buffer starts on a multiple of this within the workspace
-RAGGED_N_ELEMENT_WISE = ("C", "bias", "residual")  # moved one element at a time where vec does not divide N
+# C, bias and residual where N's rows are ragged for the loads (here vec, wgmma: 16 bytes): the epilogues move them one
+# element at a time, so they need only their element's alignment
+RAGGED_N_ELEMENT_WISE = ("C", "bias", "residual")
 
 
 def template_text(family: str) -> str:

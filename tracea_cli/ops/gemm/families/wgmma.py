@@ -13,9 +13,15 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from tracea_cli.ops.gemm.families import wgmma_space as hs
-from tracea_cli.ops.gemm.families.engine import gemm_args
+from tracea_cli.ops.gemm.families.engine import RAGGED_N_ELEMENT_WISE, gemm_args
 from tracea_cli.ops.gemm.problem import GemmProblem
-from tracea_cli.ops.launch import KernelStep, LaunchPlan, Scratch, TensorMap
+from tracea_cli.ops.launch import (
+    SCRATCH_ALIGN_BYTES,
+    KernelStep,
+    LaunchPlan,
+    Scratch,
+    TensorMap,
+)
 from tracea_cli.resources import kernel_source
 from tracea_cli.space import SearchSpace, Value, config_key
 from tracea_cli.target import Target
@@ -33,8 +39,6 @@ STAGE_THREADS = 256  # gemm_wgmma_stage.cuh: kThreads
 STAGE_COPY_ROWS = 8  # rows per block of the copy (one warp each)
 STAGE_COPY_BYTES = 512  # bytes of columns per block of the copy (a warp's 32 16-byte chunks)
 STAGE_TILE = 64  # the transpose's tile (64 x 64 elements)
-SCRATCH_ALIGN_BYTES = 256  # every scratch buffer starts on a multiple of this within the workspace
-RAGGED_N_ELEMENT_WISE = ("C", "bias", "residual")  # what a ragged-N kernel reads and writes one element at a time
 
 
 # Where a ragged N changes the kernel's text (wgmma_space.ragged_n): gemm_wgmma.cuh's lines, and what replaces each.

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.families.engine_space import tiling
-from tracea_cli.ops.launch import KernelStep, LaunchPlan, Scratch
+from tracea_cli.ops.launch import SCRATCH_ALIGN_BYTES, KernelStep, LaunchPlan, Scratch
 from tracea_cli.ops.lowrank_mlp.families import kernel_abi
 from tracea_cli.ops.lowrank_mlp.families.two_gemm_space import (
     NAME,
@@ -25,7 +25,6 @@ from tracea_cli.space import SearchSpace, Value, config_key
 from tracea_cli.target import Target
 
 XU_KERNEL, TV_KERNEL = "lowrank_xu", "lowrank_tv"
-SCRATCH_ALIGN_BYTES = 256
 
 
 def _instantiation(problem: LowrankMlpProblem, config: Mapping[str, Value], epilogue: str) -> str:
