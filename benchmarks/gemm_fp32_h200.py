@@ -1,10 +1,13 @@
-"""fp32 SIMT GEMM (no TF32) against cuBLAS SGEMM, issue 17 item 2: 2048^3, 4096^3, (1, 4096, 4096), (16, 4096, 4096).
+"""fp32 GEMM at fp32 accuracy against cuBLAS SGEMM, issue 17 item 2: 2048^3, 4096^3, (1, 4096, 4096), (16, 4096, 4096).
 
     python benchmarks/gemm_fp32_h200.py --out OUTPUT.md [--json OUTPUT.json] [--layout nn] [--shapes 1x4096x4096 ...]
+        [--families simt,mma]
 
 For each shape: the simt family's hand-picked configurations (the tiled kernel's, and for M <= 16 the gemv kernel's
 first, its K slices summed in one launch and then the same with the two-launch sum) plus a few more variants of the
-same kernels (every gemv variant that splits K in both splitk_modes, compared in a table of their own), compiled in
+same kernels (every gemv variant that splits K in both splitk_modes, compared in a table of their own); then the mma
+family's fp32 kernels (3xTF32 on mma.sync: each operand split into big and small tf32 parts, three products per
+step) hand-picked and, for the squares, their large warp tiles in more depths and pipelines; all compiled in
 parallel; then cuBLAS SGEMM (cupy.matmul on fp32, CuPy's compute type for fp32 checked to be the default, not TF32:
 CUPY_TF32 unset or 0) is timed before every configuration and once more after the last, in alternation in the same
 run. Every configuration is checked against
@@ -37,6 +40,18 @@ TARGETS = {"square": 0.95, "small_m": 1.0}  # issue 17: SGEMM squares >= 0.95x c
 PICKS = 6  # hand-picked configurations per shape
 
 
+def _mma_variants(problem: GemmProblem, target) -> list[dict]:
+    """3xTF32 beyond the hand-picked: for the squares, its largest warp tiles (32 x 64, 64 x 32: twice the
+    accumulators of a tf32 tile) over depths, pipelines and tile orders."""
+    if problem.m <= 16:
+        return []
+    space = gemm_space(problem, target, "mma")
+    raw = [{"family": "mma", "block_m": 128, "block_n": 128, "block_k": bk, "warp_m": wm, "warp_n": wn, "stages": st,
+            "split_k": 1, "group_m": g, "vec": 4}
+           for wm, wn in ((32, 64), (64, 32)) for bk in (16, 32) for st in (3, 4) for g in (8, 16)]
+    return [space.complete(c) for c in raw if space.why_invalid(space.complete(c)) is None]
+
+
 def _variants(problem: GemmProblem, target) -> list[dict]:
     """Configurations beyond the hand-picked ones: for the squares the tiled kernel's large tiles in other tile
     orders; for a few rows the gemv kernel across its block width, depth and K split. Only valid ones."""
@@ -55,9 +70,12 @@ def _variants(problem: GemmProblem, target) -> list[dict]:
     return [space.complete(c) for c in raw if space.why_invalid(c) is None]
 
 
-def configurations(problem: GemmProblem, target) -> list[dict]:
+def configurations(problem: GemmProblem, target, families: tuple[str, ...]) -> list[dict]:
     out: list[dict] = []
-    for c in [*hand_picked(problem, target, limit=PICKS), *_variants(problem, target)]:
+    simt = [*hand_picked(problem, target, limit=PICKS), *_variants(problem, target)] if "simt" in families else []
+    mma = ([*hand_picked(problem, target, limit=PICKS, family="mma"), *_mma_variants(problem, target)]
+           if "mma" in families else [])
+    for c in [*simt, *mma]:
         if c not in out:
             out.append(c)
     return out
@@ -86,12 +104,12 @@ def _check_no_tf32() -> str:
     return f"compute type {kind} (COMPUTE_TYPE_TF32 is {linalg.COMPUTE_TYPE_TF32}), CUPY_TF32={env}"
 
 
-def bench_shape(backend: OpBackend, problem: GemmProblem, target, log) -> dict:
-    configs = configurations(problem, target)
+def bench_shape(backend: OpBackend, problem: GemmProblem, target, families: tuple[str, ...], log) -> dict:
+    configs = configurations(problem, target, families)
     built = compile_all(backend, [(problem, c) for c in configs], target)
     name, first = backend.baseline(problem, target, policy=POLICY, seed=1)
     base = [median_ms(first)]
-    log(f"  {name}: {first.status.value} {base[-1]} ms {first.reason}")
+    log(f"  {name}: {first.status.value} {base[-1]} ms, rel. error {first.rel_error} {first.reason}")
     rows = []
     for config, (artifact, error) in zip(configs, built):
         row: dict = {"config": config}
@@ -109,27 +127,32 @@ def bench_shape(backend: OpBackend, problem: GemmProblem, target, log) -> dict:
         rows.append(row)
         log(f"  {describe(config)}: {row['status']} {num(row.get('median_ms'), 4)} ms, cuBLAS "
             f"{num(row['cublas_ms'], 4)} ms, ratio {num(row['ratio'], 3)} {row.get('reason', '')[:160]}")
-    return {"problem": problem.as_dict(), "baseline": name, "baseline_ms": base, "rows": rows}
+    return {"problem": problem.as_dict(), "baseline": name, "baseline_ms": base, "baseline_rel_error": first.rel_error,
+            "rows": rows}
 
 
 def render(results: list[dict], meta: dict) -> str:
-    lines = ["# fp32 SIMT GEMM against cuBLAS SGEMM (no TF32)", "", *provenance_lines(meta),
+    lines = ["# fp32 GEMM (SIMT, and 3xTF32 on mma.sync) against cuBLAS SGEMM (no TF32)", "", *provenance_lines(meta),
              f"- versions: generator {meta['generator']}, NVRTC {meta['nvrtc']}, CuPy {meta['cupy']}, "
              f"Python {meta['python']}; cuBLAS through cupy.matmul, {meta['tf32']}",
              "- method: every configuration checked against the float64 reference before it is timed; cuBLAS timed "
              "before the first configuration and after each one; a row's cuBLAS ms is the faster of the two "
              "measurements around it; CUDA events, L2 flushed between samples, medians "
              f"({POLICY.min_samples}-{POLICY.max_samples} samples, {POLICY.max_seconds} s at most each)", ""]
-    lines += ["| problem | best configuration | ms | cuBLAS ms | ratio | target |",
-              "| --- | --- | --- | --- | --- | --- |"]
+    lines += ["| problem | best configuration | ms | cuBLAS ms | ratio | rel. error (cuBLAS's) | best simt ratio "
+              "| target |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         p = GemmProblem(**r["problem"])
         timed = [row for row in r["rows"] if row.get("ratio")]
         best = max(timed, key=lambda row: row["ratio"], default=None)
+        simt = max((row["ratio"] for row in timed if row["config"]["family"] == "simt"), default=None)
         target = TARGETS["small_m" if p.m <= 16 else "square"]
+        theirs = r.get("baseline_rel_error")
+        errors = f"{best['rel_error']:.2e} ({'' if theirs is None else f'{theirs:.2e}'})" if best else "—"
         lines.append(f"| {p.label} | {describe(best['config']) if best else '—'} | "
                      f"{num(best and best['median_ms'], 4)} | {num(best and best['cublas_ms'], 4)} | "
-                     f"{num(best and best['ratio'], 3)} | {target} |")
+                     f"{num(best and best['ratio'], 3)} | {errors} | {num(simt, 3)} | {target} |")
     for r in results:
         p = GemmProblem(**r["problem"])
         medians = ", ".join(num(m, 4) for m in r["baseline_ms"])
@@ -163,7 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also the raw samples as JSON")
     parser.add_argument("--layout", default="nn", choices=("nn", "nt"))
     parser.add_argument("--shapes", nargs="+", metavar="MxNxK", help="only these shapes (default: all four)")
+    parser.add_argument("--families", default="simt,mma",
+                        help="comma-separated: simt (FMA), mma (3xTF32 on mma.sync); default both")
     args = parser.parse_args(argv)
+    families = tuple(f.strip() for f in args.families.split(","))
+    if not families or set(families) - {"simt", "mma"}:
+        parser.error(f"--families takes simt and/or mma, comma-separated; got {args.families!r}")
     shapes = SHAPES
     if args.shapes:
         try:
@@ -181,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     for m, n, k in shapes:
         problem = GemmProblem(m, n, k, dtype="fp32", layout=args.layout)
         print(problem.label, file=sys.stderr)
-        results.append(bench_shape(backend, problem, target, lambda s: print(s, file=sys.stderr, flush=True)))
+        results.append(bench_shape(backend, problem, target, families,
+                                   lambda s: print(s, file=sys.stderr, flush=True)))
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(render(results, meta))  # after every shape: a run cut short keeps what it measured
         if args.json:

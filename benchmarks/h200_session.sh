@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that checks and measures what the issues ask of the H200, writing everything under $OUT.
 # Usage on the device machine, from the repository root, after installing the carried wheels (../shared/device/README.md):
-#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | ragged | ragged-fp32 | ragged-tune | all
+#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | ragged | ragged-fp32 | ragged-tune | fp32-x3 | regress | all
 # (ray needs Ray unpacked on the path: ../shared/device/prep-ray.sh says how)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -196,4 +196,25 @@ fi
 if [[ $part == ragged-tune ]]; then
   say "tune a ragged 4k-class shape as a user types it (fp16, default budget)"
   tune_case tune_ragged_fp16 --m 4095 --n 4097 --k 4091 --dtype fp16
+fi
+if [[ $part == fp32-x3 ]]; then
+  say "fp32 as 3xTF32 on mma.sync: its GPU tests (and lowrank's fp32: the same split), against SGEMM, tune as typed"
+  timeout 200 python3 -m pytest -q -p no:cacheprovider --tb=short tests/engine_cuda/test_cuda_gpu.py \
+    tests/engine_cuda/test_lowrank_mlp_gpu.py -k "fp32_mma or 3xtf32 or (lowrank and fp32)" \
+    > "$OUT/x3_gpu_tests.log" 2>&1
+  grep -E "failed:|^gemm|^E .*(gemm|lowrank)|passed|failed" "$OUT/x3_gpu_tests.log" | cut -c1-300 | head -30
+  # (few files come back from a device call: the benchmarks' progress goes into the tests' log)
+  timeout 200 python3 benchmarks/gemm_fp32_h200.py --out "$OUT/gemm_fp32_x3.md" 2>>"$OUT/x3_gpu_tests.log"
+  grep -A6 "^| problem" "$OUT/gemm_fp32_x3.md"
+  timeout 150 python3 benchmarks/gemm_fp32_h200.py --shapes 4095x4097x4091 3001x5003x2999 \
+    --out "$OUT/gemm_fp32_x3_ragged.md" 2>>"$OUT/x3_gpu_tests.log"; grep -A4 "^| problem" "$OUT/gemm_fp32_x3_ragged.md"
+  tune_case tune_fp32_2048_x3 --m 2048
+  tune_case tune_fp32_ragged_x3 --m 4095 --n 4097 --k 4091
+fi
+if [[ $part == regress ]]; then
+  say "after an engine template change: verify the sm_90 GEMM defaults, then every GPU test"
+  timeout 200 python3 benchmarks/gemm_defaults.py verify --write > "$OUT/regress.log" 2>&1; tail -4 "$OUT/regress.log"
+  cp profiles/defaults/gemm.json "$OUT/defaults_gemm.json"
+  timeout 330 python3 -m pytest -q -m gpu -p no:cacheprovider --tb=line tests >> "$OUT/regress.log" 2>&1
+  grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/regress.log" | cut -c1-300 | tail -25
 fi

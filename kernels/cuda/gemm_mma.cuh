@@ -31,7 +31,7 @@
 namespace tracea {
 
 template <class T_, Layout LAYOUT_, Epilogue EPILOGUE_, int BLOCK_M_, int BLOCK_N_, int BLOCK_K_, int WARP_M_, int WARP_N_,
-          int STAGES_, int VEC_, int SPLIT_K_, int GROUP_M_, int SLICE_K_ = 1, int CLUSTER_K_ = 1>
+          int STAGES_, int VEC_, int SPLIT_K_, int GROUP_M_, int SLICE_K_ = 1, int CLUSTER_K_ = 1, int PASSES_ = 1>
 struct MmaGemm {
   using T = T_;
   static constexpr Layout LAYOUT = LAYOUT_;
@@ -42,6 +42,13 @@ struct MmaGemm {
   static constexpr int CLUSTER_K = CLUSTER_K_;
 
   static constexpr bool TF32 = SameType<T, float>::value;
+  // PASSES = 3: fp32 at fp32 accuracy on tf32 tensor cores (3xTF32, see split_tf32): three products per step. The
+  // tensor cores' fp32 sums truncate rather than round (Fasi et al., "Numerical behavior of NVIDIA tensor cores",
+  // 2021), so their error grows with the products summed into one accumulator: over K = 2048 and 4096 on an H100
+  // 1.4e-5 and 2.9e-5, above fp32's bound. So each pipeline step sums into fresh accumulators (`part`), added to the
+  // running sums in IEEE fp32: twice the accumulator registers.
+  static constexpr int PASSES = PASSES_;
+  static constexpr bool SPLIT = PASSES == 3;
   static constexpr int MMA_K = TF32 ? 8 : 16;
   static constexpr int WARPS_M = BLOCK_M / WARP_M, WARPS_N = BLOCK_N / WARP_N;
   static constexpr int TILE_WARPS = WARPS_M * WARPS_N;  // the warps of one K-slice, covering the block tile
@@ -53,7 +60,11 @@ struct MmaGemm {
   // Double-buffered fragments (the next instruction step's loaded while this one multiplies) need a second set of
   // fragment registers; beside 128 accumulators that fits only with few steps' addresses live (ptxas spills
   // otherwise, see docs/engine.md), so the big warp tiles with deep BLOCK_K load each step's fragments just in time.
-  static constexpr bool PREFETCH = TILES_M * TILES_N * 4 < 128 || STEPS <= 2;
+  // 3xTF32 holds big and small fragments and two sets of accumulators: it prefetches where all of them, twice the
+  // fragments included, take at most 192 registers.
+  static constexpr int FRAGMENT_REGS = TILES_M * 4 + TILES_N * 2;
+  static constexpr bool PREFETCH = SPLIT ? 2 * ACCUMULATORS + 4 * FRAGMENT_REGS <= 192
+                                         : ACCUMULATORS < 128 || STEPS <= 2;
 
   // Shared memory per stage: A as [BLOCK_M][BLOCK_K], B as [BLOCK_K][BLOCK_N] (nn) or [BLOCK_N][BLOCK_K] (nt), each
   // row padded. tf32 pads K-rows by 8 floats (fragment pairs hit distinct banks) and N-rows by 4 floats.
@@ -75,6 +86,7 @@ struct MmaGemm {
   static_assert(WARP_M % 16 == 0 && WARP_N % 16 == 0, "a warp tile is made of 16 x 16 pieces");
   static_assert(BLOCK_K % (MMA_K * SLICE_K) == 0, "each K-slice multiplies whole instruction steps of a pipeline step");
   static_assert(STAGES >= 2, "the pipeline needs two stages at least");
+  static_assert(PASSES == 1 || (PASSES == 3 && TF32), "three passes split fp32 operands (3xTF32)");
   static_assert(CLUSTER_K == 1 || (SPLIT_K == 1 && CLUSTER_K <= 8), "cluster K replaces split K; clusters of 8 at most");
   static_assert(VEC * sizeof(T) <= 16 && BLOCK_K % VEC == 0 && BLOCK_N % VEC == 0, "bad vector width");
 };
@@ -162,6 +174,103 @@ __device__ __forceinline__ void multiply(float (&acc)[G::TILES_M][G::TILES_N][4]
     for (int j = 0; j < G::TILES_N; ++j) mma_16x8<typename G::T>(acc[i][j], f.a[i], f.b[j]);
 }
 
+// 3xTF32: v = big + small, both exactly representable in tf32 (big rounded to nearest, as to_tf32 rounds; small the
+// remainder, exact in fp32, then rounded to tf32 too).
+__device__ __forceinline__ void split_tf32(float v, unsigned &big, unsigned &small) {
+  big = to_tf32(v);
+  small = to_tf32(v - __uint_as_float(big & 0xFFFFE000u));
+}
+
+// The big and small fp32 fragments of one m16n8k8 step (kk counted in elements), read as the GEMM engine's tf32
+// loader reads them (load_fragments above: k in the order 0,4,1,5,2,6,3,7, the same for A and B, so that a
+// thread's two k values sit side by side).
+template <class G>
+__device__ __forceinline__ void load_split_fragments(Fragments<G> &big, Fragments<G> &small, const float *sa,
+                                                     const float *sb, int kk, int wm0, int wn0, int lane) {
+  const int g = lane / 4, t2 = (lane % 4) * 2;
+#pragma unroll
+  for (int i = 0; i < G::TILES_M; ++i) {
+    const float2 top = *reinterpret_cast<const float2 *>(sa + (wm0 + i * 16 + g) * G::LDA_S + kk + t2);
+    const float2 bottom = *reinterpret_cast<const float2 *>(sa + (wm0 + i * 16 + g + 8) * G::LDA_S + kk + t2);
+    split_tf32(top.x, big.a[i][0], small.a[i][0]);
+    split_tf32(bottom.x, big.a[i][1], small.a[i][1]);
+    split_tf32(top.y, big.a[i][2], small.a[i][2]);
+    split_tf32(bottom.y, big.a[i][3], small.a[i][3]);
+  }
+#pragma unroll
+  for (int j = 0; j < G::TILES_N; ++j) {
+    const int n = wn0 + j * 8 + g;
+    float2 pair;
+    if constexpr (G::B_K_ROWS) {
+      pair.x = sb[(kk + t2) * G::LDB_S + n];
+      pair.y = sb[(kk + t2 + 1) * G::LDB_S + n];
+    } else {
+      pair = *reinterpret_cast<const float2 *>(sb + n * G::LDB_S + kk + t2);
+    }
+    split_tf32(pair.x, big.b[j][0], small.b[j][0]);
+    split_tf32(pair.y, big.b[j][1], small.b[j][1]);
+  }
+}
+
+// acc += A·B over one step at fp32 accuracy: the two cross terms first (they are small), then big·big.
+template <class G>
+__device__ __forceinline__ void multiply_split(float (&acc)[G::TILES_M][G::TILES_N][4], const Fragments<G> &big,
+                                               const Fragments<G> &small) {
+#pragma unroll
+  for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+    for (int j = 0; j < G::TILES_N; ++j) {
+      mma_16x8<float>(acc[i][j], big.a[i], small.b[j]);
+      mma_16x8<float>(acc[i][j], small.a[i], big.b[j]);
+      mma_16x8<float>(acc[i][j], big.a[i], big.b[j]);
+    }
+}
+
+template <class G> __device__ __forceinline__ void clear(float (&acc)[G::TILES_M][G::TILES_N][4]) {
+#pragma unroll
+  for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+    for (int j = 0; j < G::TILES_N; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+}
+
+template <class G>
+__device__ __forceinline__ void add_into(float (&acc)[G::TILES_M][G::TILES_N][4],
+                                         const float (&part)[G::TILES_M][G::TILES_N][4]) {
+#pragma unroll
+  for (int i = 0; i < G::TILES_M; ++i)
+#pragma unroll
+    for (int j = 0; j < G::TILES_N; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
+}
+
+// One instruction step's operands: the fragments, or (3xTF32) their big and small parts.
+template <bool C, class X, class Y> struct Select { using type = X; };
+template <class X, class Y> struct Select<false, X, Y> { using type = Y; };
+template <class G> struct SplitFragments {
+  Fragments<G> big, small;
+};
+template <class G> using StepFragments = typename Select<G::SPLIT, SplitFragments<G>, Fragments<G>>::type;
+
+template <class G>
+__device__ __forceinline__ void load_step_fragments(StepFragments<G> &f, const typename G::T *sa,
+                                                    const typename G::T *sb, int kk, int wm0, int wn0, int lane) {
+  if constexpr (G::SPLIT)
+    load_split_fragments<G>(f.big, f.small, sa, sb, kk, wm0, wn0, lane);
+  else
+    load_fragments<G>(f, sa, sb, kk, wm0, wn0, lane);
+}
+
+template <class G>
+__device__ __forceinline__ void multiply_step(float (&acc)[G::TILES_M][G::TILES_N][4], const StepFragments<G> &f) {
+  if constexpr (G::SPLIT)
+    multiply_split<G>(acc, f.big, f.small);
+  else
+    multiply<G>(acc, f);
+}
+
 // Adds COUNT partial sums laid out [COUNT][ACCUMULATORS][TILE_WARPS*32] (from this thread's slot) into acc.
 template <class G, int COUNT>
 __device__ __forceinline__ void add_partials(float (&acc)[G::TILES_M][G::TILES_N][4], const float *partial) {
@@ -209,13 +318,10 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
   const int wm0 = (tile_warp % G::WARPS_M) * G::WARP_M, wn0 = (tile_warp / G::WARPS_M) * G::WARP_N;
   const int kk0 = warp_slice * G::STEPS * G::MMA_K;  // where this K-slice's instruction steps start in a stage
 
-  float acc[G::TILES_M][G::TILES_N][4];
-#pragma unroll
-  for (int i = 0; i < G::TILES_M; ++i)
-#pragma unroll
-    for (int j = 0; j < G::TILES_N; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  float acc[G::TILES_M][G::TILES_N][4], part[G::TILES_M][G::TILES_N][4];
+  clear<G>(acc);
+  clear<G>(part);
+  float(&sum)[G::TILES_M][G::TILES_N][4] = G::SPLIT ? part : acc;  // where the products of a pipeline step go
 
   auto stage_a = [&](int s) { return smem + s * (G::STAGE_A + G::STAGE_B); };
   auto stage_b = [&](int s) { return smem + s * (G::STAGE_A + G::STAGE_B) + G::STAGE_A; };
@@ -237,8 +343,8 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
   }
   cp_async_wait<G::STAGES - 2>();
   __syncthreads();
-  Fragments<G> frag[G::PREFETCH ? 2 : 1];
-  if (G::PREFETCH && slice.tiles > 0) load_fragments<G>(frag[0], stage_a(0), stage_b(0), kk0, wm0, wn0, lane);
+  StepFragments<G> frag[G::PREFETCH ? 2 : 1];
+  if (G::PREFETCH && slice.tiles > 0) load_step_fragments<G>(frag[0], stage_a(0), stage_b(0), kk0, wm0, wn0, lane);
 
   int read = 0;  // the stage holding step kt
   for (int kt = 0; kt < slice.tiles; ++kt) {
@@ -251,20 +357,24 @@ template <class G> __device__ void gemm_mma(const GemmArgs &args) {
         cp_async_commit();
       }
       if constexpr (!G::PREFETCH) {
-        load_fragments<G>(frag[0], stage_a(read), stage_b(read), kk0 + step * G::MMA_K, wm0, wn0, lane);
-        multiply<G>(acc, frag[0]);
+        load_step_fragments<G>(frag[0], stage_a(read), stage_b(read), kk0 + step * G::MMA_K, wm0, wn0, lane);
+        multiply_step<G>(sum, frag[0]);
         continue;
       }
       if (step + 1 < G::STEPS) {
-        load_fragments<G>(frag[(step + 1) % 2], stage_a(read), stage_b(read), kk0 + (step + 1) * G::MMA_K, wm0, wn0,
-                          lane);
+        load_step_fragments<G>(frag[(step + 1) % 2], stage_a(read), stage_b(read), kk0 + (step + 1) * G::MMA_K, wm0,
+                               wn0, lane);
       } else {  // step kt+1 must have landed, visible to every warp, before its first fragments are read
         cp_async_wait<G::STAGES - 2>();
         __syncthreads();
         if (kt + 1 < slice.tiles)
-          load_fragments<G>(frag[(step + 1) % 2], stage_a(after), stage_b(after), kk0, wm0, wn0, lane);
+          load_step_fragments<G>(frag[(step + 1) % 2], stage_a(after), stage_b(after), kk0, wm0, wn0, lane);
       }
-      multiply<G>(acc, frag[step % 2]);
+      multiply_step<G>(sum, frag[step % 2]);
+    }
+    if constexpr (G::SPLIT) {  // the step's sums into the running ones, rounded to nearest
+      add_into<G>(acc, part);
+      clear<G>(part);
     }
     if constexpr (!G::PREFETCH) {  // step kt+1 landed and visible, and every warp done with step kt's stage
       cp_async_wait<G::STAGES - 2>();

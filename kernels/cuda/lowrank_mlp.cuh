@@ -130,78 +130,6 @@ struct LowrankFused {
   static_assert(BLOCK_N % Y_VEC == 0, "a staged chunk's rows are whole 16-byte vectors");
 };
 
-// 3xTF32: v = big + small, both exactly representable in tf32 (big rounded to nearest, as to_tf32 rounds; small the
-// remainder, exact in fp32, then rounded to tf32 too).
-__device__ __forceinline__ void split_tf32(float v, unsigned &big, unsigned &small) {
-  big = to_tf32(v);
-  small = to_tf32(v - __uint_as_float(big & 0xFFFFE000u));
-}
-
-// The big and small fp32 fragments of one m16n8k8 step (kk counted in elements), read as the GEMM engine's tf32
-// loader reads them (load_fragments in gemm_mma.cuh: k in the order 0,4,1,5,2,6,3,7, the same for A and B, so that a
-// thread's two k values sit side by side).
-template <class G>
-__device__ __forceinline__ void load_split_fragments(Fragments<G> &big, Fragments<G> &small, const float *sa,
-                                                     const float *sb, int kk, int wm0, int wn0, int lane) {
-  const int g = lane / 4, t2 = (lane % 4) * 2;
-#pragma unroll
-  for (int i = 0; i < G::TILES_M; ++i) {
-    const float2 top = *reinterpret_cast<const float2 *>(sa + (wm0 + i * 16 + g) * G::LDA_S + kk + t2);
-    const float2 bottom = *reinterpret_cast<const float2 *>(sa + (wm0 + i * 16 + g + 8) * G::LDA_S + kk + t2);
-    split_tf32(top.x, big.a[i][0], small.a[i][0]);
-    split_tf32(bottom.x, big.a[i][1], small.a[i][1]);
-    split_tf32(top.y, big.a[i][2], small.a[i][2]);
-    split_tf32(bottom.y, big.a[i][3], small.a[i][3]);
-  }
-#pragma unroll
-  for (int j = 0; j < G::TILES_N; ++j) {
-    const int n = wn0 + j * 8 + g;
-    float2 pair;
-    if constexpr (G::B_K_ROWS) {
-      pair.x = sb[(kk + t2) * G::LDB_S + n];
-      pair.y = sb[(kk + t2 + 1) * G::LDB_S + n];
-    } else {
-      pair = *reinterpret_cast<const float2 *>(sb + n * G::LDB_S + kk + t2);
-    }
-    split_tf32(pair.x, big.b[j][0], small.b[j][0]);
-    split_tf32(pair.y, big.b[j][1], small.b[j][1]);
-  }
-}
-
-// acc += A·B over one step at fp32 accuracy: the two cross terms first (they are small), then big·big.
-template <class G>
-__device__ __forceinline__ void multiply_split(float (&acc)[G::TILES_M][G::TILES_N][4], const Fragments<G> &big,
-                                               const Fragments<G> &small) {
-#pragma unroll
-  for (int i = 0; i < G::TILES_M; ++i)
-#pragma unroll
-    for (int j = 0; j < G::TILES_N; ++j) {
-      mma_16x8<float>(acc[i][j], big.a[i], small.b[j]);
-      mma_16x8<float>(acc[i][j], small.a[i], big.b[j]);
-      mma_16x8<float>(acc[i][j], big.a[i], big.b[j]);
-    }
-}
-
-template <class G> __device__ __forceinline__ void clear(float (&acc)[G::TILES_M][G::TILES_N][4]) {
-#pragma unroll
-  for (int i = 0; i < G::TILES_M; ++i)
-#pragma unroll
-    for (int j = 0; j < G::TILES_N; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
-}
-
-template <class G>
-__device__ __forceinline__ void add_into(float (&acc)[G::TILES_M][G::TILES_N][4],
-                                         const float (&part)[G::TILES_M][G::TILES_N][4]) {
-#pragma unroll
-  for (int i = 0; i < G::TILES_M; ++i)
-#pragma unroll
-    for (int j = 0; j < G::TILES_N; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] += part[i][j][e];
-}
-
 // One step of either phase: acc += A·B from shared memory, in the problem's type.
 template <class F, class G>
 __device__ __forceinline__ void product_step(float (&acc)[G::TILES_M][G::TILES_N][4], const typename F::T *sa,
@@ -331,9 +259,7 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
     if (fill < k_steps) load_step(fill, read == 0 ? F::STAGES - 1 : read - 1);
     cp_async_commit();
     if constexpr (F::FP32) {
-      // The tensor cores' fp32 sums truncate rather than round (Fasi et al., "Numerical behavior of NVIDIA tensor
-      // cores", 2021), so their error grows with the number of steps summed into one accumulator: over K = 4096
-      // that was 2.9e-5, above the fp32 bound. Each stage sums into a fresh fragment, added to T in IEEE fp32.
+      // Each stage sums into a fresh fragment, added to T in IEEE fp32 (see MmaGemm::SPLIT in gemm_mma.cuh).
       float part[P1::TILES_M][P1::TILES_N][4];
       clear<P1>(part);
 #pragma unroll

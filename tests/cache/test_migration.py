@@ -1,8 +1,9 @@
 """A cache written by the release before ops became plug-ins (data/cache-0.1.0-layout2.sqlite3: layout 2, GEMM keys
 with layout/shape/epilogue columns, written by that release's own code with its own source hashes) opens migrated:
-every key, trial, winner, baseline and search kept, each key found under the id today's code gives its problem, the
-CUDA keys still current (the kernel sources did not change), the CPU ones stale (their generator did) but still
-warm-starting the same problem. Nothing here monkeypatches the code under test."""
+every key, trial, winner, baseline and search kept, each key found under the id today's code gives its problem. Every
+key is stale today (the CPU kernel generator changed; the CUDA engine's mma template gained 3xTF32 on 2026-12-07,
+which also gave fp32 a second family), yet still warm-starts its problem; pruning removes the stale keys and keeps a
+current one. Nothing here monkeypatches the code under test."""
 
 from __future__ import annotations
 
@@ -55,15 +56,15 @@ def test_every_entry_is_kept_and_read_through_the_ops_own_key(migrated):
     assert db.SCHEMA_VERSION == 3
 
 
-def test_cuda_keys_are_those_tune_makes_today_and_stay_current(migrated):
+def test_cuda_keys_are_stale_since_the_mma_template_changed_but_warm_start_their_problem(migrated):
     for key in (k for k in migrated.keys() if k.backend == "cuda"):
         problem = _problem(key)
         target = arch_target(key.arch, key.device_class)
         today = cache_key(problem, OpBackend("gemm", "cuda"), target)
-        assert today.source_hash == key.source_hash, problem.label  # the same kernel sources hash the same
-        assert replace(today, toolchain=key.toolchain).digest == key.digest  # found under the same toolchain
-        assert key_is_current(key)
-        assert migrated.is_hit(key, budget=1)
+        assert today.source_hash != key.source_hash and not key_is_current(key), problem.label
+        assert replace(today, toolchain=key.toolchain, source_hash=key.source_hash).digest == key.digest  # only those
+        (sizes, config), *_ = migrated.nearest_winners(today)
+        assert sizes == problem.sizes() and config == dict(migrated.winner(key).config)
 
 
 def test_cpu_keys_are_stale_but_readable_and_still_warm_start_their_problem(migrated):
@@ -76,10 +77,15 @@ def test_cpu_keys_are_stale_but_readable_and_still_warm_start_their_problem(migr
         assert sizes == problem.sizes() and config == dict(migrated.winner(key).config)
 
 
-def test_prune_removes_only_the_stale_cpu_keys(migrated):
+def test_prune_removes_only_the_stale_keys(migrated):
+    """Beside the release's (all stale), a key today's tune makes for one of its problems, with a trial: kept."""
+    old = next(k for k in migrated.keys() if k.backend == "cuda" and k.dtype == "bf16")
+    problem = _problem(old)
+    today = cache_key(problem, OpBackend("gemm", "cuda"), arch_target(old.arch, old.device_class))
+    migrated.record_trial(today, migrated.winner(old))
     report = migrated.prune(is_current=key_is_current)
-    assert report.keys_removed == 2
-    assert {k.backend for k in migrated.keys()} == {"cuda"} and len(migrated.keys()) == 3
+    assert report.keys_removed == len(EXPECTED)
+    assert [k.digest for k in migrated.keys()] == [today.digest] and len(migrated.trials(today)) == 1
 
 
 def test_an_export_of_that_release_imports_with_its_ids_checked_and_its_configurations_validated(tmp_path, migrated):

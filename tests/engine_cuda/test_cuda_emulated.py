@@ -52,6 +52,12 @@ CASES = [
     ("tf32", "nt", "bias_gelu", (17, 40, 77), _config("mma", 32, 32, 32, 16, 16, stages=2, slice_k=2)),
     ("tf32", "nn", "bias", (16, 33, 200), _config("mma", 32, 64, 64, 32, 32, stages=3, split_k=2, slice_k=8)),
     ("fp16", "nt", "none", (33, 64, 512), _config("mma", 64, 64, 256, 64, 64, stages=2, vec=8, slice_k=2)),
+    # fp32 on mma.sync as 3xTF32 (held to fp32's bound): prefetched fragments, ragged element-wise rows, sliced K,
+    # and 64 x 32 warp tiles (64 accumulators and as many for each step's own sums: fragments loaded just in time).
+    ("fp32", "nn", "bias_relu", (70, 66, 48), _config("mma", 64, 64, 16, 32, 32, stages=3, vec=2)),
+    ("fp32", "nt", "none", (37, 45, 29), _config("mma", 32, 32, 16, 16, 16, stages=2)),
+    ("fp32", "nn", "bias_silu", (17, 40, 77), _config("mma", 32, 32, 32, 16, 16, stages=2, slice_k=2)),
+    ("fp32", "nt", "bias", (65, 70, 40), _config("mma", 64, 64, 16, 64, 32, stages=2, vec=4)),
 ]
 
 
@@ -67,7 +73,7 @@ def _emulate(emulator, problem, config, seed, name):
 def test_emulated_kernel_matches_the_reference(case, emulator, sm90):
     dtype, layout, epilogue, shape, config = CASES[case]
     problem = GemmProblem(*shape, dtype=dtype, layout=layout, epilogue=epilogue)
-    assert gemm_space(problem, sm90).why_invalid(config) is None
+    assert gemm_space(problem, sm90, config["family"]).why_invalid(config) is None
     verdict = _emulate(emulator, problem, config, seed=case, name=f"case{case}")
     assert verdict.ok, verdict.reason
 
@@ -88,6 +94,17 @@ def test_the_emulator_catches_a_wrong_kernel(emulator, sm90, monkeypatch):
                               _config("mma", 32, 32, 16, 16, 16, stages=2, vec=8),
                               "f.b[j][0] = r[0], f.b[j][1] = r[1]", "f.b[j][0] = r[1], f.b[j][1] = r[0]", seed=1, name="wrong")
     assert not verdict.ok
+
+
+def test_3xtf32_without_a_cross_term_misses_fp32s_bound(emulator, sm90, monkeypatch):
+    """fp32 on tensor cores needs both cross terms: dropping small(A)·big(B) leaves tf32-class error, which fp32's
+    bound (1e-5) must reject."""
+    problem = GemmProblem(32, 32, 64, dtype="fp32", layout="nt")
+    config = _config("mma", 32, 32, 16, 16, 16, stages=2, vec=4)
+    assert _emulate(emulator, problem, config, seed=4, name="x3_right").ok
+    verdict = _emulate_mutant(emulator, monkeypatch, problem, config,
+                              "mma_16x8<float>(acc[i][j], small.a[i], big.b[j]);", "", seed=4, name="x3_wrong")
+    assert not verdict.ok and "error" in verdict.reason
 
 
 def test_the_emulator_catches_a_simt_prefetch_from_the_wrong_buffer(emulator, sm90, monkeypatch):
@@ -196,6 +213,7 @@ STAGED_CASES = [
     ("fp16", "nn", "bias_silu", (33, 70, 37), _config("mma", 32, 64, 32, 16, 32, stages=3, vec=8, stage=1)),
     ("bf16", "nt", "none", (17, 40, 45), _config("mma", 32, 32, 16, 16, 16, vec=8, stage=1)),
     ("tf32", "nn", "bias_gelu", (19, 30, 27), _config("mma", 32, 32, 16, 16, 16, vec=4, stage=1)),
+    ("fp32", "nt", "bias_gelu", (21, 34, 27), _config("mma", 32, 32, 16, 16, 16, vec=4, stage=1)),
     # long rows, many blocks of the copy along y (17 of 256 columns): B's in nn, A's and B's in nt
     ("fp32", "nn", "bias", (8, 4099, 9), _config("simt", 32, 32, 8, 16, 32, vec=4, stage=1)),
     ("fp32", "nt", "none", (9, 8, 4101), _config("simt", 32, 32, 8, 16, 32, vec=4, stage=1)),
@@ -209,7 +227,7 @@ def test_emulated_staged_kernels_match_the_reference(case, emulator_plan, sm90):
 
     dtype, layout, epilogue, shape, config = STAGED_CASES[case]
     problem = GemmProblem(*shape, dtype=dtype, layout=layout, epilogue=epilogue)
-    assert gemm_space(problem, sm90).why_invalid(config) is None
+    assert gemm_space(problem, sm90, config["family"]).why_invalid(config) is None
     assert gemm_launch(problem, config).scratch, "the case stages nothing"
     verdict = _emulate_by_plan(emulator_plan, problem, config, seed=200 + case, name=f"staged{case}")
     assert verdict.ok, verdict.reason

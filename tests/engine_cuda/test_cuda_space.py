@@ -8,7 +8,9 @@ from slow_tests import subset
 from space_walk import walk as _enumerate
 
 from tracea_cli.backends.op_backend import OpBackend
+from tracea_cli.ops.gemm.families.engine import MMA, SIMT, gemm_source
 from tracea_cli.ops.gemm.families.engine_space import (
+    FAMILIES,
     FAMILY,
     gemm_space,
     hand_picked,
@@ -26,17 +28,20 @@ CASES = (("sm90", "nn", (4096, 4096, 4096)), ("sm80", "nt", (1000, 1023, 127)), 
 
 # The 16-bit spaces hold ~200k raw configurations each: fp16 and bf16 share every rule, so they split the cases. The
 # default run takes every dtype and every case once (slow_tests.subset); TRACEA_SLOW_TESTS=1 all of them.
+# "fp32_mma": fp32 in the mma family's space (3xTF32)
 EXHAUSTIVE = subset([("fp32", c) for c in range(4)] + [("fp64", c) for c in range(4)] + [
-    ("tf32", 0), ("tf32", 3), ("fp16", 1), ("fp16", 2), ("bf16", 0)], quick=(0, 5, 9, 10, 11, 12))
+    ("tf32", 0), ("tf32", 3), ("fp16", 1), ("fp16", 2), ("bf16", 0), ("fp32_mma", 1), ("fp32_mma", 2)],
+    quick=(0, 5, 9, 10, 11, 12, 14))
 
 
 @pytest.mark.parametrize("dtype,case", EXHAUSTIVE)
 def test_every_rejection_has_a_reason_and_nothing_kept_breaks_a_limit(dtype, case, sm90, sm80):
+    dtype, _, family = dtype.partition("_")
     arch, layout, shape = CASES[case]
     target = sm90 if arch == "sm90" else sm80
     limits = target.limits
     problem = GemmProblem(*shape, dtype=dtype, layout=layout)
-    valid, rejected = _enumerate(gemm_space(problem, target))
+    valid, rejected = _enumerate(gemm_space(problem, target, family or None))
     assert valid, f"nothing valid for {problem.label}"
     for config, reason in rejected:
         assert isinstance(reason, str) and len(reason) > 10, (config, reason)
@@ -50,7 +55,27 @@ def test_every_rejection_has_a_reason_and_nothing_kept_breaks_a_limit(dtype, cas
         vec = config["vec"]
         aligned = problem.k % vec == 0 and (layout == "nt" or problem.n % vec == 0)
         assert aligned != (config.get("stage", 0) == 1), config  # unaligned rows are read from padded copies
-        assert config["family"] == FAMILY[dtype]
+        assert config["family"] == (family or FAMILY[dtype])
+
+
+def test_fp32_has_two_families_and_3xtf32_holds_two_sets_of_accumulators(sm90):
+    problem = GemmProblem(4096, 4096, 4096, dtype="fp32")
+    assert FAMILIES["fp32"] == ("simt", "mma") and all(FAMILIES[d] == (FAMILY[d],) for d in DTYPES if d != "fp32")
+    assert SIMT.template(problem) and MMA.template(problem) and MMA.template(GemmProblem(64, 64, 64, "fp64")) is None
+    assert "no fp64 kernels" in MMA.space(GemmProblem(64, 64, 64, "fp64"), sm90)
+    space = gemm_space(problem, sm90, "mma")
+    base = space.complete({"family": "mma", "block_m": 128, "block_n": 128, "block_k": 32, "warp_m": 64, "warp_n": 32,
+                           "stages": 4, "split_k": 1, "group_m": 8, "vec": 4})
+    assert space.why_invalid(base) is None and base in MMA.suggested(problem, sm90)
+    tf32 = GemmProblem(4096, 4096, 4096, "tf32")
+    assert tiling(problem, base).accumulator_regs == 2 * tiling(tf32, base).accumulator_regs
+    assert "accumulator registers" in space.why_invalid({**base, "warp_m": 64, "warp_n": 64})
+    assert gemm_source(problem, base).count("1, 1, 3>;") == 1  # PASSES = 3 after slice_k and cluster_k at 1
+    assert "1, 1, 3>;" not in gemm_source(tf32, base)
+    few_rows = GemmProblem(1, 4096, 4096, dtype="fp32")
+    assert "kernel" in gemm_space(few_rows, sm90).names and "kernel" not in gemm_space(few_rows, sm90, "mma").names
+    with pytest.raises(ValueError, match="no fp64 kernels"):
+        gemm_space(GemmProblem(64, 64, 64, "fp64"), sm90, "mma")
 
 
 def test_shape_rules_explain_themselves(sm90):

@@ -38,3 +38,13 @@ def test_generate_keeps_the_kernel_families_a_file_holds_and_adds_the_ones_it_la
             assert [e["config"] for e in added] == (expected if family == "sm_90" else [])
             assert all(e["verification"]["status"] == "compiled-only" and "not compiled" in e["verification"]["how"]
                        for e in added)
+
+
+def test_fp32_defaults_run_on_tensor_cores_where_they_outrun_fma_threefold():
+    """3xTF32 (the mma family) on sm_80 and sm_90; the SIMT family on sm_86/89, whose tf32 rate is one to two times
+    their fp32 rate. The shipped file holds the same."""
+    expected = {"sm_80": "mma", "sm_86/89": "simt", "sm_90": "mma"}
+    for arch, family in (("sm_80", "mma"), ("sm_86", "simt"), ("sm_89", "simt"), ("sm_90", "mma")):
+        assert {c["family"] for c in candidates("fp32", arch)} == {family}, arch
+    shipped = [e for e in load_defaults("gemm")["defaults"] if e["dtype"] == "fp32"]
+    assert shipped and all(e["config"]["family"] == expected[e["family"]] for e in shipped)

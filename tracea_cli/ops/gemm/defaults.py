@@ -4,7 +4,8 @@ architecture family. Pure: benchmarks/gemm_defaults.py compiles them (generate) 
 Per dtype and family an ordered list: on sm_90 for fp16, bf16 and tf32 the Hopper family's (wgmma) configurations
 first, from its default for large squares down to one for small problems, each also storing C from registers (what a
 ragged N needs); then the mma.sync/SIMT engine's hand-picked configuration for large squares, one per block tile in
-an order that suits any M, and last a small predicated one that every shape admits."""
+an order that suits any M, and last a small predicated one that every shape admits. fp32 takes the mma family's
+(3xTF32: docs/engine.md) where tensor cores outrun its FMA more than threefold, else the simt family's."""
 
 from __future__ import annotations
 
@@ -47,7 +48,21 @@ def candidates(dtype: str, arch: str) -> list[Config]:
     """The ordered list for one dtype on one architecture's limits (see the module's docstring)."""
     target = arch_target(arch)
     big = big_problems(dtype)
-    return hopper_candidates(big, target) + engine_candidates(big, target)
+    return hopper_candidates(big, target) + engine_candidates(big, target, engine_family(dtype, arch))
+
+
+# fp32 as 3xTF32 (three tf32 products per step) where tf32 tensor cores outrun fp32 FMA more than threefold: A100
+# (156 against 19.5 TFLOP/s) and H100 (measured 1.13-1.18x SGEMM, docs/results/gemm_fp32_x3_h100_2026-12-07.md).
+# GA102/AD102 parts (sm_86, sm_89) run tf32 at one to two times their fp32 rate: three products lose to SIMT there.
+FP32_ON_TENSOR_CORES = ("sm_80", "sm_87", "sm_90", "sm_90a")
+
+
+def engine_family(dtype: str, arch: str) -> str:
+    """The engine family whose entries a dtype's list holds on `arch`: its own, or mma for fp32 on FP32_ON_TENSOR_CORES
+    (one family: the last entry of a list admits every shape, so a second family's would never be chosen)."""
+    if dtype == "fp32" and arch in FP32_ON_TENSOR_CORES:
+        return "mma"
+    return FAMILY[dtype]
 
 
 # The Hopper family's entries, largest tile first: (tile_m, tile_n, consumers, stages), as wgmma_space.default_config
@@ -74,10 +89,10 @@ def hopper_candidates(big: list[GemmProblem], target) -> list[Config]:
     return out
 
 
-def engine_candidates(big: list[GemmProblem], target) -> list[Config]:
-    """The mma.sync / SIMT engine's entries (see the module's docstring)."""
+def engine_candidates(big: list[GemmProblem], target, family: str) -> list[Config]:
+    """One engine family's entries, mma.sync or SIMT (see the module's docstring)."""
     dtype = big[0].dtype
-    picks = hand_picked(big[0], target)
+    picks = hand_picked(big[0], target, family=family)
     widest = vector_widths(dtype)[0]
     out: list[Config] = [dict(picks[0])]
     seen_tiles = set()
@@ -87,12 +102,11 @@ def engine_candidates(big: list[GemmProblem], target) -> list[Config]:
             continue
         seen_tiles.add(tile)
         out.append({**pick, "group_m": 1, "vec": widest})
-    family = FAMILY[dtype]
     smallest = {"family": family, "block_m": 32, "block_n": 32, "block_k": 16 if family == "mma" else 8,
                 "warp_m": 16, "warp_n": 16 if family == "mma" else 32, "stages": 2, "split_k": 1, "group_m": 1}
     out += [{**smallest, "vec": widest}, {**smallest, "vec": 1}]  # the last one (predicated) fits every shape
     # every entry names the same parameters; the ones the small entries leave out take the space's default
-    spaces = [gemm_space(p, target) for p in big]
+    spaces = [gemm_space(p, target, family) for p in big]
     defaults = {p.name: p.default for p in spaces[0].params if p.default is not None}
     unique: list[Config] = []
     for c in ({name: c.get(name, defaults.get(name)) for name in picks[0]} for c in out):

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.gemm.families.engine_space import (
-    FAMILY,
+    FAMILIES,
     SPLITK_REDUCE_THREADS,
     STAGE_DEFAULT,
     STAGED_ROW_BYTES,
@@ -26,6 +26,7 @@ from tracea_cli.ops.gemm.families.engine_space import (
     hand_picked,
     has_gemv,
     kernel_of,
+    mma_passes,
     offers_staging,
     shown_config,
     slice_k_of,
@@ -108,11 +109,12 @@ def gemm_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
             f"tracea::Epilogue::{problem.fused.template_name}, ")
     if family == "mma":
         args = [config[p] for p in ("block_m", "block_n", "block_k", "warp_m", "warp_n", "stages", "vec", "split_k", "group_m")]
-        cluster = cluster_k_of(config)
-        if slice_k_of(config) > 1 or cluster > 1:  # 1 is the template's default: the instantiation of before
-            args.append(slice_k_of(config))
-        if cluster > 1:
-            args.append(cluster)
+        cluster, passes = cluster_k_of(config), mma_passes(problem.dtype)
+        # trailing template arguments at their defaults (1) are left out: the instantiation of before they existed
+        trailing = [slice_k_of(config), cluster, passes]
+        while trailing and trailing[-1] == 1:
+            trailing.pop()
+        args += trailing
         entry, bounds = "tracea::gemm_mma<Gemm>", "Gemm::THREADS"
     else:
         args = [config[p] for p in ("block_m", "block_n", "block_k", "warp_m", "warp_n", "vec", "split_k", "group_m")]
@@ -218,15 +220,15 @@ class TemplateFamily:
     backend: str = "cuda"
 
     def space(self, problem: GemmProblem, target: Target) -> SearchSpace | str:
-        if FAMILY[problem.dtype] != self.name:
+        if self.name not in FAMILIES[problem.dtype]:
             return f"the {self.name} family has no {problem.dtype} kernels"
-        return gemm_space(problem, target)
+        return gemm_space(problem, target, self.name)
 
     def template(self, problem: GemmProblem) -> str | None:
-        if FAMILY[problem.dtype] != self.name:
+        if self.name not in FAMILIES[problem.dtype]:
             return None
         text = f"generator {GENERATOR_VERSION}\n{template_text(self.name)}"
-        if has_gemv(problem):  # the GEMV-class kernel is in this problem's space: its source is in the key too
+        if self.name == "simt" and has_gemv(problem):  # the GEMV-class kernel is in this space: its source in the key
             text += template_text("gemv") + template_text("gemv_serial")
         if offers_staging(problem):  # likewise the staging copy, where `stage` is a parameter
             text += kernel_source(STAGE_HEADER)
@@ -242,9 +244,9 @@ class TemplateFamily:
         return gemm_args(problem, operands)
 
     def suggested(self, problem: GemmProblem, target: Target) -> list[dict[str, Value]]:
-        if FAMILY[problem.dtype] != self.name:
+        if self.name not in FAMILIES[problem.dtype]:
             return []
-        return hand_picked(problem, target, limit=3)
+        return hand_picked(problem, target, limit=3, family=self.name)
 
     def config_in(self, config: Mapping[str, Value], problem: GemmProblem) -> Mapping[str, Value]:
         """A staged configuration where `problem` needs nothing copied for its `vec`: there it reads as stage 0 (or

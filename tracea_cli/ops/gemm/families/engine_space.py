@@ -1,15 +1,16 @@
 """The search space of the CUDA engine's two template families (families/engine.py): parameters per dtype and the
 rules that reject a configuration before it is compiled.
 
-Two kernel families (kernels/cuda/): `simt` (fp32 exact, fp64) and `mma` (fp16, bf16, tf32 on mma.sync). A
-configuration names the block tile (block_m, block_n, block_k), the warp tile (warp_m, warp_n), the pipeline depth
-(stages), split-K, the tile order (group_m: rows of tiles walked column by column, for L2 reuse) and the vector width
-of the global loads (vec, in elements; 16 bytes at most, 1 for the predicated element-wise variant). The mma family
-adds sliced K (slice_k: groups of warps inside a block, each multiplying its share of every pipeline step, their sums
-added in shared memory) for a few rows of C; a configuration stored before slice_k existed lacks it and means 1.
-Where the rows of A or B are not a multiple of some vector width (K odd, or N in layout nn), `stage` = 1 copies those
-operands into padded scratch first (kernels/cuda/gemm_stage_pad.cuh) so that vec > 1 applies; 0 (the default, and
-the meaning of a configuration stored before the parameter) reads them in place.
+Two kernel families (kernels/cuda/): `simt` (fp32 exact, fp64) and `mma` (fp16, bf16, tf32 on mma.sync; fp32 too, as
+3xTF32: each operand split into a big and a small tf32 part and three products per step, fp32's accuracy on tensor
+cores). A configuration names the block tile (block_m, block_n, block_k), the warp tile (warp_m, warp_n), the pipeline
+depth (stages), split-K, the tile order (group_m: rows of tiles walked column by column, for L2 reuse) and the vector
+width of the global loads (vec, in elements; 16 bytes at most, 1 for the predicated element-wise variant). The mma
+family adds sliced K (slice_k: groups of warps inside a block, each multiplying its share of every pipeline step,
+their sums added in shared memory) for a few rows of C; a configuration stored before slice_k existed lacks it and
+means 1. Where the rows of A or B are not a multiple of some vector width (K odd, or N in layout nn), `stage` = 1
+copies those operands into padded scratch first (kernels/cuda/gemm_stage_pad.cuh) so that vec > 1 applies; 0 (the
+default, and the meaning of a configuration stored before the parameter) reads them in place.
 
 Rules come from the device's limits (threads, shared memory, registers), from the shape (vector loads need rows
 whose length is a multiple of the width; tiles no larger than the problem needs; every split-K slice gets work) and
@@ -30,7 +31,11 @@ from tracea_cli.ops.tile_limits import block_resources, next_pow2
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import DeviceLimits, Target
 
-FAMILY = {"fp32": "simt", "fp64": "simt", "tf32": "mma", "fp16": "mma", "bf16": "mma"}
+FAMILY = {"fp32": "simt", "fp64": "simt", "tf32": "mma", "fp16": "mma", "bf16": "mma"}  # each dtype's own family
+# Every family with kernels for a dtype: fp32 runs on mma.sync too, as 3xTF32 (MmaGemm's PASSES = 3).
+FAMILIES: dict[str, tuple[str, ...]] = {**{dtype: (family,) for dtype, family in FAMILY.items()},
+                                        "fp32": ("simt", "mma")}
+TF32_OPERANDS = ("tf32", "fp32")  # dtypes whose mma kernels take m16n8k8 tf32 steps (fp32 as 3xTF32)
 
 BLOCK_MN = (32, 64, 128, 256)
 SLICED_BLOCK_M = (16, *BLOCK_MN)  # 16-row blocks where K is sliced: no padded rows for M <= 16
@@ -75,6 +80,11 @@ KERNEL_DEFAULT = "tiled"
 SPLITK_MODES = ("sum", "serial")
 SPLITK_MODE_DEFAULT = "sum"
 MIN_MMA_CC = (8, 0)  # cp.async, bf16 and tf32 mma.sync
+
+
+def mma_passes(dtype: str) -> int:
+    """Tensor-core products per instruction step of the mma family: 3 for fp32 (3xTF32), 1 otherwise."""
+    return 3 if dtype == "fp32" else 1
 
 
 def vector_widths(dtype: str) -> tuple[int, ...]:
@@ -197,7 +207,7 @@ def tiling(problem: GemmProblem, config: Mapping[str, Value]) -> Tiling:
     words = max(1, elem // 4)  # 32-bit registers per value (fp64: 2)
     threads = (bm // max(wm, 1)) * (bn // max(wn, 1)) * 32
     if family == "mma":
-        tf32 = problem.dtype == "tf32"
+        tf32 = problem.dtype in TF32_OPERANDS
         pad_k_rows, pad_n_rows = 8, (4 if tf32 else 8)
         lda_s = bk + pad_k_rows
         b_rows, ldb_s = (bk, bn + pad_n_rows) if problem.layout == "nn" else (bn, bk + pad_k_rows)
@@ -209,6 +219,8 @@ def tiling(problem: GemmProblem, config: Mapping[str, Value]) -> Tiling:
         threads *= slices
         acc = wm * wn // 32
         fragments = (wm // 16) * 4 + (wn // 8) * 2
+        if mma_passes(problem.dtype) == 3:  # 3xTF32: big and small fragments, each pipeline step's own sums
+            acc, fragments = 2 * acc, 2 * fragments
         staging = 0
     else:
         smem = 2 * bk * ((bm + 4) + (bn + 4)) * elem
@@ -235,12 +247,11 @@ def has_gemv(problem: GemmProblem) -> bool:
     return problem.dtype == "fp32" and problem.m <= GEMV_MAX_M
 
 
-def _params(problem: GemmProblem, limits: DeviceLimits) -> tuple[Param, ...]:
-    family = FAMILY[problem.dtype]
+def _params(problem: GemmProblem, limits: DeviceLimits, family: str) -> tuple[Param, ...]:
     simt = family == "simt"
     sliced = problem.m <= SLICED_K_MAX_M  # elsewhere the space keeps the size it had before sliced K
     clusters = limits.compute_capability >= MIN_CLUSTER_CC
-    gemv = has_gemv(problem)  # elsewhere no `kernel` parameter: the space of before
+    gemv = has_gemv(problem) and simt  # elsewhere no `kernel` parameter: the space of before
     block_m = GEMV_ROWS + BLOCK_MN if gemv else SLICED_BLOCK_M if sliced and not simt else BLOCK_MN
     block_k = SIMT_BLOCK_K + GEMV_BLOCK_K if gemv else SIMT_BLOCK_K if simt else MMA_BLOCK_K if sliced \
         else MMA_SHALLOW_BLOCK_K
@@ -271,9 +282,9 @@ def _params(problem: GemmProblem, limits: DeviceLimits) -> tuple[Param, ...]:
     )
 
 
-def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
+def _rules(problem: GemmProblem, limits: DeviceLimits, family: str) -> tuple[Rule, ...]:
     m, n, k = problem.m, problem.n, problem.k
-    params = {p.name: p for p in _params(problem, limits)}
+    params = {p.name: p for p in _params(problem, limits, family)}
     # a tile may exceed a small dimension up to the size of the common smallest tile (32 rows stay valid for M = 16)
     smallest = {"block_m": min(BLOCK_MN), "block_n": min(BLOCK_MN),
                 "block_k": min(int(v) for v in params["block_k"].values)}
@@ -401,7 +412,7 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
                 return (f"block_k={c['block_k']} needs slice_k > 1: one group of warps takes steps up to "
                         f"{DEEP_BLOCK_K // 2} deep")
             return None
-        instruction_k = 8 if problem.dtype == "tf32" else 16
+        instruction_k = 8 if problem.dtype in TF32_OPERANDS else 16
         steps = c["block_k"] // instruction_k
         if steps % slices:
             return (f"slice_k={slices} must divide the {steps} instruction steps (k={instruction_k}) of "
@@ -415,7 +426,7 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
         return None
 
     # Cheap, shape-only rules first: most rejections happen before a tiling is derived.
-    if FAMILY[problem.dtype] == "simt":
+    if family == "simt":
         shape = (gemv_shape, gemv_splitk_mode) if has_gemv(problem) else ()
         return (architecture, *shape, warp_divides_block, tile_fits_problem, aligned_rows, grouping, split_k_slices,
                 pipeline_depth, resources)
@@ -423,10 +434,14 @@ def _rules(problem: GemmProblem, limits: DeviceLimits) -> tuple[Rule, ...]:
             cluster, split_k_slices, pipeline_depth, resources)
 
 
-def gemm_space(problem: GemmProblem, target: Target) -> SearchSpace:
-    """The space of CUDA GEMM configurations for `problem` on `target` (limits from the target or its architecture)."""
+def gemm_space(problem: GemmProblem, target: Target, family: str | None = None) -> SearchSpace:
+    """The space of one family's CUDA GEMM configurations for `problem` on `target` (limits from the target or its
+    architecture); the dtype's own family (FAMILY) unless `family` names another of FAMILIES."""
+    family = family or FAMILY[problem.dtype]
+    if family not in FAMILIES[problem.dtype]:
+        raise ValueError(f"the {family} family has no {problem.dtype} kernels")
     limits = target.cuda_limits()
-    return SearchSpace(params=_params(problem, limits), rules=_rules(problem, limits))
+    return SearchSpace(params=_params(problem, limits, family), rules=_rules(problem, limits, family))
 
 
 # Hand-picked starting points: (block_m, block_n, block_k, warp_m, warp_n, stages), best first for large squares
@@ -457,6 +472,17 @@ _PICKS: dict[str, tuple[tuple[int, int, int, int, int, int], ...]] = {
         (64, 64, 32, 32, 32, 3),
         (32, 32, 32, 16, 16, 3),
     ),
+    # fp32 on mma.sync (3xTF32): warp tiles of 32 x 64 at most (each step's own sums double the accumulators); deep
+    # steps first (measured on an H100 at 2048^3 and 4096^3, docs/results/gemm_fp32_x3_h100_2026-12-07.md)
+    "fp32x3": (
+        (128, 128, 32, 64, 32, 4),
+        (128, 128, 32, 64, 32, 3),
+        (128, 128, 32, 32, 64, 3),
+        (64, 128, 32, 32, 64, 3),
+        (128, 128, 16, 64, 32, 4),
+        (64, 64, 32, 32, 32, 3),
+        (32, 32, 32, 16, 16, 3),
+    ),
     "fp32": (
         (128, 128, 8, 64, 32, 2),
         (128, 128, 8, 32, 64, 2),
@@ -477,11 +503,14 @@ _PICKS: dict[str, tuple[tuple[int, int, int, int, int, int], ...]] = {
 }
 
 
-def _pick_key(dtype: str) -> str:
-    return "mma16" if dtype in ("fp16", "bf16") else dtype
+def _pick_key(dtype: str, family: str) -> str:
+    if family == "mma":
+        return {"fp32": "fp32x3", "tf32": "tf32"}.get(dtype, "mma16")
+    return dtype
 
 
-def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = None) -> list[Config]:
+def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = None,
+                family: str | None = None) -> list[Config]:
     """A small, fixed list of sensible configurations for `problem`, all valid in its space, best guesses first.
 
     Each pick is fitted to the shape: the widest vector width the rows allow (on problems of STAGED_PICK_MIN_WORK
@@ -489,8 +518,8 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
     3.47 ms so, 4.25 ms reading in place one element at a time), the largest L2 grouping that has enough tile rows,
     and (for short K) a shallower step or pipeline. When the grid would leave most SMs idle and K is deep, the first pick is also offered with split-K.
     """
-    space = gemm_space(problem, target)
-    family = FAMILY[problem.dtype]
+    family = family or FAMILY[problem.dtype]
+    space = gemm_space(problem, target, family)
     bk_values = space.param("block_k").values
     # {} where the space has no `stage`; else in place first, then staged (large problems only)
     stages_of_rows: tuple[dict[str, Value], ...] = ({},)
@@ -511,7 +540,7 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
                                 return c
         return None
 
-    for bm, bn, bk, wm, wn, stages in _PICKS[_pick_key(problem.dtype)]:
+    for bm, bn, bk, wm, wn, stages in _PICKS[_pick_key(problem.dtype, family)]:
         base = {"family": family, "block_m": bm, "block_n": bn, "block_k": bk, "warp_m": wm, "warp_n": wn,
                 "stages": stages}
         c = first_valid(base)
@@ -552,7 +581,7 @@ def hand_picked(problem: GemmProblem, target: Target, *, limit: int | None = Non
                 # Better still on sm_90 (measured for fp16 and bf16): 64-column tiles, so that B is read in 128-byte
                 # pieces, with K split across a cluster of two blocks (docs/engine.md, "Small M: K clusters").
                 small.insert(0, first_valid({**sliced, "block_n": 64, "slice_k": 4, "cluster_k": 2}))
-        if has_gemv(problem) and problem.layout == "nn":
+        if family == "simt" and has_gemv(problem) and problem.layout == "nn":
             # fp32, at most 16 rows: the GEMV-class kernel reads B once with every row of C in one block, 128
             # columns a block, K split until the grid covers the SMs several times over (512 blocks for N = 4096).
             # Compiled for sm_90 without spills: 64 registers for one row (block_k 64), 128 for 16 rows (block_k 32).
