@@ -70,7 +70,7 @@ def _variants(problem: GemmProblem, target) -> list[dict]:
     return [space.complete(c) for c in raw if space.why_invalid(c) is None]
 
 
-def configurations(problem: GemmProblem, target, families: tuple[str, ...]) -> list[dict]:
+def configurations(problem: GemmProblem, target, families: tuple[str, ...] = ("simt", "mma")) -> list[dict]:
     out: list[dict] = []
     simt = [*hand_picked(problem, target, limit=PICKS), *_variants(problem, target)] if "simt" in families else []
     mma = ([*hand_picked(problem, target, limit=PICKS, family="mma"), *_mma_variants(problem, target)]

@@ -107,6 +107,17 @@ def test_3xtf32_without_a_cross_term_misses_fp32s_bound(emulator, sm90, monkeypa
     assert not verdict.ok and "error" in verdict.reason
 
 
+def test_3xtf32_sums_each_step_apart_over_a_deep_k(emulator, sm90, monkeypatch):
+    """The emulated tensor cores truncate their sums as the GPU's do: over K = 4096 one accumulator drifts past fp32's
+    bound (2.9e-5 on an H100), while the kernel's per-step sums added in IEEE fp32 stay within it."""
+    problem = GemmProblem(16, 16, 4096, dtype="fp32", layout="nt")
+    config = _config("mma", 32, 32, 32, 16, 16, stages=2, vec=4)
+    assert _emulate(emulator, problem, config, seed=5, name="x3_deep").ok
+    verdict = _emulate_mutant(emulator, monkeypatch, problem, config, "= G::SPLIT ? part : acc;", "= acc;", seed=5,
+                              name="x3_deep_one_accumulator")
+    assert not verdict.ok and "error" in verdict.reason
+
+
 def test_the_emulator_catches_a_simt_prefetch_from_the_wrong_buffer(emulator, sm90, monkeypatch):
     """The next step's first fragments must come from the buffer just stored: reading the old one must fail."""
     verdict = _emulate_mutant(emulator, monkeypatch, GemmProblem(32, 32, 40, dtype="fp32"),

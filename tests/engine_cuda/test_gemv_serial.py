@@ -189,6 +189,9 @@ def test_the_fp32_benchmark_measures_every_split_gemv_configuration_in_both_mode
         pairs = bench.mode_pairs(rows)
         assert len(pairs) * 2 == len(split) >= 8
         assert all(one["config"] == {**two["config"], "splitk_mode": "serial"} for two, one in pairs)
+        assert any(c["family"] == "mma" for c in configs)  # 3xTF32 beside them
+        assert all(c["family"] == "simt" for c in bench.configurations(GemmProblem(m, 4096, 4096, "fp32"), sm90,
+                                                                         ("simt",)))
 
 
 # ---- on a GPU (marked `gpu`: skipped with the reason where CuPy or a CUDA device is missing) ----------------------

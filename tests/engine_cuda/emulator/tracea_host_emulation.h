@@ -189,6 +189,13 @@ inline float half_bits(unsigned short bits) {
 inline float bf16_bits(unsigned short bits) { return __uint_as_float(unsigned(bits) << 16); }
 inline float tf32_bits(unsigned bits) { return __uint_as_float(bits & 0xFFFFE000u); }  // the low 13 bits are ignored
 
+// The tensor cores' fp32 sums: exact products, added and truncated toward zero (Fasi et al., "Numerical behavior of
+// NVIDIA tensor cores", 2021), so that a long chain of them drifts as on the GPU (3xTF32 needs per-step sums).
+inline float toward_zero(double x) {
+  const float f = static_cast<float>(x);
+  return std::fabs(static_cast<double>(f)) > std::fabs(x) ? std::nextafter(f, 0.0f) : f;
+}
+
 // mma.sync m16n8kK, row.col, fp32 accumulate: D(16x8) += A(16xK)·B(Kx8). Fragment layouts (g = lane/4, t = lane%4):
 //   m16n8k16 (16-bit pairs, lower index in the low half): a0 (g, 2t..), a1 (g+8, 2t..), a2 (g, 2t+8..),
 //     a3 (g+8, 2t+8..); b0 (k 2t.., n g), b1 (k 2t+8.., n g)
@@ -225,9 +232,9 @@ template <class T> void mma_16x8(float (&d)[4], const unsigned (&a)[4], const un
   const int g = lane / 4, t = lane % 4;
   for (int e = 0; e < 4; ++e) {
     const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
-    float sum = d[e];
-    for (int k = 0; k < K; ++k) sum += A[row][k] * B[k][col];
-    d[e] = sum;
+    double sum = d[e];
+    for (int k = 0; k < K; ++k) sum += static_cast<double>(A[row][k]) * B[k][col];
+    d[e] = toward_zero(sum);
   }
 }
 
