@@ -68,9 +68,9 @@ def generate(*, op: str = "gemm", date: str | None = None, compile_entries: bool
             everything += [(dtype, family, archs, c) for c in (_merged(dtype, family, listed, keep) if keep else listed)]
     listed = [e for e in everything if "verification" not in e[3]]
     if compile_entries:  # every entry for each big problem it is valid for, on each architecture of its family
-        jobs = [(problem, config, arch_target(arch)) for dtype, _, archs, config in listed
+        jobs = [(problem, backend.config_in(problem, config), arch_target(arch)) for dtype, _, archs, config in listed
                 for problem in gd.big_problems(dtype) for arch in archs
-                if backend.why_invalid(problem, arch_target(arch), config) is None]
+                if backend.why_invalid(problem, arch_target(arch), backend.config_in(problem, config)) is None]
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:  # NVRTC releases the GIL
             list(pool.map(lambda job: backend.compile(*job), jobs))  # a compile error ends the run with its log
     entries = []
@@ -105,9 +105,10 @@ def verify(profile: Mapping[str, Any], *, op: str = "gemm", device_index: int = 
             continue
         worst, failure, checked = 0.0, "", 0
         for problem in gd.verify_problems(entry["dtype"]):
-            if backend.why_invalid(problem, target, entry["config"]):
+            config = backend.config_in(problem, entry["config"])  # a staged entry copies only where rows need it
+            if backend.why_invalid(problem, target, config):
                 continue
-            ev = backend.check(backend.compile(problem, entry["config"], target), problem, target, seed=checked)
+            ev = backend.check(backend.compile(problem, config, target), problem, target, seed=checked)
             checked += 1
             if not ev.ok:
                 failure = failure or f"{problem.label}: {ev.status.value}: {ev.reason}"

@@ -87,8 +87,9 @@ def test_the_default_lists_can_be_built_for_every_dtype_and_family(dtype):
         assert ("wgmma" in kernels) == hopper, (dtype, family)
         if hopper:
             assert {e["store"] for e in entries if e["family"] == "wgmma"} == {"tma", "direct"}
-        for problem in big_problems(dtype):
-            assert all(space_of(problem, members[0])(e) is None for e in entries), (dtype, family)
+        for problem in big_problems(dtype):  # as the export names them there (staged entries unstaged)
+            assert all(space_of(problem, members[0])(BACKEND.config_in(problem, e)) is None for e in entries), \
+                (dtype, family)
 
 
 def test_families_are_tried_from_the_architectures_own_down():
@@ -107,7 +108,7 @@ def test_every_shipped_default_is_in_its_familys_space():
         for layout in ("nn", "nt"):
             # a square for most entries; an odd K for the element-wise (predicated) ones, which aligned rows refuse
             problems = [GemmProblem(m, n, k, entry["dtype"], layout) for m, n, k in ((4096, 4096, 4096), (1000, 3000, 777))]
-            assert any(space_of(p, arch)(entry["config"]) is None for p in problems), entry
+            assert any(space_of(p, arch)(BACKEND.config_in(p, entry["config"])) is None for p in problems), entry
         assert entry["verification"]["status"] in (VERIFIED, COMPILED_ONLY)
 
 
@@ -115,12 +116,30 @@ def test_every_shipped_default_is_in_its_familys_space():
 def test_a_default_exists_for_every_shape_layout_and_architecture(dtype):
     shapes = [(1, 1, 1), (17, 127, 1000), (1000, 3000, 777), (127, 17, 1023), (4096, 4096, 4096), (512, 512, 512)]
     problems = [GemmProblem(m, n, k, dtype, layout) for m, n, k in shapes for layout in ("nn", "nt")]
-    choices = resolve.from_defaults(problems, ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100"], space_of)
+    choices = resolve.from_defaults(problems, ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100"], space_of,
+                                    name_in=BACKEND.config_in)
     assert len(choices) == len(problems) * 6
     for c in choices:
         assert space_of(c.problem, c.arch)(c.config) is None
     big = next(c for c in choices if c.problem.m == 4096 and c.arch == "sm_90")
-    assert big.config == load_defaults("gemm")["defaults"][int(big.origin_detail.rsplit("#", 1)[1])]["config"]
+    entry = load_defaults("gemm")["defaults"][int(big.origin_detail.rsplit("#", 1)[1])]["config"]
+    assert big.config == BACKEND.config_in(big.problem, entry)
+
+
+def test_a_staged_default_copies_ragged_rows_and_is_the_plain_kernel_on_aligned_ones():
+    """fp32's shipped 3xTF32 entries carry stage = 1: a ragged shape gets the first one (vector loads from padded
+    copies) rather than the predicated last entry; an aligned shape the same entry without the copies."""
+    ragged, aligned = GemmProblem(4095, 4097, 4091, "fp32"), GemmProblem(4096, 4096, 4096, "fp32")
+    entries = load_defaults("gemm")["defaults"]
+    index, first = next((i, e) for i, e in enumerate(entries) if e["dtype"] == "fp32" and e["family"] == "sm_90")
+    assert first["config"]["stage"] == 1 and first["config"]["vec"] == 4
+    by_shape = {c.problem: c for c in resolve.from_defaults([ragged, aligned], ["sm_90"], space_of,
+                                                              name_in=BACKEND.config_in)}
+    assert by_shape[ragged].config == first["config"] and by_shape[ragged].origin_detail.endswith(f"#{index}")
+    assert by_shape[aligned].config == {k: v for k, v in first["config"].items() if k != "stage"}
+    with pytest.raises(UsageError, match="nearest was rejected"):  # without naming it in the space: refused
+        resolve.from_defaults([aligned], ["sm_90"], space_of,
+                              defaults={**load_defaults("gemm"), "defaults": [first]})
 
 
 def test_default_verification_applies_to_its_own_architecture_only():

@@ -98,6 +98,15 @@ class OpBackend:
         space = family.space(problem, target)
         return space if isinstance(space, str) else space.why_invalid(config)
 
+    def config_in(self, problem: Any, config: Mapping[str, Value]) -> Mapping[str, Value]:
+        """How `config`'s family names it in `problem`'s space (its optional `config_in` hook: the engine's staged
+        configurations read as unstaged where a size needs no copy), else `config` itself."""
+        try:
+            named = getattr(self.family_of(config), "config_in", None)
+        except KeyError:  # no such family: why_invalid says so
+            return config
+        return named(config, problem) if named is not None else config
+
     def family_of(self, config: Mapping[str, Value]) -> Family:
         own = families_for(self.op, self.name)
         return own[0] if len(own) == 1 else family_named(self.op, self.name, str(config.get("family")))

@@ -29,6 +29,8 @@ from tracea_cli.target import base_arch
 
 # (problem, arch) -> a configuration's verdict in that problem's space on that architecture (None: valid)
 SpaceOf = Callable[[Any, str], Callable[[Mapping[str, Value]], "str | None"]]
+# (problem, configuration) -> the configuration as its family names it in that problem's space
+NameIn = Callable[[Any, Mapping[str, Value]], Mapping[str, Value]]
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,10 @@ def _arch_number(arch: str) -> int:
 
 
 def from_defaults(problems: Sequence[Any], archs: Sequence[str], space_of: SpaceOf,
-                  defaults: Mapping[str, Any] | None = None) -> list[Choice]:
+                  defaults: Mapping[str, Any] | None = None, name_in: NameIn | None = None) -> list[Choice]:
+    """Per problem and architecture the first entry valid there, of the architecture's own family, then of the nearest
+    older ones; an entry is read as `name_in` names it in the problem's space (a staged entry is unstaged where the
+    shape needs no copy), and exported so."""
     from tracea_cli.export.defaults import defaults_path, load_defaults
 
     defaults = defaults if defaults is not None else load_defaults(problems[0].op)
@@ -126,9 +131,10 @@ def from_defaults(problems: Sequence[Any], archs: Sequence[str], space_of: Space
                 for i, entry in enumerate(defaults["defaults"]):
                     if entry["family"] != family or not _applies(entry, problem):
                         continue
-                    reason = why_invalid(entry["config"])
+                    config = name_in(problem, entry["config"]) if name_in is not None else entry["config"]
+                    reason = why_invalid(config)
                     if reason is None:
-                        found = (family, i, entry)
+                        found = (family, i, entry, config)
                         break
                     reasons.append(reason)
                 if found:
@@ -137,8 +143,8 @@ def from_defaults(problems: Sequence[Any], archs: Sequence[str], space_of: Space
                 why = f" (the nearest was rejected: {reasons[0]})" if reasons else ""
                 raise UsageError(f"no shipped default configuration of {problem.label} is valid on {arch}{why}.",
                                  f"Tune it with `{tune_command(problem)}`, or pass --config FILE.")
-            family, i, entry = found
-            choices.append(Choice(problem, arch, dict(entry["config"]), "default", f"{where} {problem.dtype} {family} #{i}",
+            family, i, entry, config = found
+            choices.append(Choice(problem, arch, dict(config), "default", f"{where} {problem.dtype} {family} #{i}",
                                   _default_verification(entry, problem, arch, family, where)))
     return choices
 

@@ -275,13 +275,10 @@ def _serves(builder: OpBackend, choice: resolve.Choice, problem: Any) -> str | N
     """Why the variant built for `choice` cannot compute `problem` (None: it can): the configuration's space there (as
     the family names the configuration there), and what the family says about a kernel built for another problem (a
     staging pre-pass follows from the problem)."""
-    family = builder.family_of(choice.config)
-    config_in = getattr(family, "config_in", None)
-    named = config_in(choice.config, problem) if config_in is not None else choice.config
-    reason = builder.why_invalid(problem, export_target(choice.arch), named)
+    reason = builder.why_invalid(problem, export_target(choice.arch), builder.config_in(problem, choice.config))
     if reason:
         return reason
-    serves = getattr(family, "serves", None)
+    serves = getattr(builder.family_of(choice.config), "serves", None)
     return serves(choice.problem, choice.config, problem) if serves is not None else None
 
 
@@ -308,7 +305,7 @@ def export(request: ExportRequest, *, settings: Any, builder: OpBackend | None =
     if request.config is None:
         choices = resolve.from_cache(problems, archs, space_of, settings.cache_path, warnings)
     elif request.config == "default":
-        choices = resolve.from_defaults(problems, archs, space_of)
+        choices = resolve.from_defaults(problems, archs, space_of, name_in=builder.config_in)
     else:
         choices = resolve.from_file(Path(request.config), problems, archs, space_of)
     choices = place_arch_specific(choices, builder, warnings)

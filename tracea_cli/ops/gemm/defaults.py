@@ -4,7 +4,9 @@ architecture family. Pure: benchmarks/gemm_defaults.py compiles them (generate) 
 Per dtype and family an ordered list: on sm_90 for fp16, bf16 and tf32 the Hopper family's (wgmma) configurations
 first, from its default for large squares down to one for small problems, each also storing C from registers (what a
 ragged N needs); then the mma.sync/SIMT engine's hand-picked configuration for large squares, one per block tile in
-an order that suits any M, and last a small predicated one that every shape admits. fp32 takes the mma family's
+an order that suits any M (each with `stage` = 1: on a shape whose rows its vector width does not divide it copies
+them into padded scratch first, elsewhere it is the same kernel without), and last a small predicated one that every
+shape admits. fp32 takes the mma family's
 (3xTF32: docs/engine.md) where tensor cores outrun its FMA more than threefold, else the simt family's."""
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import itertools
 
 from tracea_cli.ops.gemm.families import wgmma_space
+from tracea_cli.ops.gemm.families.engine import MMA, SIMT
 from tracea_cli.ops.gemm.families.engine_space import (
     FAMILY,
     gemm_space,
@@ -108,8 +111,11 @@ def engine_candidates(big: list[GemmProblem], target, family: str) -> list[Confi
     # every entry names the same parameters; the ones the small entries leave out take the space's default
     spaces = [gemm_space(p, target, family) for p in big]
     defaults = {p.name: p.default for p in spaces[0].params if p.default is not None}
+    engine = {"simt": SIMT, "mma": MMA}[family]
     unique: list[Config] = []
     for c in ({name: c.get(name, defaults.get(name)) for name in picks[0]} for c in out):
-        if c not in unique and all(space.why_invalid(c) is None for space in spaces):
-            unique.append(c)
+        staged = {**c, "stage": int(c["vec"] > 1)}  # read as unstaged (or without `stage`) where no copy is needed
+        if staged not in unique and all(space.why_invalid(engine.config_in(staged, p)) is None
+                                        for p, space in zip(big, spaces)):
+            unique.append(staged)
     return unique

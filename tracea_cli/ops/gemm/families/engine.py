@@ -249,10 +249,10 @@ class TemplateFamily:
         return hand_picked(problem, target, limit=3, family=self.name)
 
     def config_in(self, config: Mapping[str, Value], problem: GemmProblem) -> Mapping[str, Value]:
-        """A staged configuration where `problem` needs nothing copied for its `vec`: there it reads as stage 0 (or
-        without `stage`, where problem's space has none); the kernel's copies of aligned rows are right, only not
+        """A configuration with `stage` where `problem` needs nothing copied for its `vec`: there it reads as stage 0
+        (or without `stage`, where problem's space has none); the kernel's copies of aligned rows are right, only not
         needed, so an export serves aligned sizes too (`serves` says which copies a kernel makes)."""
-        if not stage_of(config) or staging(problem, config).any:
+        if "stage" not in config or staging(problem, config).any:
             return config
         rest = {k: v for k, v in config.items() if k != "stage"}
         return {**rest, "stage": STAGE_DEFAULT} if offers_staging(problem) else rest
