@@ -3,11 +3,11 @@ architecture family. Pure: benchmarks/gemm_defaults.py compiles them (generate) 
 
 Per dtype and family an ordered list: on sm_90 for fp16, bf16 and tf32 the Hopper family's (wgmma) configurations
 first, from its default for large squares down to one for small problems, each also storing C from registers (what a
-ragged N needs); then the mma.sync/SIMT engine's hand-picked configuration for large squares, one per block tile in
-an order that suits any M (each with `stage` = 1: on a shape whose rows its vector width does not divide it copies
-them into padded scratch first, elsewhere it is the same kernel without), and last a small predicated one that every
-shape admits. fp32 takes the mma family's
-(3xTF32: docs/engine.md) where tensor cores outrun its FMA more than threefold, else the simt family's."""
+ragged N needs); then the mma.sync/SIMT engine's hand-picked configuration for large squares, one per block tile in an
+order that suits any M (each with `stage` = 1: on a shape whose rows its vector width does not divide it copies them
+into padded scratch first, elsewhere it is the same kernel without), and last a small predicated one that every shape
+admits. fp32 takes the mma family's (3xTF32: docs/engine.md) where tensor cores outrun its FMA more than threefold,
+else the simt family's."""
 
 from __future__ import annotations
 

@@ -31,7 +31,6 @@ from tracea_cli.ops.gemm.families.engine_space import (
     shown_config,
     slice_k_of,
     splitk_mode,
-    stage_of,
     staging,
     tiling,
 )
