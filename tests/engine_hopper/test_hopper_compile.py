@@ -237,7 +237,7 @@ def test_the_family_refuses_a_problem_outside_it_with_the_reason():
     reason = WGMMA.space(problem, H200)
     assert isinstance(reason, str) and "no fp32 kernels" in reason
     assert "tile_m" not in BACKEND.space(problem, H200).names
-    assert [f.name for f, _ in BACKEND.spaces(problem, H200)] == ["simt"]
+    assert [f.name for f, _ in BACKEND.spaces(problem, H200)] == ["mma", "simt"]  # mma: 3xTF32
     assert BACKEND.why_invalid(problem, H200, BASE) == reason
     assert all(c["family"] != "wgmma" for c in BACKEND.suggested(problem, H200))
 
