@@ -379,12 +379,7 @@ template <class G, class Geo, ConvIterator ITER> __device__ void conv2d_mma(cons
   const int wm0 = (warp % G::WARPS_M) * G::WARP_M, wn0 = (warp / G::WARPS_M) * G::WARP_N;
 
   float acc[G::TILES_M][G::TILES_N][4];
-#pragma unroll
-  for (int i = 0; i < G::TILES_M; ++i)
-#pragma unroll
-    for (int j = 0; j < G::TILES_N; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  clear<G>(acc);
 
   // A's chunks: VEC channels, or for FewChannels 16 bytes of taps gathered one by one (B's width VEC must divide
   // R·S·C there, often 1: A's chunks are wider so that a thread keeps few rows).
