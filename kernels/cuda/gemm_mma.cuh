@@ -1,4 +1,5 @@
-// Tensor-core GEMM with mma.sync (sm_80 and later): fp16 and bf16 (m16n8k16), tf32 (m16n8k8), fp32 accumulation.
+// Tensor-core GEMM with mma.sync (sm_80 and later): fp16 and bf16 (m16n8k16), tf32 (m16n8k8), fp32 accumulation;
+// fp32 at fp32 accuracy as 3xTF32 (PASSES = 3: split operands, three m16n8k8 products per step, see MmaGemm).
 //
 // A block computes a BLOCK_M x BLOCK_N tile of C. Its warps form a (BLOCK_M/WARP_M) x (BLOCK_N/WARP_N) grid; a warp
 // owns a WARP_M x WARP_N piece, made of (WARP_M/16) x (WARP_N/8) tensor-core tiles of 16 x 8.
