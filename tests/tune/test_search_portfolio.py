@@ -3,6 +3,7 @@ synthetic landscapes with known optima, failures and invalid regions."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -47,7 +48,7 @@ def test_neighbourhood_moves_change_one_parameter_of_a_best_result():
 def test_a_wider_radius_is_walked_one_parameter_first_then_two_once_stale():
     landscape = synthetic_landscape(1)
     positions = encoding.levels(landscape.params, landscape.configs)
-    settings = BayesSettings(local=1.0, initial=10, radius=2, escalate=3)
+    settings = BayesSettings(local=1.0, initial=10, radius=2, escalate=3, diverse=0)  # the radius alone
     strategy = BayesSearch(landscape.candidates, seed=0, settings=settings)
     drive(strategy, landscape, 10)
     distances = []
@@ -247,6 +248,12 @@ def test_the_credit_portfolio_turns_to_the_kind_of_move_that_improves():
         ({"ts_pool": 1}, "ts_pool must be at least 2"),
         ({"global_length": -1.0}, "global_length must be a finite length >= 0"),
         ({"global_length": math.nan}, "global_length must be a finite length >= 0"),
+        ({"predictive": 1.5}, "predictive must lie in [0.0, 1.0]"),
+        ({"diverse": -1}, "diverse must be at least 0"),
+        ({"local_acquisition": "ei"}, "local_acquisition must be one of"),
+        ({"predictive": -0.1}, "predictive must lie in [0.0, 1.0]"),
+        ({"unpredictive": "local"}, "unpredictive must be one of"),
+        ({"acquisition": "portfolio"}, "acquisition must be one of"),
     ],
 )
 def test_bad_settings_are_refused_with_one_sentence(kwargs, words):
@@ -357,3 +364,110 @@ def test_two_models_never_repeat_and_avoid_failures_in_batches(batch):
         found.append(fraction(landscape, order))
     share_failing = sum(1 for f in landscape.failures if f is not None) / len(landscape)
     assert np.mean(wasted) < share_failing and np.mean(found) >= 0.93, (wasted, found)
+
+
+# -- the predictiveness switch (`predictive`) and the GP-Hedge portfolio (`acquisition="hedge"`) ---------------------
+
+
+def test_the_leave_one_out_correlation_is_that_of_refits_without_each_result():
+    from scipy.stats import spearmanr
+
+    from tracea_cli.tune.strategies.gp import Posterior
+
+    landscape = synthetic_landscape(1)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(predictive=0.3))
+    drive(strategy, landscape, 25)
+    observed = list(strategy.costs)
+    strategy._model(strategy._fitted, observed)
+    y = strategy._targets(observed)
+    y = (y - y.mean()) / y.std()
+    loo = []
+    for k, i in enumerate(observed):  # the model without result i, the same hyperparameters, predicting it
+        gp = Posterior(strategy._fitted.kernel, strategy._X)
+        gp.add(observed[:k] + observed[k + 1 :])
+        mu, _ = gp.predict(np.array([i]), np.delete(y, k))
+        loo.append(mu[0])
+    expected = spearmanr(loo, y).statistic
+    assert strategy._loo_rank_correlation(y) == pytest.approx(expected, abs=1e-9)
+
+
+def test_an_unpredictive_model_hands_its_turns_to_random_candidates():
+    landscape = synthetic_landscape(1)
+    order = np.random.default_rng(0).permutation(len(landscape))  # times without structure: nothing to predict
+    shuffled = dataclasses.replace(landscape, times=tuple(landscape.times[i] for i in order),
+                                   failures=tuple(landscape.failures[i] for i in order))
+    for settings, turns in ((BayesSettings(predictive=1.0, unpredictive="all"), 30),  # never predicts well enough
+                            (BayesSettings(predictive=0.0), 0)):  # off
+        strategy = BayesSearch(shuffled.candidates, seed=0, settings=settings)
+        order = drive(strategy, shuffled, 40)
+        assert len(set(order)) == 40 and strategy.unpredictive_turns == turns
+        assert not strategy._kind  # random turns are not model proposals waiting for credit
+    # global moves only: the local ones stay the model's
+    strategy = BayesSearch(shuffled.candidates, seed=0, settings=BayesSettings(predictive=1.0, local=0.5))
+    drive(strategy, shuffled, 40)
+    assert strategy.unpredictive_turns == 15
+
+
+@pytest.mark.parametrize("settings", [BayesSettings(predictive=0.3), BayesSettings(predictive=0.3, unpredictive="all"),
+                                      BayesSettings(acquisition="hedge"), BayesSettings(diverse=4),
+                                      BayesSettings(local_acquisition="pi"), BayesSettings(local_acquisition="mean")],
+                         ids=["predictive", "predictive-all", "hedge", "diverse", "local-pi", "local-mean"])
+def test_the_new_settings_find_small_optima_never_repeat_and_are_seeded(settings):
+    scores = []
+    for seed in range(4):
+        landscape = synthetic_landscape(seed, small=True)
+        budget = max(20, len(landscape) // 4)
+        order = drive(BayesSearch(landscape.candidates, seed=seed, settings=settings), landscape, budget)
+        assert len(set(order)) == len(order)
+        scores.append(fraction(landscape, order))
+        if seed == 0:
+            assert order == drive(BayesSearch(landscape.candidates, seed=seed, settings=settings), landscape, budget)
+    assert np.mean(scores) >= 0.9 and min(scores) >= 0.75, scores
+
+
+def test_hedge_credits_each_acquisition_by_the_model_mean_at_its_nominee():
+    landscape = synthetic_landscape(1)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(acquisition="hedge"))
+    drive(strategy, landscape, 40)
+    for kind in ("local", "global"):
+        assert len(strategy._nominees[kind]) == 3 and np.all(np.isfinite(strategy._hedge[kind]))
+        assert np.any(strategy._hedge[kind] != 0)
+
+
+def test_stale_local_moves_walk_another_basin_first():
+    landscape = synthetic_landscape(1)
+    positions = encoding.levels(landscape.params, landscape.configs)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(local=1.0, initial=10, diverse=3))
+    drive(strategy, landscape, 10)
+    checked = 0
+    for _ in range(40):
+        ranked = strategy._ranked()
+        stale = strategy._stale
+        (index,) = strategy.ask(1)
+        if stale >= 3:  # the move is a neighbour of a result two parameters or more from the best
+            far = [i for i in ranked if encoding.hamming(positions, ranked[0])[i] >= 2]
+            before = strategy.proposed - {index}
+            centre = next(i for i in far if set(encoding.neighbours(positions, i).tolist()) - before)
+            assert encoding.hamming(positions, centre)[index] == 1
+            checked += 1
+        strategy.tell(index, landscape.times[index])
+    assert checked > 0
+
+
+def test_a_greedy_local_acquisition_takes_the_neighbour_of_lowest_predicted_time(monkeypatch):
+    landscape = synthetic_landscape(1)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(local=1.0, local_acquisition="mean"))
+    drive(strategy, landscape, 15)
+    seen = []
+    real_predict = type(strategy._fitted.gp).predict
+
+    def recording(gp, indices, y):
+        mu, std = real_predict(gp, indices, y)
+        if y is not None:
+            seen.append((np.asarray(indices).copy(), mu.copy()))
+        return mu, std
+
+    monkeypatch.setattr(type(strategy._fitted.gp), "predict", recording)
+    (index,) = strategy.ask(1)
+    pool, mu = seen[-1]
+    assert mu[list(pool).index(index)] == pytest.approx(mu.min())

@@ -17,13 +17,20 @@ over the recorded landscapes, benchmarks/search_cv.py, docs/results/search_cv.md
      second model scores these: a GP whose length scales are all fixed at that value (only its amplitude and noise
      are fitted), smooth over the whole space, while the fitted model keeps screening the local moves;
    - local: the unproposed neighbours (one parameter changed) of the best result, or of the next best once those
-     are spent, the one the acquisition likes most. Sharp landscapes, where a few configurations next to each other
-     are far faster than the rest, are found by walking neighbourhoods; smooth ones by the model.
+     are spent, the one most likely to beat the best (`local_acquisition="pi"`, probability of improvement: EI
+     would walk first to the values the model knows least about, on a sharp landscape one by one through the slow
+     values of a wide parameter); after `diverse` (12) local moves without a new best, the neighbourhood of the best
+     result two parameters or more from the best (another basin) comes first. Sharp landscapes, where a few
+     configurations next to each other are far faster than the rest, are found by walking neighbourhoods; smooth
+     ones by the model.
    A share `local` of the model-based proposals is local, interleaved evenly; or (`portfolio="credit"`) each
    proposal's kind is drawn by Thompson sampling from how often each kind has improved the best result in this
    run. Ties are broken at random. Off by default (cross-validation did not prefer them, docs/search.md): a share
    `random` of the turns after the start taken by a uniformly random candidate (random interleaving), and
-   Thompson sampling (`acquisition="ts"`: the best of one joint posterior draw over the pool) instead of EI.
+   Thompson sampling (`acquisition="ts"`: the best of one joint posterior draw over the pool) instead of EI; GP-Hedge
+   (`acquisition="hedge"`: EI, PI and LCB each nominate, credited by the model's later mean at their nominees);
+   random moves while the fitted model's leave-one-out predictions rank-correlate with the results below
+   `predictive`; local moves by EI (`local_acquisition="same"`) or by the lowest predicted time ("mean").
 6. Batches. `ask(n)` picks n points one after another with the kriging believer: each pick, and every point still
    in flight, joins the model at its predicted value, so the next pick goes elsewhere.
 7. Cost. Hyperparameters are refitted after every 10% more results; between refits the posterior is updated in
@@ -53,7 +60,8 @@ from tracea_cli.tune.strategies.gp import (
 @dataclass(frozen=True)
 class BayesSettings:
     """The search's settings. The defaults are those the cross-validation chose (docs/results/search_cv.md; since
-    2026-12-07 the two models and the random start of 10 by the whole-strategy folds, search_cv_variants.md)."""
+    2026-12-07 the two models and the random start of 10, and then the local moves by probability of improvement
+    with another basin after 12 stale ones, by the whole-strategy folds, search_cv_variants.md)."""
 
     encoding: str = "rank"  # how candidates become coordinates: one of encoding.ENCODINGS
     initial: int | None = 10  # space-filling points before the first model; None: 2 (d + 1) within [8, 20]
@@ -72,6 +80,9 @@ class BayesSettings:
     failure: float = 0.0  # a failure enters the model at the worst log(time) seen plus this (log 1.5 = 0.405)
     acquisition: str = "ei"  # "ei" (expected improvement), "lcb" (lower confidence bound) or "ts" (Thompson
     # sampling: the best of one joint draw from the posterior over the pool, or over `ts_pool` of it drawn at random)
+    # "hedge": a portfolio of EI, PI and LCB (GP-Hedge, Hoffman et al. 2011): each acquisition nominates its best
+    # candidate, one nominee is taken with probability growing with exp(gain), and each acquisition's gain grows by
+    # minus the model's later mean (standardised log time) at its nominee, so the run credits the one that predicts well
     ts_pool: int = 1000  # Thompson sampling draws jointly over at most this many candidates (a Cholesky factor)
     exploration: float = 0.01  # EI's required improvement in log(time), or LCB's kappa
     local: float = 0.5  # share of the model's proposals taken from the best results' neighbourhoods
@@ -80,8 +91,14 @@ class BayesSettings:
     # one parameter first, the ball of two once that is spent (or stale, `escalate`), and so on; the model screens
     # each. On constrained spaces the configurations better than a local optimum often differ from it in two at once
     escalate: int = 0  # > 0: after this many local moves without a new best, the next wider ball (up to `radius`)
+    diverse: int = 12  # > 0: after this many local moves without a new best, the local moves walk the neighbourhood
+    # of the best result that differs from the best in two parameters or more (another basin) before the best's own
     local_from: int = 1  # a local move's pool joins the neighbourhoods of this many of the best results (1: the best
     # alone, the next best once its neighbourhood is spent), so that the model, not the ranking, picks the basin
+    local_acquisition: str = "pi"  # how the local moves' pool is scored: "same" (as `acquisition`), "pi"
+    # (probability of improvement: the neighbour most likely to beat the best, whatever its uncertainty) or "mean"
+    # (the lowest predicted time: greedy), so that on sharp landscapes the neighbourhood walk does not go first to
+    # the values the model knows least about
     portfolio: str = "fixed"  # "fixed": `local` is the share of local moves; "credit": each model proposal is local
     # or global by Thompson sampling from how often each kind has improved the best result so far in this run
     # (Beta(1 + improvements, 1 + others) per kind), so the run itself decides where the model does well
@@ -91,6 +108,11 @@ class BayesSettings:
     # (random interleaving, as SMAC does): the search keeps random search's floor where the model misleads it
     random_until: float = 0.0  # > 0: the random share applies to the first `random_until` x (the start's size)
     # proposals after the start only, then stops (0: for the whole search)
+    predictive: float = 0.0  # > 0: while the fitted model's leave-one-out predictions of the results so far
+    # rank-correlate (Spearman) below this with the results, its global moves (or with `unpredictive="all"` all its
+    # moves) go to uniformly random candidates instead: on a landscape the model cannot yet tell apart (flat, noisy)
+    # the search keeps random search's floor, and the model takes over once it predicts data it did not see
+    unpredictive: str = "global"  # which model moves turn random while the model does not predict: "global" or "all"
     batch: int = 1  # proposals made from one state of the model (the later ones wait in a queue for `ask`)
     pool: int = 0  # > 0: the global move scores this many random unproposed candidates (plus the incumbents'
     # neighbours) instead of all of them: a cheap pre-screen that keeps the search from fixing on the model's errors
@@ -103,17 +125,21 @@ class BayesSettings:
 
     def __post_init__(self) -> None:
         choices = {"encoding": encoding.ENCODINGS, "design": ("lhs", "random"),
-                   "acquisition": ("ei", "lcb", "ts", "ts-global"), "local_moves": ("adjacent", "any"),
-                   "portfolio": ("fixed", "credit"), "nu": (0.5, 1.5, 2.5)}
+                   "acquisition": ("ei", "lcb", "ts", "ts-global", "hedge"), "local_moves": ("adjacent", "any"),
+                   "portfolio": ("fixed", "credit"), "nu": (0.5, 1.5, 2.5), "unpredictive": ("global", "all"),
+                   "local_acquisition": ("same", "pi", "mean")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"BayesSettings.{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        for name, low, high in (("local", 0.0, 1.0), ("clip", 0.0, 1.0), ("random", 0.0, 1.0)):
+        for name, low, high in (("local", 0.0, 1.0), ("clip", 0.0, 1.0), ("random", 0.0, 1.0),
+                                ("predictive", 0.0, 1.0)):
             if not low <= getattr(self, name) <= high or (name == "clip" and self.clip == 0.0):
                 raise ValueError(f"BayesSettings.{name} must lie in {'(' if name == 'clip' else '['}{low}, {high}], "
                                  f"got {getattr(self, name)!r}")
         if self.batch < 1:
             raise ValueError(f"BayesSettings.batch must be at least 1, got {self.batch}")
+        if self.diverse < 0:
+            raise ValueError(f"BayesSettings.diverse must be at least 0, got {self.diverse}")
         if self.escalate < 0:
             raise ValueError(f"BayesSettings.escalate must be at least 0, got {self.escalate}")
         for name in ("radius", "local_from"):
@@ -184,6 +210,9 @@ class BayesSearch(Bookkeeping):
         self._credit = {"local": [0, 0], "global": [0, 0]}  # kind -> [improved the best, did not] ("credit")
         self._successes = 0
         self._stale = 0  # local moves since the best result last improved (`escalate`)
+        self._hedge = {"local": np.zeros(3), "global": np.zeros(3)}  # kind -> gains of EI, PI, LCB ("hedge")
+        self._nominees: dict[str, np.ndarray] = {}  # kind -> the acquisitions' last nominees, to credit ("hedge")
+        self.unpredictive_turns = 0  # model turns given to random candidates because the model did not predict
 
     # -- proposing ------------------------------------------------------------------------------------------------
 
@@ -282,6 +311,10 @@ class BayesSearch(Bookkeeping):
         mean, scale = float(y.mean()), float(y.std()) or 1.0
         local = self._local_pool() if self._local_turn() else None
         kind = "local" if local is not None and len(local) else "global"
+        if (self.settings.predictive > 0 and (kind == "global" or self.settings.unpredictive == "all")
+                and self._loo_rank_correlation((y - mean) / scale) < self.settings.predictive):
+            self.unpredictive_turns += 1
+            return self._propose_random()
         model = self._fitted
         if kind == "global" and self._smooth is not None:
             model = self._smooth
@@ -307,7 +340,13 @@ class BayesSearch(Bookkeeping):
         _, std = gp.predict(pool, None)
         gp.restore(mark)
         std = std * scale
-        if self.settings.acquisition == "lcb":
+        if self.settings.acquisition == "hedge":
+            return self._hedge_pick(kind, gp, pool, mu, std, float(y.min()), mean, scale, y)
+        if kind == "local" and self.settings.local_acquisition == "pi":
+            score = probability_of_improvement(mu, std, float(y.min()), self.settings.exploration)
+        elif kind == "local" and self.settings.local_acquisition == "mean":
+            score = -mu
+        elif self.settings.acquisition == "lcb":
             score = lower_confidence(mu, std, self.settings.exploration)
         else:
             score = expected_improvement(mu, std, float(y.min()), self.settings.exploration)
@@ -315,6 +354,45 @@ class BayesSearch(Bookkeeping):
         index = int(pool[self._rng.choice(top)])  # ties (flat directions of the model) broken at random
         self._kind[index] = kind
         return index
+
+    def _hedge_pick(self, kind: str, gp: Posterior, pool: np.ndarray, mu: np.ndarray, std: np.ndarray, best: float,
+                    mean: float, scale: float, y: np.ndarray) -> int:
+        """GP-Hedge: credit the last nominees of this kind of move by the model's present mean there (lower time is
+        a larger gain), then let EI, PI and LCB (kappa 1.96) each nominate and take one nominee by softmax of the
+        gains."""
+        gains = self._hedge[kind]
+        if kind in self._nominees:
+            before, _ = gp.predict(self._nominees[kind], (y - mean) / scale)
+            gains -= before
+        xi = self.settings.exploration
+        scores = (expected_improvement(mu, std, best, xi), probability_of_improvement(mu, std, best, xi),
+                  lower_confidence(mu, std, 1.96))
+        nominees = []
+        for score in scores:
+            top = np.flatnonzero(score >= score.max() - 1e-9 * max(abs(score.max()), 1e-300))
+            nominees.append(int(pool[self._rng.choice(top)]))
+        self._nominees[kind] = np.array(nominees)
+        weights = np.exp(gains - gains.max())
+        index = nominees[int(self._rng.choice(3, p=weights / weights.sum()))]
+        self._kind[index] = kind
+        return index
+
+    def _loo_rank_correlation(self, y: np.ndarray) -> float:
+        """Spearman correlation between the results (standardised targets `y`, in `self.costs` order) and the fitted
+        model's leave-one-out predictions of them (closed form from the Cholesky factor: y_i - a_i / (K^-1)_ii)."""
+        from scipy.linalg import cho_solve
+        from scipy.stats import rankdata
+
+        n = len(y)
+        if n < 3 or np.ptp(y) == 0:
+            return 0.0
+        L = self._fitted.gp._L[:n, :n]  # the Cholesky factor (noise included) of the first n data: the results
+        inverse = cho_solve((L, True), np.eye(n), check_finite=False)
+        loo = y - inverse @ y / np.diag(inverse)
+        a, b = rankdata(loo), rankdata(y)
+        a, b = a - a.mean(), b - b.mean()
+        denominator = math.sqrt(float(a @ a) * float(b @ b))
+        return float(a @ b) / denominator if denominator > 0 else 0.0
 
     def _local_turn(self) -> bool:
         if self.settings.portfolio == "credit":
@@ -336,7 +414,12 @@ class BayesSearch(Bookkeeping):
             near = near[~np.isin(near, proposed)]
             if len(near):
                 return near
-        for i in self._ranked()[: max(1, self.settings.incumbents)]:
+        ranked = self._ranked()
+        if self.settings.diverse and self._stale >= self.settings.diverse and ranked:
+            # stale: walk another basin first, the best result differing from the best in two parameters or more
+            far = (self._levels[ranked] != self._levels[ranked[0]]).sum(axis=1) >= 2
+            ranked = [i for i, f in zip(ranked, far) if f] + [i for i, f in zip(ranked, far) if not f]
+        for i in ranked[: max(1, self.settings.incumbents)]:
             shells = (self._adjacent(i), self._near(i)) if self.settings.local_moves == "adjacent" else (self._near(i),)
             if self.settings.radius > 1:  # wider balls once the narrower are spent, or (`escalate`) stale
                 radius = self.settings.radius
@@ -431,6 +514,13 @@ class BayesSearch(Bookkeeping):
                 rows = np.sort(self._rng.choice(free, min(s.subsample, len(free)), replace=False))
             model.gp = Posterior(model.kernel, self._X, rows=rows)
         model.gp.add(observed[len(model.gp.train) :])
+
+
+def probability_of_improvement(mu: np.ndarray, std: np.ndarray, best: float, xi: float) -> np.ndarray:
+    """PI for minimisation, as scikit-optimize's `gaussian_pi` computes it, from a posterior already computed."""
+    from scipy.stats import norm
+
+    return norm.cdf((best - xi - mu) / std)
 
 
 @dataclass(slots=True)
