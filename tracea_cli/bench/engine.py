@@ -14,6 +14,7 @@ from tracea_cli.bench.baselines import check_baseline
 from tracea_cli.bench.results import Ceiling, Environment, HostLoad, TrialPoint, Tuning
 from tracea_cli.bench.runner import ProgressFn, TunedKernel
 from tracea_cli.doctor.ceilings import ceiling_from_profile
+from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.registry import get_op
 from tracea_cli.space import Value
 from tracea_cli.target import Target
@@ -150,7 +151,9 @@ class LiveEngine:
         return LoadMeter()
 
     def ceiling(self, problem: Any) -> Ceiling:
-        c = ceiling_from_profile(self.profile, backend=self.backend_name, dtype=problem.dtype, device_index=self.target.device_index)
+        also_as = get_dtype(problem.dtype).also_as if self.backend_name == "cuda" else None
+        c = ceiling_from_profile(self.profile, backend=self.backend_name, dtype=problem.dtype,
+                                 device_index=self.target.device_index, also_as=also_as)
         return Ceiling(c.flops_per_s, c.bytes_per_s, c.flops_source, c.bytes_source)
 
     def tuned(self, problem: Any, *, budget: int | None, seed: int, progress: ProgressFn) -> TunedKernel | None:

@@ -2,7 +2,9 @@
 
 The compute ceiling is the profile's best `gemm_flops` measurement for the problem's dtype on the run's device (on
 the CPU, the best over the thread counts measured); the bandwidth ceiling its best `memory_bandwidth`. Where the profile has no such
-figure the ceiling is None and reports say so: a percentage is never made up from a datasheet.
+figure the ceiling is None and reports say so: a percentage is never made up from a datasheet. A dtype that also runs
+at its accuracy as n products of another (fp32 as 3xTF32 on tensor cores) is bounded by that one's best / n too: the
+higher of the two is its ceiling.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ def _best(profile: Any, device: str, metric: str, dtype: str | None, base: str) 
     return max(found, key=lambda mr: mr[1]) if found else (None, None)
 
 
-def ceiling_from_profile(profile: Any, *, backend: str, dtype: str, device_index: int | None = None) -> MeasuredCeiling:
-    """The best measured GEMM FLOP/s for `dtype` and the best memory bandwidth of the run's device."""
+def ceiling_from_profile(profile: Any, *, backend: str, dtype: str, device_index: int | None = None,
+                         also_as: tuple[str, int] | None = None) -> MeasuredCeiling:
+    """The best measured GEMM FLOP/s for `dtype` and the best memory bandwidth of the run's device; with `also_as`
+    (another dtype, n), that dtype's best / n where it is higher (see the module's docstring)."""
     device = profile_device(backend, device_index)
     flops_m, flops = _best(profile, device, FLOPS_METRIC, dtype, "FLOP")
     bytes_m, bw = _best(profile, device, BANDWIDTH_METRIC, None, "B")
@@ -68,9 +72,17 @@ def ceiling_from_profile(profile: Any, *, backend: str, dtype: str, device_index
         threads = f", {n} thread{'s' if n != 1 else ''}" if n else ""
         return f"{m.device} {m.metric}{' ' + m.dtype if m.dtype else ''}{threads} (tracea doctor, {getattr(m, 'created', '') or 'date unknown'})"
 
+    flops_source = source(flops_m, flops, f"{dtype} {FLOPS_METRIC}")
+    if also_as is not None:
+        other, n = also_as
+        other_m, other_flops = _best(profile, device, FLOPS_METRIC, other, "FLOP")
+        if other_flops is not None and (flops is None or other_flops / n > flops):
+            own = f" (its own: {flops_source})" if flops_m is not None else ""
+            flops = other_flops / n
+            flops_source = f"{source(other_m, other_flops, other)} / {n}: {dtype} as {n} {other} products{own}"
     return MeasuredCeiling(
         flops_per_s=flops,
         bytes_per_s=bw,
-        flops_source=source(flops_m, flops, f"{dtype} {FLOPS_METRIC}"),
+        flops_source=flops_source,
         bytes_source=source(bytes_m, bw, BANDWIDTH_METRIC),
     )

@@ -15,11 +15,14 @@ class DType:
     storage_bytes: int  # bytes per element in memory (tf32 is stored as fp32)
     bound: float  # largest relative Frobenius error that passes
     accumulate: str  # what the kernel accumulates in
+    # (another dtype, n): also computed at this dtype's accuracy as n products of that one on tensor cores (fp32 as
+    # 3xTF32, docs/engine.md), so its compute ceiling on a GPU is that dtype's / n where higher
+    also_as: tuple[str, int] | None = None
 
 
 DTYPES: dict[str, DType] = {
     "fp64": DType("fp64", 8, 1e-12, "fp64"),
-    "fp32": DType("fp32", 4, 1e-5, "fp32"),
+    "fp32": DType("fp32", 4, 1e-5, "fp32", also_as=("tf32", 3)),
     "tf32": DType("tf32", 4, 2e-3, "fp32"),
     "fp16": DType("fp16", 2, 5e-3, "fp32"),
     "bf16": DType("bf16", 2, 2e-2, "fp32"),
