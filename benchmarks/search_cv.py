@@ -140,11 +140,14 @@ PREVIOUS: dict = {"nu": 1.5, "clip": 0.25, "local": 0.5, "local_moves": "any"}
 # moves scored by a second, smooth GP, and a random start of 10. The variants of the third and fourth rounds are
 # changes of these.
 DEFAULTS_1207: dict = {**PREVIOUS, "global_length": 1.5, "design": "random", "initial": 10}
-# The defaults since 2026-12-07 (afternoon), chosen by `--variants` from the fourth round: the local moves scored by
-# probability of improvement, and another basin's neighbourhood after 12 local moves without a new best.
-DEFAULTS: dict = {**DEFAULTS_1207, "local_acquisition": "pi", "diverse": 12}
+# The defaults of 2026-12-07 (early afternoon), chosen by `--variants` from the fourth round: the local moves scored
+# by probability of improvement, and another basin's neighbourhood after 12 local moves without a new best.
+DEFAULTS_1207PI: dict = {**DEFAULTS_1207, "local_acquisition": "pi", "diverse": 12}
+# The defaults since 2026-12-07 (late afternoon), chosen by `--variants` from the fifth round: probability of
+# improvement for the global moves too.
+DEFAULTS: dict = {**DEFAULTS_1207PI, "acquisition": "pi"}
 # The defaults these replaced, held out in every fold beside the defaults (the report's last column).
-REPLACED: dict = DEFAULTS_1207
+REPLACED: dict = DEFAULTS_1207PI
 
 # Whole-strategy variants for `--variants`: the defaults, and the changes proposed for issue 20 (local search over
 # wider neighbourhoods, a local pool over several incumbents, more local moves, a portfolio by credit, a random
@@ -152,6 +155,8 @@ REPLACED: dict = DEFAULTS_1207
 # landscape.
 VARIANTS: tuple[tuple[str, dict], ...] = (
     ("the defaults", DEFAULTS),
+    ("the defaults of 2026-12-07 early afternoon (EI for the global moves, PI for the local ones, another basin "
+     "after 12 stale local moves)", DEFAULTS_1207PI),
     ("the defaults of 2026-12-07 morning (two models, random start of 10, EI for the local moves)", DEFAULTS_1207),
     ("the defaults of 2026-12-02 (one fitted GP, Latin hypercube start)", PREVIOUS),
     ("variable neighbourhoods up to 2 parameters, wider after 4 stale local moves",
@@ -217,10 +222,17 @@ VARIANTS: tuple[tuple[str, dict], ...] = (
      {**DEFAULTS_1207, "local_acquisition": "pi"}),
     ("the 2026-12-07 morning defaults, local moves by the lowest predicted time",
      {**DEFAULTS_1207, "local_acquisition": "mean"}),
-    # (with another basin's neighbourhood after 12 stale local moves: chosen, now the defaults, first in this list)
+    # (with another basin's neighbourhood after 12 stale local moves: chosen, the early afternoon's defaults)
     ("the 2026-12-07 morning defaults, local moves by probability of improvement over the neighbourhoods of the "
      "best 3",
      {**DEFAULTS_1207, "local_acquisition": "pi", "local_from": 3}),
+    # Issue 20, fifth round (2026-12-07 afternoon, changes of the early afternoon's defaults): probability of
+    # improvement for the global moves too (on the smooth model; chosen, now the defaults, first in this list),
+    # without another basin; another basin after 6 stale moves.
+    ("the early afternoon's defaults with probability of improvement for the global moves too, without another "
+     "basin", {**DEFAULTS_1207PI, "acquisition": "pi", "diverse": 0}),
+    ("the early afternoon's defaults, another basin's neighbourhood after 6 stale local moves",
+     {**DEFAULTS_1207PI, "diverse": 6}),
 )
 
 

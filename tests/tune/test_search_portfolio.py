@@ -244,7 +244,7 @@ def test_the_credit_portfolio_turns_to_the_kind_of_move_that_improves():
         ({"encoding": "onehot"}, "encoding must be one of"),
         ({"batch": 0}, "batch must be at least 1"),
         ({"random": 1.5}, "random must lie in [0.0, 1.0]"),
-        ({"acquisition": "pi"}, "acquisition must be one of"),
+        ({"acquisition": "ucb"}, "acquisition must be one of"),
         ({"ts_pool": 1}, "ts_pool must be at least 2"),
         ({"global_length": -1.0}, "global_length must be a finite length >= 0"),
         ({"global_length": math.nan}, "global_length must be a finite length >= 0"),
@@ -410,8 +410,9 @@ def test_an_unpredictive_model_hands_its_turns_to_random_candidates():
 
 @pytest.mark.parametrize("settings", [BayesSettings(predictive=0.3), BayesSettings(predictive=0.3, unpredictive="all"),
                                       BayesSettings(acquisition="hedge"), BayesSettings(diverse=4),
-                                      BayesSettings(local_acquisition="pi"), BayesSettings(local_acquisition="mean")],
-                         ids=["predictive", "predictive-all", "hedge", "diverse", "local-pi", "local-mean"])
+                                      BayesSettings(local_acquisition="same"), BayesSettings(local_acquisition="mean"),
+                                      BayesSettings(acquisition="pi")],
+                         ids=["predictive", "predictive-all", "hedge", "diverse", "local-ei", "local-mean", "pi"])
 def test_the_new_settings_find_small_optima_never_repeat_and_are_seeded(settings):
     scores = []
     for seed in range(4):

@@ -1,5 +1,5 @@
-"""The default search (`bayes`): a Gaussian process on log(time) with expected improvement, in a portfolio with a
-neighbourhood search that the same model pre-screens.
+"""The default search (`bayes`): a Gaussian process on log(time) with probability of improvement, in a portfolio with
+a neighbourhood search that the same model pre-screens.
 
 How it works (docs/search.md has the reasoning; every setting was chosen by leave-one-kernel-out cross-validation
 over the recorded landscapes, benchmarks/search_cv.py, docs/results/search_cv.md):
@@ -12,7 +12,7 @@ over the recorded landscapes, benchmarks/search_cv.py, docs/results/search_cv.md
 4. Failures enter the model at the worst log(time) seen so far plus a margin; with `clip` < 1, log(time) above
    that quantile of the successes enters at the quantile (the model's variance then goes to the fast region).
 5. Proposal: a portfolio of two moves, both scored by a model.
-   - global: the acquisition (EI or LCB) over every unproposed candidate, or in spaces larger than `max_pool` a
+   - global: the acquisition (PI, EI or LCB) over every unproposed candidate, or in spaces larger than `max_pool` a
      random subset (drawn afresh at each refit) plus every neighbour of the best few. With `global_length` > 0 a
      second model scores these: a GP whose length scales are all fixed at that value (only its amplitude and noise
      are fitted), smooth over the whole space, while the fitted model keeps screening the local moves;
@@ -60,8 +60,9 @@ from tracea_cli.tune.strategies.gp import (
 @dataclass(frozen=True)
 class BayesSettings:
     """The search's settings. The defaults are those the cross-validation chose (docs/results/search_cv.md; since
-    2026-12-07 the two models and the random start of 10, and then the local moves by probability of improvement
-    with another basin after 12 stale ones, by the whole-strategy folds, search_cv_variants.md)."""
+    2026-12-07 the two models and the random start of 10, then the local moves by probability of improvement with
+    another basin after 12 stale ones, then probability of improvement for the global moves too, by the
+    whole-strategy folds, search_cv_variants.md)."""
 
     encoding: str = "rank"  # how candidates become coordinates: one of encoding.ENCODINGS
     initial: int | None = 10  # space-filling points before the first model; None: 2 (d + 1) within [8, 20]
@@ -78,8 +79,9 @@ class BayesSettings:
     main_effects: bool = False  # add to the kernel a fitted multiple of how many parameter values two share
     fit_max: int | None = 100  # hyperparameters are fitted on at most this many results (a random subset): cost
     failure: float = 0.0  # a failure enters the model at the worst log(time) seen plus this (log 1.5 = 0.405)
-    acquisition: str = "ei"  # "ei" (expected improvement), "lcb" (lower confidence bound) or "ts" (Thompson
-    # sampling: the best of one joint draw from the posterior over the pool, or over `ts_pool` of it drawn at random)
+    acquisition: str = "pi"  # "ei" (expected improvement), "pi" (probability of improvement), "lcb" (lower
+    # confidence bound) or "ts" (Thompson sampling: the best of one joint draw from the posterior over the pool, or
+    # over `ts_pool` of it drawn at random)
     # "hedge": a portfolio of EI, PI and LCB (GP-Hedge, Hoffman et al. 2011): each acquisition nominates its best
     # candidate, one nominee is taken with probability growing with exp(gain), and each acquisition's gain grows by
     # minus the model's later mean (standardised log time) at its nominee, so the run credits the one that predicts well
@@ -125,7 +127,7 @@ class BayesSettings:
 
     def __post_init__(self) -> None:
         choices = {"encoding": encoding.ENCODINGS, "design": ("lhs", "random"),
-                   "acquisition": ("ei", "lcb", "ts", "ts-global", "hedge"), "local_moves": ("adjacent", "any"),
+                   "acquisition": ("ei", "pi", "lcb", "ts", "ts-global", "hedge"), "local_moves": ("adjacent", "any"),
                    "portfolio": ("fixed", "credit"), "nu": (0.5, 1.5, 2.5), "unpredictive": ("global", "all"),
                    "local_acquisition": ("same", "pi", "mean")}
         for name, allowed in choices.items():
@@ -348,6 +350,8 @@ class BayesSearch(Bookkeeping):
             score = -mu
         elif self.settings.acquisition == "lcb":
             score = lower_confidence(mu, std, self.settings.exploration)
+        elif self.settings.acquisition == "pi":
+            score = probability_of_improvement(mu, std, float(y.min()), self.settings.exploration)
         else:
             score = expected_improvement(mu, std, float(y.min()), self.settings.exploration)
         top = np.flatnonzero(score >= score.max() - 1e-9 * max(abs(score.max()), 1e-300))
