@@ -54,6 +54,7 @@ from tracea_cli.tune.strategies.gp import (
     lower_confidence,
     main_effects,
     one_blas_thread,
+    probability_of_improvement,
 )
 
 
@@ -518,13 +519,6 @@ class BayesSearch(Bookkeeping):
                 rows = np.sort(self._rng.choice(free, min(s.subsample, len(free)), replace=False))
             model.gp = Posterior(model.kernel, self._X, rows=rows)
         model.gp.add(observed[len(model.gp.train) :])
-
-
-def probability_of_improvement(mu: np.ndarray, std: np.ndarray, best: float, xi: float) -> np.ndarray:
-    """PI for minimisation, as scikit-optimize's `gaussian_pi` computes it, from a posterior already computed."""
-    from scipy.stats import norm
-
-    return norm.cdf((best - xi - mu) / std)
 
 
 @dataclass(slots=True)

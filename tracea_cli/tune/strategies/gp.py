@@ -271,6 +271,14 @@ def expected_improvement(mu: np.ndarray, std: np.ndarray, best: float, xi: float
     return gaussian_ei(np.zeros((len(mu), 1)), _Fixed(mu, std), y_opt=best, xi=xi)
 
 
+def probability_of_improvement(mu: np.ndarray, std: np.ndarray, best: float, xi: float) -> np.ndarray:
+    """PI for minimisation (skopt's `gaussian_pi`: 0 where the posterior has no spread), from a posterior already
+    computed."""
+    from skopt.acquisition import gaussian_pi
+
+    return gaussian_pi(np.zeros((len(mu), 1)), _Fixed(mu, std), y_opt=best, xi=xi)
+
+
 def lower_confidence(mu: np.ndarray, std: np.ndarray, kappa: float) -> np.ndarray:
     """Minus skopt's `gaussian_lcb`, so that larger is better, like EI."""
     from skopt.acquisition import gaussian_lcb
