@@ -215,6 +215,10 @@ def test_ceilings_from_the_capability_profile():
     fp32 = ceiling_from_profile(with_tf32, backend="cuda", dtype="fp32", also_as=("tf32", 3))
     assert fp32.flops_per_s == pytest.approx(120e12)
     assert "gemm_flops tf32" in fp32.flops_source and "/ 3: fp32 as 3 tf32 products (its own: " in fp32.flops_source
+    from tracea_cli.ops.dtypes import DTYPES, get_dtype  # what bench and tune pass: fp32 on cuda only
+
+    assert get_dtype("fp32").also_as_on("cuda") == ("tf32", 3) and get_dtype("fp32").also_as_on("cpu") is None
+    assert all(d.also_as_on("cuda") is None for name, d in DTYPES.items() if name != "fp32")
     slow_tf32 = SimpleNamespace(measured_created=profile.measured_created,
                                 measured=profile.measured + (_m("cuda:0", "gemm_flops", "TFLOP/s", 90.0, "tf32"),))
     assert ceiling_from_profile(slow_tf32, backend="cuda", dtype="fp32", also_as=("tf32", 3)).flops_per_s == \

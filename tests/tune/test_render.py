@@ -47,3 +47,19 @@ def test_a_busy_run_and_a_rate_above_the_ceiling_are_flagged_not_printed_as_fact
     quiet = TuneResult(key="k", cache_hit=False, evaluations=8, trials_total=8, winner=a, baseline_name=None,
                        baseline=None, ranking=(a,), load=HostBusy(30.0, 2, 0.0, 0.0))
     assert quiet.warnings == ()
+
+
+def test_an_fp32_gpu_run_says_its_ceiling_also_counts_3xtf32():
+    winner = Measured({"family": "mma"}, 0.29, 0.001, (0.29,), 59.3, "TFLOP/s")
+
+    def text(backend):
+        result = TuneResult(key="k", cache_hit=False, evaluations=1, trials_total=1, winner=winner, ranking=(winner,),
+                            baseline_name=None, baseline=None,
+                            target={"device_class": "NVIDIA H100", "backend": backend}, stopped_because="budget",
+                            problem={"m": 2048, "n": 2048, "k": 2048, "dtype": "fp32"}, peak_flops=120e12)
+        console = Console(width=200, record=True, no_color=True)
+        render_tune(result, console)
+        return console.export_text()
+
+    assert "or tf32's / 3 where higher: fp32 also runs as 3 tf32 products" in text("cuda")
+    assert "tf32" not in text("cpu")

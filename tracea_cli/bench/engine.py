@@ -151,9 +151,9 @@ class LiveEngine:
         return LoadMeter()
 
     def ceiling(self, problem: Any) -> Ceiling:
-        also_as = get_dtype(problem.dtype).also_as if self.backend_name == "cuda" else None
         c = ceiling_from_profile(self.profile, backend=self.backend_name, dtype=problem.dtype,
-                                 device_index=self.target.device_index, also_as=also_as)
+                                 device_index=self.target.device_index,
+                                 also_as=get_dtype(problem.dtype).also_as_on(self.backend_name))
         return Ceiling(c.flops_per_s, c.bytes_per_s, c.flops_source, c.bytes_source)
 
     def tuned(self, problem: Any, *, budget: int | None, seed: int, progress: ProgressFn) -> TunedKernel | None:

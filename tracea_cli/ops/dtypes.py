@@ -19,6 +19,10 @@ class DType:
     # 3xTF32, docs/engine.md), so its compute ceiling on a GPU is that dtype's / n where higher
     also_as: tuple[str, int] | None = None
 
+    def also_as_on(self, backend: str) -> tuple[str, int] | None:
+        """`also_as` where the backend has the tensor cores it needs (cuda), else None."""
+        return self.also_as if backend == "cuda" else None
+
 
 DTYPES: dict[str, DType] = {
     "fp64": DType("fp64", 8, 1e-12, "fp64"),

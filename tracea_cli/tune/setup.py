@@ -11,6 +11,7 @@ from typing import Any, Iterator, Mapping
 from tracea_cli.backends.base import CompileFailed, Evaluation, Status
 from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.errors import UsageError
+from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.registry import get_op
 from tracea_cli.space import Candidates, Value
 from tracea_cli.target import Target
@@ -98,7 +99,8 @@ def plan(request, settings) -> Plan:
         devices = (None,)
         target = cpu_target(profile)
     backend = OpBackend(problem.op, backend_name)
-    peak = ceiling_from_profile(profile, backend=backend_name, dtype=problem.dtype, device_index=target.device_index)
+    peak = ceiling_from_profile(profile, backend=backend_name, dtype=problem.dtype, device_index=target.device_index,
+                                also_as=get_dtype(problem.dtype).also_as_on(backend_name))  # fp32 as 3xTF32 too
     return Plan(problem, target, devices, backend, cache_key(problem, backend, target), peak.flops_per_s)
 
 
