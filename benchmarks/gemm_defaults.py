@@ -68,9 +68,10 @@ def generate(*, op: str = "gemm", date: str | None = None, compile_entries: bool
             everything += [(dtype, family, archs, c) for c in (_merged(dtype, family, listed, keep) if keep else listed)]
     listed = [e for e in everything if "verification" not in e[3]]
     if compile_entries:  # every entry for each big problem it is valid for, on each architecture of its family
-        jobs = [(problem, backend.config_in(problem, config), arch_target(arch)) for dtype, _, archs, config in listed
-                for problem in gd.big_problems(dtype) for arch in archs
-                if backend.why_invalid(problem, arch_target(arch), backend.config_in(problem, config)) is None]
+        named = [(problem, backend.config_in(problem, config), arch_target(arch)) for dtype, _, archs, config in listed
+                 for problem in gd.big_problems(dtype) for arch in archs]  # as each problem's space names it
+        jobs = [(problem, config, target) for problem, config, target in named
+                if backend.why_invalid(problem, target, config) is None]
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:  # NVRTC releases the GIL
             list(pool.map(lambda job: backend.compile(*job), jobs))  # a compile error ends the run with its log
     entries = []

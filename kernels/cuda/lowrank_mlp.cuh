@@ -106,15 +106,16 @@ struct LowrankFused {
   static constexpr int Y_VEC = 16 / int(sizeof(T));  // elements per 16-byte store of a staged chunk
   static constexpr int SMEM_BYTES = (STAGES * STAGE + (SPLIT_T ? 2 : 1) * T_ELEMS + Y_ELEMS) * int(sizeof(T));
 
-  // The GEMM engine's view of each phase's shared tiles (what load_fragments and multiply read).
+  // The GEMM engine's view of each phase's shared tiles (what load_step_fragments and multiply_step read; fp32 as
+  // 3xTF32).
   struct Phase1 {
     using T = T_;
-    static constexpr bool TF32 = FP32, B_K_ROWS = !NT;
+    static constexpr bool TF32 = FP32, SPLIT = FP32, B_K_ROWS = !NT;
     static constexpr int TILES_M = WM1 / 16, TILES_N = WN1 / 8, LDA_S = LDX_S, LDB_S = LDU_S;
   };
   struct Phase2 {
     using T = T_;
-    static constexpr bool TF32 = FP32, B_K_ROWS = !NT;
+    static constexpr bool TF32 = FP32, SPLIT = FP32, B_K_ROWS = !NT;
     static constexpr int TILES_M = WM2 / 16, TILES_N = WN2 / 8, LDA_S = LDT_S, LDB_S = LDV_S;
   };
 
@@ -134,15 +135,9 @@ struct LowrankFused {
 template <class F, class G>
 __device__ __forceinline__ void product_step(float (&acc)[G::TILES_M][G::TILES_N][4], const typename F::T *sa,
                                              const typename F::T *sb, int kk, int wm0, int wn0, int lane) {
-  if constexpr (F::FP32) {
-    Fragments<G> big, small;
-    load_split_fragments<G>(big, small, sa, sb, kk, wm0, wn0, lane);
-    multiply_split<G>(acc, big, small);
-  } else {
-    Fragments<G> f;
-    load_fragments<G>(f, sa, sb, kk, wm0, wn0, lane);
-    multiply<G>(acc, f);
-  }
+  StepFragments<G> f;
+  load_step_fragments<G>(f, sa, sb, kk, wm0, wn0, lane);
+  multiply_step<G>(acc, f);
 }
 
 // bias[col] widened (0 past N, and without a bias): phase 2 reads a thread's columns once per chunk, before the chunk's

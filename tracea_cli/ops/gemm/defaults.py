@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 
 from tracea_cli.ops.gemm.families import wgmma_space
-from tracea_cli.ops.gemm.families.engine import MMA, SIMT
+from tracea_cli.ops.gemm.families.engine import config_in
 from tracea_cli.ops.gemm.families.engine_space import (
     FAMILY,
     gemm_space,
@@ -111,11 +111,10 @@ def engine_candidates(big: list[GemmProblem], target, family: str) -> list[Confi
     # every entry names the same parameters; the ones the small entries leave out take the space's default
     spaces = [gemm_space(p, target, family) for p in big]
     defaults = {p.name: p.default for p in spaces[0].params if p.default is not None}
-    engine = {"simt": SIMT, "mma": MMA}[family]
     unique: list[Config] = []
     for c in ({name: c.get(name, defaults.get(name)) for name in picks[0]} for c in out):
         staged = {**c, "stage": int(c["vec"] > 1)}  # read as unstaged (or without `stage`) where no copy is needed
-        if staged not in unique and all(space.why_invalid(engine.config_in(staged, p)) is None
+        if staged not in unique and all(space.why_invalid(config_in(staged, p)) is None
                                         for p, space in zip(big, spaces)):
             unique.append(staged)
     return unique

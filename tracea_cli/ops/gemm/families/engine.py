@@ -211,6 +211,16 @@ def gemm_args(problem: GemmProblem, operands: Mapping[str, Any]) -> dict[str, An
             "ldb": problem.n if problem.layout == "nn" else problem.k, "ldc": problem.n}
 
 
+def config_in(config: Mapping[str, Value], problem: GemmProblem) -> Mapping[str, Value]:
+    """A configuration with `stage` where `problem` needs nothing copied for its `vec`: there it reads as stage 0 (or
+    without `stage`, where problem's space has none); the kernel's copies of aligned rows are right, only not needed,
+    so an export serves aligned sizes too (`serves` says which copies a kernel makes). The same for both families."""
+    if "stage" not in config or staging(problem, config).any:
+        return config
+    rest = {k: v for k, v in config.items() if k != "stage"}
+    return {**rest, "stage": STAGE_DEFAULT} if offers_staging(problem) else rest
+
+
 @dataclass(frozen=True)
 class TemplateFamily:
     """`simt` or `mma`: one of the engine's template families (ops/base.Family)."""
@@ -248,13 +258,7 @@ class TemplateFamily:
         return hand_picked(problem, target, limit=3, family=self.name)
 
     def config_in(self, config: Mapping[str, Value], problem: GemmProblem) -> Mapping[str, Value]:
-        """A configuration with `stage` where `problem` needs nothing copied for its `vec`: there it reads as stage 0
-        (or without `stage`, where problem's space has none); the kernel's copies of aligned rows are right, only not
-        needed, so an export serves aligned sizes too (`serves` says which copies a kernel makes)."""
-        if "stage" not in config or staging(problem, config).any:
-            return config
-        rest = {k: v for k, v in config.items() if k != "stage"}
-        return {**rest, "stage": STAGE_DEFAULT} if offers_staging(problem) else rest
+        return config_in(config, problem)
 
     def serves(self, built_for: GemmProblem, config: Mapping[str, Value], problem: GemmProblem) -> str | None:
         """A staged kernel built for `built_for` copies the operands that problem's rows left unaligned; it computes
