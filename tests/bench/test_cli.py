@@ -170,3 +170,17 @@ def test_a_rate_above_the_measured_ceiling_is_flagged():
     assert not units.above_ceiling(row)
     high = replace(row, pct_of_ceiling=180.0)
     assert units.above_ceiling(high) and "above the ceiling" in units.notes(high)
+
+
+def test_reports_say_why_the_ceiling_column_is_empty():
+    from tracea_cli.report import units
+    from tracea_cli.report.html import render_html
+    from tracea_cli.report.markdown import render_markdown
+
+    results = _results()
+    without = replace(results, problems=tuple(replace(p, ceiling=res.Ceiling()) for p in results.problems))
+    assert units.no_ceilings(without)
+    assert units.NO_CEILINGS_NOTE in render_markdown(without) and "tracea doctor" in render_html(without)
+    measured = replace(results, problems=tuple(replace(p, ceiling=res.Ceiling(flops_per_s=1e12, flops_source="measured"))
+                                               for p in results.problems))
+    assert not units.no_ceilings(measured) and units.NO_CEILINGS_NOTE not in render_markdown(measured)

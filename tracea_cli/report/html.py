@@ -152,10 +152,8 @@ def _chart_section(section_id: str, title: str, chart, note: str, empty: str) ->
 
 def _roofline_note(results: BenchResults) -> str:
     head = "Filled markers: tracea's tuned kernels; open markers: baselines."
-    known = [p for p in results.problems if p.ceiling.flops_per_s or p.ceiling.bytes_per_s]
-    if not known:
-        return (head + " No ceilings are drawn: the capability profile has no measurements for this device yet. "
-                "Run `tracea doctor` (without --quick) to measure them; later reports then show % of ceiling.")
+    if units.no_ceilings(results):
+        return f"{head} {units.NO_CEILINGS_NOTE}"
     sources = []
     for p in results.problems:
         text = f"{p.spec.get('dtype')}: compute {p.ceiling.flops_source}; bandwidth {p.ceiling.bytes_source}"

@@ -53,6 +53,8 @@ def render_markdown(results: BenchResults) -> str:
     out += _table(["problem", "provider", "median ms", "IQR ms", "cv", "n", rate, bw, "% ceiling", "speed-up [95% CI]", "notes"], rows, right=set(range(2, 10)))
     if any(units.above_ceiling(r) for r in results.results):
         out += ["", units.ABOVE_CEILING_NOTE]
+    if units.no_ceilings(results):
+        out += ["", units.NO_CEILINGS_NOTE]
     tuned = [(r.problem, r.config) for r in results.results if r.kind == "tuned" and r.config]
     if tuned:
         out += ["", "Tuned configurations:", ""]

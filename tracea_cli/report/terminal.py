@@ -67,6 +67,8 @@ def render_terminal(results: BenchResults, console) -> None:
         console.print(f"best: {ov.best_pct_of_ceiling:.1f}% of the measured ceiling ({ov.best_pct_problem})")
     if "throttled" in marks:
         console.print("[yellow]*[/] some samples overlapped clock throttling; the time may be high.")
+    if units.no_ceilings(results):
+        console.print(f"[yellow]{units.NO_CEILINGS_NOTE}[/]")
     if "above" in marks:
         console.print("[yellow]![/] above the measured ceiling: the profile's figure is low (re-run `tracea doctor` on a quiet machine).")
 

@@ -78,6 +78,15 @@ ABOVE_CEILING_NOTE = ("¹ Above 100% of the measured ceiling: the capability pro
                       "machine most likely; re-run `tracea doctor` when the machine is quiet.")
 
 
+NO_CEILINGS_NOTE = ("No ceilings: the capability profile has no measurements for this device yet. Run `tracea doctor` "
+                    "(without --quick) to measure them; later reports then show % of ceiling.")
+
+
+def no_ceilings(results) -> bool:
+    """True where no problem has a measured ceiling (a quick profile, or none): why "% ceiling" stays empty."""
+    return not any(p.ceiling.flops_per_s or p.ceiling.bytes_per_s for p in results.problems)
+
+
 def above_ceiling(row: ResultRow) -> bool:
     """A rate over 100% of the ceiling says the ceiling was measured badly (a busy machine), not that physics gave way."""
     return row.pct_of_ceiling is not None and row.pct_of_ceiling > 100.0
