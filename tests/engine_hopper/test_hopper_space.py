@@ -212,3 +212,18 @@ def test_work_items_count_cluster_pairs():
     # 8 tile rows of 128 in pairs -> 4 cluster rows; 12 tile columns of 256
     assert hs.work_items(p, GOOD) == 4 * 12
     assert hs.work_items(p, {**GOOD, "cluster_m": 1}) == 8 * 12
+
+
+def test_default_config_keeps_its_ring_where_a_tma_store_would_cost_stages():
+    # tf32's C is 4 bytes: 128x256's TMA staging (128 KiB) beside 3 stages of ring exceeds shared memory; the measured
+    # tf32 winner stores from registers with 4 stages (docs/results/gemm_hopper_h200.md), not a 2-stage TMA store
+    tf32 = hs.default_config(problem(dtype="tf32", layout="nt"), H200)
+    assert (tf32["tile_m"], tf32["tile_n"], tf32["store"], tf32["stages"]) == (128, 256, "direct", 4)
+    assert hs.default_config(problem(dtype="tf32"), H200) == tf32  # nn: B transposed by the pre-pass, same kernel
+    for dtype in ("fp16", "bf16"):  # 16-bit C fits beside the whole ring: unchanged
+        c = hs.default_config(problem(dtype=dtype), H200)
+        assert (c["store"], c["stages"]) == ("tma", 3)
+    # where no store fits a whole ring (100 KiB of shared memory), the preferred store takes the nearest ring that fits
+    small = dataclasses.replace(H200, limits=dataclasses.replace(H200.limits, max_shared_per_block_optin=100 * 1024))
+    c = hs.default_config(problem(), small)
+    assert (c["tile_n"], c["store"], c["stages"]) == (128, "tma", 2)  # no 128x256 ring fits at all

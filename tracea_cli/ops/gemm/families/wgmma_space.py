@@ -216,10 +216,47 @@ def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
 
 
 def default_config(problem: GemmProblem, target: Target) -> dict[str, Value] | None:
-    """A configuration that did well on the H200 for large problems, made valid for this one; None if none is."""
+    """A configuration that did well on the H200 for large problems, made valid for this one; None if none is.
+
+    Each tile has its measured ways to store C, preferred first; the first that fits shared memory with its whole
+    ring is taken. A TMA store stages C in shared memory (4-byte C for tf32: twice 16-bit's), so where that staging
+    would cost ring stages C is stored from registers with the deeper ring instead. Only where no way fits whole is
+    the ring made shallower."""
     space = hopper_space(problem, target)
     if space is None:
         return None
+    coop = {"consumers": 2, "schedule": "cooperative", "cluster_m": 1, "persistent": 1}
+    # Measured on the H200 (docs/hopper-notes.md, docs/results/gemm_hopper_h200.md): 128x256 with 3 stages and a TMA
+    # store for 16-bit C, with 4 stages storing from registers for tf32; 128x192, 4 stages where N is a multiple of
+    # 192 but not of 256 (fewer idle SMs in the last wave).
+    wide = ({**coop, "tile_m": 128, "tile_n": 256}, (("tma", 3), ("direct", 4)))
+    if problem.n % 256 and problem.n % 192 == 0:
+        wide = ({**coop, "tile_m": 128, "tile_n": 192}, (("tma", 4), ("direct", 4)))
+    preferred = [
+        wide,
+        ({**coop, "tile_m": 128, "tile_n": 128}, (("tma", 4), ("direct", 4))),
+        ({**coop, "tile_m": 128, "tile_n": 64}, (("direct", 4),)),
+        ({**coop, "tile_m": 64, "tile_n": 64, "consumers": 1, "persistent": 0}, (("direct", 2),)),
+    ]
+    if ragged_n(problem):  # C is written from registers
+        preferred = [(base, tuple(("direct", stages) for _store, stages in ways)) for base, ways in preferred]
+
+    def first_valid(base: Mapping[str, Value], ways) -> dict[str, Value] | None:
+        for group in (8, 16, 4, 1):
+            for store, stages in ways:
+                config = {"family": FAMILY, **base, "store": store, "stages": stages, "group_m": group}
+                if space.why_invalid(config) is None:
+                    return config
+        return None
+
+    for base, ways in preferred:
+        config = first_valid(base, ways)  # a whole ring first, with any of the tile's stores...
+        if config is None:  # ...else the preferred store with the nearest ring that fits
+            store, stages = ways[0]
+            config = first_valid(base, [(store, s) for s in sorted(STAGE_VALUES, key=lambda s: abs(s - stages))])
+        if config is not None:
+            return config
+    return None
     coop = {"consumers": 2, "schedule": "cooperative", "cluster_m": 1, "persistent": 1}
     # Measured on the H200 (docs/hopper-notes.md): 128x256, 3 stages, TMA store; 128x192, 4 stages where N is a
     # multiple of 192 but not of 256 (fewer idle SMs in the last wave).
