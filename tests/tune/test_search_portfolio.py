@@ -254,6 +254,8 @@ def test_the_credit_portfolio_turns_to_the_kind_of_move_that_improves():
         ({"predictive": -0.1}, "predictive must lie in [0.0, 1.0]"),
         ({"unpredictive": "local"}, "unpredictive must be one of"),
         ({"acquisition": "portfolio"}, "acquisition must be one of"),
+        ({"floor": -1}, "floor must be at least 0"),
+        ({"floor": 1, "design": "lhs"}, "floor needs the random start"),
     ],
 )
 def test_bad_settings_are_refused_with_one_sentence(kwargs, words):
@@ -411,8 +413,9 @@ def test_an_unpredictive_model_hands_its_turns_to_random_candidates():
 @pytest.mark.parametrize("settings", [BayesSettings(predictive=0.3), BayesSettings(predictive=0.3, unpredictive="all"),
                                       BayesSettings(acquisition="hedge"), BayesSettings(diverse=4),
                                       BayesSettings(local_acquisition="same"), BayesSettings(local_acquisition="mean"),
-                                      BayesSettings(acquisition="pi")],
-                         ids=["predictive", "predictive-all", "hedge", "diverse", "local-ei", "local-mean", "pi"])
+                                      BayesSettings(acquisition="pi"), BayesSettings(floor=1)],
+                         ids=["predictive", "predictive-all", "hedge", "diverse", "local-ei", "local-mean", "pi",
+                              "floor"])
 def test_the_new_settings_find_small_optima_never_repeat_and_are_seeded(settings):
     scores = []
     for seed in range(4):
@@ -472,3 +475,53 @@ def test_a_greedy_local_acquisition_takes_the_neighbour_of_lowest_predicted_time
     (index,) = strategy.ask(1)
     pool, mu = seen[-1]
     assert mu[list(pool).index(index)] == pytest.approx(mu.min())
+
+
+# -- global moves against random search's floor (`floor`) -------------------------------------------------------------
+
+
+def shuffled_landscape() -> Landscape:
+    """synthetic_landscape(1) with its times dealt at random: nothing for a model to find."""
+    landscape = synthetic_landscape(1)
+    order = np.random.default_rng(0).permutation(len(landscape))
+    return dataclasses.replace(landscape, times=tuple(landscape.times[i] for i in order),
+                               failures=tuple(landscape.failures[i] for i in order))
+
+
+def test_the_floor_threshold_is_the_random_starts_own_result_and_global_moves_are_scored_against_it():
+    landscape = synthetic_landscape(1)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(floor=2, initial=10))
+    drive(strategy, landscape, 10)
+    assert len(strategy._drawn) == 10 and strategy._drawn == list(strategy.costs)[:10]
+    assert strategy._floor_threshold() == sorted(landscape.times[i] for i in strategy._drawn)[1]
+    told = {}
+    for _ in range(20):
+        (index,) = strategy.ask(1)
+        told[index] = strategy._kind.get(index)
+        strategy.tell(index, landscape.times[index])
+    globals_ = [i for i, kind in told.items() if kind == "global"]
+    wins = sum(landscape.times[i] < strategy._floor_at for i in globals_)
+    assert strategy._global_record == [wins, len(globals_) - wins] and globals_
+
+
+def test_global_moves_give_their_turns_to_random_candidates_while_they_lose_to_chance():
+    landscape = synthetic_landscape(1)
+    strategy = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(floor=1, initial=10))
+    drive(strategy, landscape, 10)  # k = 10 drawn: a random candidate beats their best with probability 1/11
+    strategy._global_record = [0, 60]  # Beta(1, 61) lies below 1/11 with probability 1 - (10/11)**61 = 0.997
+    assert sum(strategy._below_floor() for _ in range(200)) >= 190
+    strategy._global_record = [30, 0]  # Beta(31, 1) lies below 1/11 with probability (1/11)**31
+    assert not any(strategy._below_floor() for _ in range(200))
+    off = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(initial=10))
+    drive(off, landscape, 10)
+    assert not off._below_floor()
+
+
+def test_the_floor_changes_nothing_until_it_hands_a_turn_to_chance(monkeypatch):
+    landscape = shuffled_landscape()
+    plain = drive(BayesSearch(landscape.candidates, seed=0), landscape, 40)
+    floored = BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(floor=1))
+    order = drive(floored, landscape, 40)
+    assert floored.floor_turns > 0 and order != plain and len(set(order)) == 40  # on no structure it does turn
+    monkeypatch.setattr(BayesSearch, "_below_floor", lambda self: False)
+    assert drive(BayesSearch(landscape.candidates, seed=0, settings=BayesSettings(floor=1)), landscape, 40) == plain

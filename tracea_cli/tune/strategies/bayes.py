@@ -116,6 +116,13 @@ class BayesSettings:
     # moves) go to uniformly random candidates instead: on a landscape the model cannot yet tell apart (flat, noisy)
     # the search keeps random search's floor, and the model takes over once it predicts data it did not see
     unpredictive: str = "global"  # which model moves turn random while the model does not predict: "global" or "all"
+    floor: int = 0  # > 0: the global moves must beat random search. A global move "wins" when its result beats the
+    # `floor`-th best result of the random start (k candidates drawn uniformly); a uniformly random candidate does so
+    # with probability exactly floor / (k + 1) (exchangeability), whatever the landscape. A global turn goes to a
+    # uniformly random candidate while the global moves' win rate is more likely below that rate than above it (its
+    # Beta(1 + wins, 1 + losses) posterior): where the model's exploration lands worse than chance (a flat landscape
+    # whose smooth model, knowing nothing, sends the global moves to the corners of a constrained space), the search
+    # keeps random search's floor, and elsewhere the model keeps its turns
     batch: int = 1  # proposals made from one state of the model (the later ones wait in a queue for `ask`)
     pool: int = 0  # > 0: the global move scores this many random unproposed candidates (plus the incumbents'
     # neighbours) instead of all of them: a cheap pre-screen that keeps the search from fixing on the model's errors
@@ -151,6 +158,11 @@ class BayesSettings:
         if not (self.global_length >= 0 and math.isfinite(self.global_length)):
             raise ValueError(f"BayesSettings.global_length must be a finite length >= 0 (0: no second model), "
                              f"got {self.global_length!r}")
+        if self.floor < 0:
+            raise ValueError(f"BayesSettings.floor must be at least 0 (0: off), got {self.floor}")
+        if self.floor > 0 and self.design != "random":
+            raise ValueError("BayesSettings.floor needs the random start (design='random'): the random search's rate it "
+                             "compares with holds for uniformly drawn candidates only")
         if self.ts_pool < 2:
             raise ValueError(f"BayesSettings.ts_pool must be at least 2, got {self.ts_pool}")
 
@@ -216,6 +228,11 @@ class BayesSearch(Bookkeeping):
         self._hedge = {"local": np.zeros(3), "global": np.zeros(3)}  # kind -> gains of EI, PI, LCB ("hedge")
         self._nominees: dict[str, np.ndarray] = {}  # kind -> the acquisitions' last nominees, to credit ("hedge")
         self.unpredictive_turns = 0  # model turns given to random candidates because the model did not predict
+        self._drawn: list[int] = []  # the start's uniformly drawn candidates (`floor`)
+        self._floor_at: float | None = None  # the floor-th best result among them, once all are known (`floor`)
+        self._floor_rng = np.random.default_rng([seed, 1])  # its own stream: the other choices stay as without it
+        self._global_record = [0, 0]  # global moves that beat `_floor_at`, and those that did not (`floor`)
+        self.floor_turns = 0  # global turns given to random candidates because global moves did worse than chance
 
     # -- proposing ------------------------------------------------------------------------------------------------
 
@@ -231,6 +248,8 @@ class BayesSearch(Bookkeeping):
         improved = math.isfinite(cost) and (before is None or cost < before[1])
         if kind is not None:
             self._credit[kind][0 if improved else 1] += 1
+        if kind == "global" and self._floor_threshold() is not None:
+            self._global_record[0 if cost < self._floor_at else 1] += 1
         self._stale = 0 if improved else self._stale + (kind == "local")
 
     def observe(self, index: int, cost: float) -> None:
@@ -277,7 +296,9 @@ class BayesSearch(Bookkeeping):
         target = self._design[self._design_next]
         self._design_next += 1
         if self.settings.design == "random":  # the design is a sample of candidates: take the next one not known yet
-            return int(target[0]) if int(target[0]) not in self.proposed else int(self._rng.choice(free))
+            index = int(target[0]) if int(target[0]) not in self.proposed else int(self._rng.choice(free))
+            self._drawn.append(index)
+            return index
         d2 = ((self._X[free, : self._width] - target) ** 2).sum(axis=1)
         nearest = np.flatnonzero(d2 <= d2.min() + 1e-12)
         return int(free[self._rng.choice(nearest)])
@@ -317,6 +338,9 @@ class BayesSearch(Bookkeeping):
         if (self.settings.predictive > 0 and (kind == "global" or self.settings.unpredictive == "all")
                 and self._loo_rank_correlation((y - mean) / scale) < self.settings.predictive):
             self.unpredictive_turns += 1
+            return self._propose_random()
+        if kind == "global" and self._below_floor():
+            self.floor_turns += 1
             return self._propose_random()
         model = self._fitted
         if kind == "global" and self._smooth is not None:
@@ -381,6 +405,23 @@ class BayesSearch(Bookkeeping):
         index = nominees[int(self._rng.choice(3, p=weights / weights.sum()))]
         self._kind[index] = kind
         return index
+
+    def _floor_threshold(self) -> float | None:
+        """The `floor`-th best result of the random start once all of it is known (inf while fewer succeeded);
+        None when off, or when the start drew fewer than `floor` + 1 candidates (results from elsewhere)."""
+        if self._floor_at is None and self.settings.floor > 0 and len(self._drawn) > self.settings.floor:
+            if all(i in self.costs for i in self._drawn):
+                self._floor_at = sorted(self.costs[i] for i in self._drawn)[self.settings.floor - 1]
+        return self._floor_at
+
+    def _below_floor(self) -> bool:
+        """Whether this global turn goes to a random candidate: whether the global moves' rate of beating the
+        threshold is more likely below random search's rate, floor / (k + 1) for k drawn at the start, than above it
+        (its posterior Beta(1 + wins, 1 + losses)); deterministic, so that it changes nothing until it turns."""
+        if self._floor_threshold() is None:
+            return False
+        wins, losses = self._global_record
+        return self._floor_rng.beta(1 + wins, 1 + losses) < self.settings.floor / (len(self._drawn) + 1)
 
     def _loo_rank_correlation(self, y: np.ndarray) -> float:
         """Spearman correlation between the results (standardised targets `y`, in `self.costs` order) and the fitted
