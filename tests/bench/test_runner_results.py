@@ -208,21 +208,22 @@ def test_ceilings_from_the_capability_profile():
     other = ceiling_from_profile(profile, backend="cuda", dtype="bf16", device_index=1)
     assert other.flops_per_s == pytest.approx(650e12) and other.bytes_per_s is None
     # fp32 also runs as 3xTF32: a tf32 figure / 3 above fp32's own is the ceiling, and says where it comes from
-    assert ceiling_from_profile(profile, backend="cuda", dtype="fp32", also_as=("tf32", 3)).flops_per_s == \
+    assert ceiling_from_profile(profile, backend="cuda", dtype="fp32").flops_per_s == \
         pytest.approx(50e12)  # no tf32 figure: fp32's own
     with_tf32 = SimpleNamespace(measured_created=profile.measured_created,
                                 measured=profile.measured + (_m("cuda:0", "gemm_flops", "TFLOP/s", 360.0, "tf32"),))
-    fp32 = ceiling_from_profile(with_tf32, backend="cuda", dtype="fp32", also_as=("tf32", 3))
+    fp32 = ceiling_from_profile(with_tf32, backend="cuda", dtype="fp32")
     assert fp32.flops_per_s == pytest.approx(120e12)
     assert "gemm_flops tf32" in fp32.flops_source and "/ 3: fp32 as 3 tf32 products (its own: " in fp32.flops_source
-    from tracea_cli.ops.dtypes import DTYPES, get_dtype  # what bench and tune pass: fp32 on cuda only
+    from tracea_cli.ops.dtypes import DTYPES, get_dtype  # fp32 also runs as tf32 on cuda only
 
     assert get_dtype("fp32").also_as_on("cuda") == ("tf32", 3) and get_dtype("fp32").also_as_on("cpu") is None
     assert all(d.also_as_on("cuda") is None for name, d in DTYPES.items() if name != "fp32")
     slow_tf32 = SimpleNamespace(measured_created=profile.measured_created,
                                 measured=profile.measured + (_m("cuda:0", "gemm_flops", "TFLOP/s", 90.0, "tf32"),))
-    assert ceiling_from_profile(slow_tf32, backend="cuda", dtype="fp32", also_as=("tf32", 3)).flops_per_s == \
+    assert ceiling_from_profile(slow_tf32, backend="cuda", dtype="fp32").flops_per_s == \
         pytest.approx(50e12)  # 30 < 50: its own stays
+    assert ceiling_from_profile(with_tf32, backend="cpu", dtype="fp32").flops_per_s == pytest.approx(220e9)  # cpu: own
     assert unit_scale("GiB/s", "B") == 1024**3 and unit_scale("TFLOP/s", "B") is None
     roof = res.Ceiling(flops_per_s=100.0, bytes_per_s=10.0)
     assert roof.roof_per_s(2.0) == 20.0 and roof.roof_per_s(50.0) == 100.0

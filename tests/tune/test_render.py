@@ -49,17 +49,31 @@ def test_a_busy_run_and_a_rate_above_the_ceiling_are_flagged_not_printed_as_fact
     assert quiet.warnings == ()
 
 
-def test_an_fp32_gpu_run_says_its_ceiling_also_counts_3xtf32():
+def test_an_fp32_gpu_run_says_where_its_ceiling_comes_from():
+    from types import SimpleNamespace
+
+    from tracea_cli.doctor.ceilings import ceiling_from_profile
+    from tracea_cli.doctor.profile import Measurement
+
+    def measured(dtype, tflops):
+        return Measurement(device="cuda:0", metric="gemm_flops", unit="TFLOP/s", median=tflops, cv=0.01, n=10,
+                           q1=tflops, q3=tflops, dtype=dtype, created="2026-12-07T00:00:00Z")
+
+    profile = SimpleNamespace(measured_created="2026-12-07T00:00:00Z", measured=(measured("fp32", 50.0),
+                                                                                measured("tf32", 360.0)))
     winner = Measured({"family": "mma"}, 0.29, 0.001, (0.29,), 59.3, "TFLOP/s")
 
     def text(backend):
+        peak = ceiling_from_profile(profile, backend=backend, dtype="fp32")
         result = TuneResult(key="k", cache_hit=False, evaluations=1, trials_total=1, winner=winner, ranking=(winner,),
                             baseline_name=None, baseline=None,
                             target={"device_class": "NVIDIA H100", "backend": backend}, stopped_because="budget",
-                            problem={"m": 2048, "n": 2048, "k": 2048, "dtype": "fp32"}, peak_flops=120e12)
-        console = Console(width=200, record=True, no_color=True)
+                            problem={"m": 2048, "n": 2048, "k": 2048, "dtype": "fp32"}, peak_flops=peak.flops_per_s,
+                            peak_source=peak.flops_source)
+        assert result.as_dict()["peak_source"] == peak.flops_source
+        console = Console(width=250, record=True, no_color=True)
         render_tune(result, console)
         return console.export_text()
 
-    assert "or tf32's / 3 where higher: fp32 also runs as 3 tf32 products" in text("cuda")
-    assert "tf32" not in text("cpu")
+    cuda = text("cuda")  # tf32's 360 / 3 = 120 > fp32's own 50: the 3xTF32 figure, and the text says so
+    assert "120.0 TFLOP/s" in cuda and "/ 3: fp32 as 3 tf32 products" in cuda

@@ -14,7 +14,6 @@ from tracea_cli.bench.baselines import check_baseline
 from tracea_cli.bench.results import Ceiling, Environment, HostLoad, TrialPoint, Tuning
 from tracea_cli.bench.runner import ProgressFn, TunedKernel
 from tracea_cli.doctor.ceilings import ceiling_from_profile
-from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.registry import get_op
 from tracea_cli.space import Value
 from tracea_cli.target import Target
@@ -152,8 +151,7 @@ class LiveEngine:
 
     def ceiling(self, problem: Any) -> Ceiling:
         c = ceiling_from_profile(self.profile, backend=self.backend_name, dtype=problem.dtype,
-                                 device_index=self.target.device_index,
-                                 also_as=get_dtype(problem.dtype).also_as_on(self.backend_name))
+                                 device_index=self.target.device_index)
         return Ceiling(c.flops_per_s, c.bytes_per_s, c.flops_source, c.bytes_source)
 
     def tuned(self, problem: Any, *, budget: int | None, seed: int, progress: ProgressFn) -> TunedKernel | None:

@@ -56,10 +56,13 @@ def _best(profile: Any, device: str, metric: str, dtype: str | None, base: str) 
     return max(found, key=lambda mr: mr[1]) if found else (None, None)
 
 
-def ceiling_from_profile(profile: Any, *, backend: str, dtype: str, device_index: int | None = None,
-                         also_as: tuple[str, int] | None = None) -> MeasuredCeiling:
-    """The best measured GEMM FLOP/s for `dtype` and the best memory bandwidth of the run's device; with `also_as`
-    (another dtype, n), that dtype's best / n where it is higher (see the module's docstring)."""
+def ceiling_from_profile(profile: Any, *, backend: str, dtype: str, device_index: int | None = None) -> MeasuredCeiling:
+    """The best measured GEMM FLOP/s for `dtype` and the best memory bandwidth of the run's device; where the dtype
+    also runs as n products of another on this backend (ops/dtypes.DType.also_as_on: fp32 as 3xTF32 on cuda), that
+    dtype's best / n where it is higher (see the module's docstring)."""
+    from tracea_cli.ops.dtypes import DTYPES
+
+    also_as = DTYPES[dtype].also_as_on(backend) if dtype in DTYPES else None
     device = profile_device(backend, device_index)
     flops_m, flops = _best(profile, device, FLOPS_METRIC, dtype, "FLOP")
     bytes_m, bw = _best(profile, device, BANDWIDTH_METRIC, None, "B")

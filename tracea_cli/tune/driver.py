@@ -85,6 +85,7 @@ class TuneResult:
     problem: Mapping[str, Any] = field(default_factory=dict)
     baseline_error: str = ""  # why the vendor baseline could not be measured in this run, if it failed
     peak_flops: float | None = None  # measured ceiling for this dtype on this device (tracea doctor); None if unmeasured
+    peak_source: str = ""  # where peak_flops comes from: the measurement (fp32's may be tf32's / 3), or why there is none
     per_device: Mapping[str, int] = field(default_factory=dict)  # this run's evaluations by CUDA device ("cpu" on the CPU)
     load: HostBusy | None = None  # what other processes did on the CPUs while this run measured (None: unknown)
     # wall seconds of this run's phases, in order: "setup" (profile, space, cache), "executor start", "search",
@@ -159,6 +160,7 @@ class TuneResult:
             "stopped_because": self.stopped_because,
             "baseline_error": self.baseline_error,
             "peak_flops": self.peak_flops,
+            "peak_source": self.peak_source,
             "winner_pct_of_peak": self.pct_of_peak(self.winner) if self.winner else None,
             "per_device": dict(self.per_device),
             "load": None if self.load is None else self.load.as_dict(),
@@ -363,4 +365,5 @@ def _from_cache(cache, key, plan, *, stopped: str) -> TuneResult:
         stopped_because=stopped,
         problem={**problem_fields(problem), "label": problem.label},
         peak_flops=plan.peak_flops,
+        peak_source=plan.peak_source,
     )

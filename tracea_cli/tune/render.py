@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from tracea_cli.ops.dtypes import DTYPES, get_dtype
 from tracea_cli.space import config_key
 from tracea_cli.text import counted
 from tracea_cli.tune.driver import TuneResult
@@ -39,7 +38,7 @@ def render_tune(result: TuneResult, console) -> None:
             console.print(f"  {i}: {config_key(r.config)}", soft_wrap=True)
         if result.peak_flops:
             console.print(f"  % of peak: of the {result.peak_flops / (1e12 if rows[0].rate_unit == 'TFLOP/s' else 1e9):.1f} "
-                          f"{rows[0].rate_unit} measured by tracea doctor for this dtype and device{_also_as(result)}")
+                          f"{rows[0].rate_unit} measured by tracea doctor: {result.peak_source}")
     for warning in result.warnings:
         console.print(f"[yellow]warning[/]: {warning}")
     if result.baseline_error:
@@ -50,14 +49,6 @@ def render_tune(result: TuneResult, console) -> None:
             console.print(f"  [yellow]{f.status}[/] {config_key(f.config)}: {f.reason[:160]}")
         if len(result.failures) > 10:
             console.print(f"  ... and {len(result.failures) - 10} more (tracea cache show {result.key})")
-
-
-def _also_as(result: TuneResult) -> str:
-    """How the ceiling also counts another dtype's (fp32 as 3xTF32 on a GPU: tf32's / 3 where higher), or nothing."""
-    dtype = result.problem.get("dtype")
-    other = get_dtype(dtype).also_as_on(result.target.get("backend", "")) if dtype in DTYPES else None
-    return f" (or {other[0]}'s / {other[1]} where higher: {dtype} also runs as {other[1]} {other[0]} products)" \
-        if other else ""
 
 
 def _pct(result: TuneResult, m) -> str:

@@ -11,7 +11,6 @@ from typing import Any, Iterator, Mapping
 from tracea_cli.backends.base import CompileFailed, Evaluation, Status
 from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.errors import UsageError
-from tracea_cli.ops.dtypes import get_dtype
 from tracea_cli.ops.registry import get_op
 from tracea_cli.space import Candidates, Value
 from tracea_cli.target import Target
@@ -30,6 +29,7 @@ class Plan:
     backend: OpBackend
     key: Any  # cache.CacheKey
     peak_flops: float | None = None  # the measured GEMM FLOP/s of this dtype on this device (tracea doctor), if any
+    peak_source: str = ""  # where peak_flops comes from (doctor/ceilings.py: the measurement, or why there is none)
 
     @property
     def backend_factory(self) -> Any:
@@ -99,9 +99,9 @@ def plan(request, settings) -> Plan:
         devices = (None,)
         target = cpu_target(profile)
     backend = OpBackend(problem.op, backend_name)
-    peak = ceiling_from_profile(profile, backend=backend_name, dtype=problem.dtype, device_index=target.device_index,
-                                also_as=get_dtype(problem.dtype).also_as_on(backend_name))  # fp32 as 3xTF32 too
-    return Plan(problem, target, devices, backend, cache_key(problem, backend, target), peak.flops_per_s)
+    peak = ceiling_from_profile(profile, backend=backend_name, dtype=problem.dtype, device_index=target.device_index)
+    return Plan(problem, target, devices, backend, cache_key(problem, backend, target), peak.flops_per_s,
+                peak.flops_source)
 
 
 def cache_key(problem: Any, backend: OpBackend, target: Target):
