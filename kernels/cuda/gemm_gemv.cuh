@@ -7,7 +7,9 @@
 //
 // Each step: the step's B loads go out first (BLOCK_K / K_GROUPS vector loads a thread, all in flight at once), then
 // the block stages the step's A (ROWS x BLOCK_K, k-major: A_s[k][r]) in one of two shared buffers, one barrier, and
-// every thread multiplies: for each of its k, the ROWS values of A_s[k] (one broadcast vector load per four rows)
+// every thread multiplies. With PREFETCH, a second set of registers takes the next step's B: its loads go out before
+// this step's A, barrier and products, so that B is in flight across them instead of after them (twice the B
+// registers). Either way every thread multiplies: for each of its k, the ROWS values of A_s[k] (one broadcast vector load per four rows)
 // times its VEC values of B[k]. The K_GROUPS partial sums of a column are added in shared memory in a fixed order;
 // with SPLIT_K > 1 each slice writes its sums to its own part of the workspace (no atomics, no memset) and
 // gemm_splitk_sum adds the slices in order and applies the epilogue: the result does not depend on scheduling.
@@ -17,12 +19,14 @@
 
 namespace tracea {
 
-template <class T_, Layout LAYOUT_, Epilogue EPILOGUE_, int ROWS_, int BLOCK_N_, int BLOCK_K_, int VEC_, int SPLIT_K_>
+template <class T_, Layout LAYOUT_, Epilogue EPILOGUE_, int ROWS_, int BLOCK_N_, int BLOCK_K_, int VEC_, int SPLIT_K_,
+          int PREFETCH_ = 0>
 struct GemvGemm {
   using T = T_;
   static constexpr Layout LAYOUT = LAYOUT_;
   static constexpr Epilogue EPILOGUE = EPILOGUE_;
   static constexpr int ROWS = ROWS_, BLOCK_N = BLOCK_N_, BLOCK_K = BLOCK_K_, VEC = VEC_, SPLIT_K = SPLIT_K_;
+  static constexpr bool PREFETCH = PREFETCH_ != 0;  // the next step's B loads in flight during this step
   static constexpr int BLOCK_M = ROWS;  // the output tile is ROWS x BLOCK_N (the plan's "tiles" grid rule)
 
   static constexpr int THREADS = 256;
@@ -67,18 +71,30 @@ template <class G> __device__ void gemm_gemv(const GemmArgs &args) {
 #pragma unroll
     for (int v = 0; v < G::VEC; ++v) acc[r][v] = T(0);
 
-  V rb[G::K_PER_THREAD];
-  for (int kt = 0; kt < slice.tiles; ++kt) {
-    const int k0 = slice.begin + kt * G::BLOCK_K;
-    // B first: this thread's rows k0 + group + i·K_GROUPS, zeros past the slice's end or the matrix's last column.
+  // One step's B: this thread's rows k0 + group + i·K_GROUPS from `src` (row k0 + group), zeros past the slice's end
+  // or the matrix's last column.
+  const auto load_b = [&](V *dst, int k0, const T *src) {
 #pragma unroll
     for (int i = 0; i < G::K_PER_THREAD; ++i) {
       const bool inside = n_in && k0 + group + i * G::K_GROUPS < slice.end;
 #pragma unroll
-      for (int v = 0; v < G::VEC; ++v) rb[i].v[v] = T(0);
-      if (inside) rb[i] = *reinterpret_cast<const V *>(b_src + i * b_row_step);
+      for (int v = 0; v < G::VEC; ++v) dst[i].v[v] = T(0);
+      if (inside) dst[i] = *reinterpret_cast<const V *>(src + i * b_row_step);
     }
-    b_src += static_cast<size_t>(G::BLOCK_K) * args.ldb;
+  };
+  const size_t b_step = static_cast<size_t>(G::BLOCK_K) * args.ldb;
+
+  V rb[G::K_PER_THREAD];                             // the step's B
+  V rn[G::PREFETCH ? G::K_PER_THREAD : 1];           // the next step's (PREFETCH)
+  if (G::PREFETCH && slice.tiles > 0) load_b(rb, slice.begin, b_src);
+  for (int kt = 0; kt < slice.tiles; ++kt) {
+    const int k0 = slice.begin + kt * G::BLOCK_K;
+    if constexpr (G::PREFETCH) {
+      if (kt + 1 < slice.tiles) load_b(rn, k0 + G::BLOCK_K, b_src + b_step);
+    } else {
+      load_b(rb, k0, b_src);
+    }
+    b_src += b_step;
 
     // A's ROWS x BLOCK_K piece into buffer kt % 2, transposed (A_s[k][r]); rows past M and k past the slice are 0.
     // The other buffer may still be read by slower threads of the previous step: this one was last read two steps
@@ -103,6 +119,10 @@ template <class G> __device__ void gemm_gemv(const GemmArgs &args) {
 #pragma unroll
           for (int v = 0; v < G::VEC; ++v) acc[r0 + r][v] = fma(a.v[r], rb[i].v[v], acc[r0 + r][v]);
       }
+    }
+    if constexpr (G::PREFETCH) {
+#pragma unroll
+      for (int i = 0; i < G::K_PER_THREAD; ++i) rb[i] = rn[i];
     }
   }
 

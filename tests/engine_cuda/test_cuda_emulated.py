@@ -156,18 +156,24 @@ def test_random_configurations_on_awkward_small_shapes(emulator, sm90):
 
 # ---- the simt family's GEMV-class kernel (fp32, M <= 16, layout nn), run by following its launch plan -------------
 
-def _gemv(rows, bn, bk, vec=1, split_k=1):
-    return _config("simt", rows, bn, bk, 16, 32, split_k=split_k, vec=vec, kernel="gemv")
+def _gemv(rows, bn, bk, vec=1, split_k=1, prefetch=0):
+    return _config("simt", rows, bn, bk, 16, 32, split_k=split_k, vec=vec, kernel="gemv",
+                   **({"prefetch": 1} if prefetch else {}))
 
 
 # Ragged M (rows of C below the block's), N and K not multiples of the tile, one and several K slices (the slices'
-# sums added by the second pass), every vector width, several row tiles (block_m < M), an epilogue on each pass.
+# sums added by the second pass), every vector width, several row tiles (block_m < M), an epilogue on each pass; with
+# and without the next step's B prefetched (slices of one step, of several, and a last step cut short by K).
 GEMV_CASES = [
     ((1, 45, 37), "none", _gemv(1, 32, 16)),
     ((3, 130, 200), "bias_gelu", _gemv(4, 64, 64, vec=2, split_k=4)),
     ((16, 68, 100), "bias_residual", _gemv(16, 64, 64, vec=4, split_k=2)),
     ((13, 40, 300), "bias_relu", _gemv(8, 32, 128, vec=4, split_k=2)),
     ((5, 256, 96), "bias", _gemv(2, 256, 8, vec=1)),
+    ((1, 45, 37), "none", _gemv(1, 32, 16, prefetch=1)),
+    ((1, 130, 1000), "bias_gelu", _gemv(1, 128, 64, vec=2, split_k=4, prefetch=1)),
+    ((13, 40, 300), "bias_relu", _gemv(8, 32, 32, vec=4, split_k=2, prefetch=1)),
+    ((5, 256, 96), "bias", _gemv(2, 256, 8, vec=1, prefetch=1)),
 ]
 
 
@@ -200,6 +206,17 @@ def test_emulated_gemv_kernel_matches_the_reference(case, emulator_plan, sm90):
     assert gemm_space(problem, sm90).why_invalid(config) is None
     verdict = _emulate_by_plan(emulator_plan, problem, config, seed=100 + case, name=f"gemv{case}")
     assert verdict.ok, verdict.reason
+
+
+def test_the_emulator_catches_a_prefetch_of_the_wrong_rows(emulator_plan, sm90):
+    """The prefetched registers must hold the next step's rows: loading this step's rows again must fail."""
+    problem = GemmProblem(1, 64, 512, dtype="fp32")
+    config = _gemv(1, 64, 64, vec=4, split_k=2, prefetch=1)
+    right = gemm_source(problem, config)
+    wrong = right.replace("load_b(rn, k0 + G::BLOCK_K, b_src + b_step)", "load_b(rn, k0, b_src)")
+    assert wrong != right
+    assert _emulate_by_plan(emulator_plan, problem, config, seed=6, name="gemv_prefetch_ok").ok
+    assert not _emulate_by_plan(emulator_plan, problem, config, seed=6, name="gemv_prefetch_wrong", source=wrong).ok
 
 
 def test_the_emulator_catches_a_gemv_sum_that_drops_a_slice(emulator_plan, sm90):

@@ -11,7 +11,7 @@ import pytest
 
 from tracea_cli.ops.dtypes import from_storage, to_storage
 from tracea_cli.ops.gemm.families.engine import SUM_KERNEL, gemm_args, gemm_launch, gemm_source
-from tracea_cli.ops.gemm.families.engine_space import gemm_space
+from tracea_cli.ops.gemm.families.engine_space import gemm_space, tiling
 from tracea_cli.ops.gemm.problem import EPILOGUE_NAMES, GemmProblem, make_inputs, reference
 from tracea_cli.ops.launch import KernelStep, MemsetStep
 from tracea_cli.ops.verify import check
@@ -281,3 +281,40 @@ def test_the_gemm_emulator_harness_runs_the_serial_mode(emulator, sm90):
         out = harness.run(exe, problem, config, inputs, workdir / f"gemv-harness-{mode}")
         verdict = check(out, reference(problem, inputs)["C"], "fp32")
         assert verdict.ok, f"{mode}: {verdict.reason}"
+
+
+# ---- prefetch: the next step's B in a second set of registers (kernels/cuda/gemm_gemv.cuh, PREFETCH) ----------------
+
+def test_prefetch_is_offered_only_where_gemv_is_and_only_for_it(sm90):
+    space = gemm_space(GemmProblem(1, 4096, 4096, "fp32"), sm90)
+    assert space.param("prefetch").values == (0, 1)
+    for problem in (GemmProblem(17, 4096, 4096, "fp32"), GemmProblem(1, 4096, 4096, "fp16")):
+        assert "prefetch" not in gemm_space(problem, sm90).names
+    gemv = _gemv(1, 128, 64, vec=4, split_k=8)
+    assert space.why_invalid({**gemv, "prefetch": 1}) is None
+    tiled = {"family": "simt", "kernel": "tiled", "block_m": 32, "block_n": 64, "block_k": 16, "warp_m": 16,
+             "warp_n": 32, "stages": 2, "split_k": 4, "group_m": 1, "vec": 4}
+    assert "the gemv kernel's" in space.why_invalid({**tiled, "prefetch": 1})
+    # twice the B registers in the estimate: a configuration the estimate admits without prefetch may not fit with it
+    assert tiling(GemmProblem(1, 4096, 4096, "fp32"), {**gemv, "prefetch": 1}).estimated_regs == \
+        tiling(GemmProblem(1, 4096, 4096, "fp32"), gemv).estimated_regs + 8 * 4
+
+
+def test_prefetch_0_is_the_source_of_before_and_1_its_own_instantiation():
+    problem = GemmProblem(1, 4096, 4096, "fp32")
+    config = _gemv(1, 128, 64, vec=4, split_k=8, mode="serial")
+    assert gemm_source(problem, {**config, "prefetch": 0}) == gemm_source(problem, config)
+    prefetching = gemm_source(problem, {**config, "prefetch": 1})
+    assert "1, 128, 64, 4, 8, 1>" in prefetching and "prefetch" in prefetching.splitlines()[1]
+    assert gemm_launch(problem, {**config, "prefetch": 1}) == gemm_launch(problem, config)
+
+
+def test_prefetching_gemv_compiles_without_spills_for_sm90(make_target):
+    from tracea_cli.backends.op_backend import OpBackend
+
+    target = make_target("sm_90a", 132)
+    for config in (_gemv(1, 128, 64, vec=4, split_k=8, mode="serial"), _gemv(16, 128, 32, vec=4, split_k=8, mode="serial")):
+        res = OpBackend("gemm", "cuda").compile(GemmProblem(int(config["block_m"]), 4096, 4096, "fp32"),
+                                                {**config, "prefetch": 1}, target).resources
+        # (sm_90, NVRTC 13.0: 122 registers for one row, 173 for 16, against 64 and 128 without prefetch)
+        assert res["spill_store_bytes"] == res["spill_load_bytes"] == res["stack_bytes"] == 0, res["registers"]

@@ -23,6 +23,7 @@ from tracea_cli.ops.gemm.families.engine_space import (
     b_rows_cols,
     cluster_k_of,
     gemm_space,
+    gemv_prefetch,
     hand_picked,
     has_gemv,
     kernel_of,
@@ -80,6 +81,7 @@ def _gemv_source(problem: GemmProblem, config: Mapping[str, Value]) -> str:
     t = tiling(problem, config)
     serial = is_serial(config)
     args = [config[p] for p in ("block_m", "block_n", "block_k", "vec", "split_k")]
+    args += [1] if gemv_prefetch(config) else []  # a trailing template argument at its default (0) is left out
     lines = [
         f"// Tracea CUDA GEMM ({problem.dtype}, layout {problem.layout}, epilogue {problem.epilogue})",
         f"// configuration {config_key(shown_config(config))}",

@@ -79,6 +79,9 @@ KERNEL_DEFAULT = "tiled"
 # add the same numbers in the same order: the same bits.
 SPLITK_MODES = ("sum", "serial")
 SPLITK_MODE_DEFAULT = "sum"
+# Whether the gemv kernel loads the next step's B into a second set of registers while it multiplies this one's (only
+# where the space offers gemv): 0 (what a configuration without the parameter means) or 1.
+PREFETCH_DEFAULT = 0
 MIN_MMA_CC = (8, 0)  # cp.async, bf16 and tf32 mma.sync
 
 
@@ -131,12 +134,16 @@ def splitk_mode(config: Mapping[str, Value]) -> str:
     return str(config.get("splitk_mode", SPLITK_MODE_DEFAULT))
 
 
+def gemv_prefetch(config: Mapping[str, Value]) -> int:
+    """1 where the gemv kernel loads the next step's B while it multiplies this one's, else 0."""
+    return int(config.get("prefetch", PREFETCH_DEFAULT))
+
+
 def shown_config(config: Mapping[str, Value]) -> Mapping[str, Value]:
-    """The configuration as its source names it: splitk_mode "sum" is the configuration that did not name it (the
-    same text, the same binary as before the parameter existed)."""
-    if config.get("splitk_mode") != SPLITK_MODE_DEFAULT:
-        return config
-    return {k: v for k, v in config.items() if k != "splitk_mode"}
+    """The configuration as its source names it: splitk_mode "sum" and prefetch 0 are the configuration that did not
+    name them (the same instantiation as before the parameters existed)."""
+    quiet = {"splitk_mode": SPLITK_MODE_DEFAULT, "prefetch": PREFETCH_DEFAULT}
+    return {k: v for k, v in config.items() if k not in quiet or v != quiet[k]}
 
 
 def stage_of(config: Mapping[str, Value]) -> int:
@@ -190,6 +197,7 @@ def _gemv_tiling(problem: GemmProblem, config: Mapping[str, Value]) -> Tiling:
     smem = max(2 * bk * rows * elem, GEMV_THREADS * red_rows * vec * elem)
     acc = rows * vec
     staging = max(1, bk // max(1, gemv_k_groups(config))) * vec  # the step's B values, all in flight
+    staging *= 1 + gemv_prefetch(config)  # and the next step's, with prefetch
     return Tiling(family="simt", threads=GEMV_THREADS, smem_bytes=smem, accumulator_regs=acc,
                   estimated_regs=acc + staging + min(rows, 4) + REGISTER_OVERHEAD, elem_bytes=elem,
                   copy_bytes=vec * elem)
@@ -261,7 +269,10 @@ def _params(problem: GemmProblem, limits: DeviceLimits, family: str) -> tuple[Pa
                  doc=f"simt kernel: tiled, or gemv (fp32, M at most {GEMV_MAX_M}: B read once, K split)"),
            Param("splitk_mode", SPLITK_MODES, "categorical", default=SPLITK_MODE_DEFAULT,
                  doc="how the gemv kernel sums its K slices: sum (a second launch) or serial (one launch: the last "
-                     "slice of a column block sums the slices in order)"))
+                     "slice of a column block sums the slices in order)"),
+           Param("prefetch", (0, 1), "categorical", default=PREFETCH_DEFAULT,
+                 doc="gemv: 1 loads the next step's B into a second set of registers while this step's are "
+                     "multiplied"))
           if gemv else ()),
         Param("block_m", block_m, doc="rows of C per block"),
         Param("block_n", BLOCK_MN, doc="columns of C per block"),
@@ -324,6 +335,12 @@ def _rules(problem: GemmProblem, limits: DeviceLimits, family: str) -> tuple[Rul
                     "its slices with atomics and a reduction pass (use splitk_mode=sum)")
         if c["split_k"] == 1:
             return f"splitk_mode={c['splitk_mode']} sums K slices; split_k=1 has none (use splitk_mode=sum)"
+        return None
+
+    def gemv_prefetch_rule(c) -> str | None:
+        if gemv_prefetch(c) and kernel_of(c) != "gemv":
+            return "prefetch=1 is the gemv kernel's; the tiled kernel double-buffers its steps in shared memory " \
+                   "(use prefetch=0)"
         return None
 
     def warp_divides_block(c) -> str | None:
@@ -427,7 +444,7 @@ def _rules(problem: GemmProblem, limits: DeviceLimits, family: str) -> tuple[Rul
 
     # Cheap, shape-only rules first: most rejections happen before a tiling is derived.
     if family == "simt":
-        shape = (gemv_shape, gemv_splitk_mode) if has_gemv(problem) else ()
+        shape = (gemv_shape, gemv_splitk_mode, gemv_prefetch_rule) if has_gemv(problem) else ()
         return (architecture, *shape, warp_divides_block, tile_fits_problem, aligned_rows, grouping, split_k_slices,
                 pipeline_depth, resources)
     return (architecture, warp_divides_block, tile_fits_problem, aligned_rows, element_copies, grouping, sliced_k,
