@@ -64,9 +64,10 @@ def _variants(problem: GemmProblem, target) -> list[dict]:
     else:
         rows = 1 if problem.m == 1 else 16
         raw = [{"family": "simt", "kernel": "gemv", "block_m": rows, "block_n": bn, "block_k": bk, "warp_m": 16,
-                "warp_n": 32, "stages": 2, "split_k": s, "group_m": 1, "vec": 4, "splitk_mode": mode}
+                "warp_n": 32, "stages": 2, "split_k": s, "group_m": 1, "vec": 4, "splitk_mode": mode,
+                "prefetch": prefetch}
                for bn, bk in ((128, 32), (128, 64), (64, 32), (256, 64)) for s in (4, 8, 16)
-               for mode in ("serial", "sum")]
+               for mode, prefetch in (("serial", 0), ("sum", 0), ("serial", 1))]
     return [space.complete(c) for c in raw if space.why_invalid(c) is None]
 
 
@@ -81,15 +82,26 @@ def configurations(problem: GemmProblem, target, families: tuple[str, ...] = ("s
     return out
 
 
+def twin_pairs(rows: list[dict], name: str, first: object, second: object) -> list[tuple[dict, dict]]:
+    """(row with `name` = first, row with `name` = second) of each gemv configuration measured with both values of
+    the parameter and otherwise the same (a configuration without the parameter has the space's default)."""
+    defaults = {"splitk_mode": "sum", "prefetch": 0}
+
+    def value(c):
+        return c.get(name, defaults[name])
+
+    def twin_key(c):
+        return tuple(sorted((k, v) for k, v in {**defaults, **c}.items() if k != name))
+
+    gemv = [r for r in rows if r["config"].get("kernel") == "gemv"]
+    seconds = {twin_key(r["config"]): r for r in gemv if value(r["config"]) == second}
+    return [(r, seconds[twin_key(r["config"])]) for r in gemv
+            if value(r["config"]) == first and twin_key(r["config"]) in seconds]
+
+
 def mode_pairs(rows: list[dict]) -> list[tuple[dict, dict]]:
     """(two-launch sum row, one-launch serial row) of each gemv configuration measured in both splitk_modes."""
-    def twin_key(c):
-        return tuple(sorted((k, v) for k, v in c.items() if k != "splitk_mode"))
-
-    serial = {twin_key(r["config"]): r for r in rows if r["config"].get("splitk_mode") == "serial"}
-    return [(r, serial[twin_key(r["config"])]) for r in rows
-            if r["config"].get("kernel") == "gemv" and r["config"].get("splitk_mode") == "sum"
-            and twin_key(r["config"]) in serial]
+    return twin_pairs(rows, "splitk_mode", "sum", "serial")
 
 
 def _check_no_tf32() -> str:
@@ -177,6 +189,18 @@ def render(results: list[dict], meta: dict) -> str:
                 lines.append(f"| {c['block_m']}x{c['block_n']}x{c['block_k']} | {c['split_k']} | "
                              f"{num(two.get('median_ms'), 4)} | {num(one.get('median_ms'), 4)} | "
                              f"{num(two['median_ms'] / one['median_ms'] if both else None, 3)} |")
+        pairs = twin_pairs(r["rows"], "prefetch", 0, 1)
+        if pairs:
+            lines += ["", "gemv: the next step's B prefetched (prefetch 1) or not (0), same configuration otherwise", "",
+                      "| block_m x block_n x block_k | split_k | splitk_mode | prefetch 0 ms | prefetch 1 ms | 0 / 1 |",
+                      "| --- | --- | --- | --- | --- | --- |"]
+            for plain, ahead in pairs:
+                c = plain["config"]
+                both = plain.get("median_ms") and ahead.get("median_ms")
+                lines.append(f"| {c['block_m']}x{c['block_n']}x{c['block_k']} | {c['split_k']} | "
+                             f"{c.get('splitk_mode', 'sum')} | {num(plain.get('median_ms'), 4)} | "
+                             f"{num(ahead.get('median_ms'), 4)} | "
+                             f"{num(plain['median_ms'] / ahead['median_ms'] if both else None, 3)} |")
     return "\n".join(lines) + "\n"
 
 

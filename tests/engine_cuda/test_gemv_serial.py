@@ -187,8 +187,13 @@ def test_the_fp32_benchmark_measures_every_split_gemv_configuration_in_both_mode
         assert configs[0]["splitk_mode"] == "serial" and configs[1] == {**configs[0], "splitk_mode": "sum"}
         rows = [{"config": c, "median_ms": 1.0} for c in configs]
         pairs = bench.mode_pairs(rows)
-        assert len(pairs) * 2 == len(split) >= 8
+        sums = [c for c in split if c.get("splitk_mode", "sum") == "sum"]
+        assert len(pairs) == len(sums) >= 4
         assert all(one["config"] == {**two["config"], "splitk_mode": "serial"} for two, one in pairs)
+        ahead = [c for c in split if c.get("prefetch") == 1]  # each prefetching one beside its twin without
+        prefetch_pairs = bench.twin_pairs(rows, "prefetch", 0, 1)
+        assert len(prefetch_pairs) == len(ahead) >= 4 and len(split) == 3 * len(ahead)
+        assert all(one["config"] == {**zero["config"], "prefetch": 1} for zero, one in prefetch_pairs)
         assert any(c["family"] == "mma" for c in configs)  # 3xTF32 beside them
         assert all(c["family"] == "simt" for c in bench.configurations(GemmProblem(m, 4096, 4096, "fp32"), sm90,
                                                                          ("simt",)))
