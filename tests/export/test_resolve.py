@@ -14,6 +14,7 @@ from tracea_cli.export import resolve
 from tracea_cli.export.defaults import load_defaults
 from tracea_cli.export.manifest import COMPILED_ONLY, VERIFIED
 from tracea_cli.export.writer import export_target
+from tracea_cli.ops import shipped
 from tracea_cli.ops.gemm.defaults import DTYPES, FAMILIES, big_problems, candidates
 from tracea_cli.ops.gemm.problem import GemmProblem
 
@@ -95,10 +96,10 @@ def test_the_default_lists_can_be_built_for_every_dtype_and_family(dtype):
 def test_families_are_tried_from_the_architectures_own_down():
     defaults = load_defaults("gemm")
     assert {f: tuple(m) for f, m in defaults["families"].items()} == FAMILIES  # the file is what ops/gemm/defaults says
-    assert resolve.family_order(defaults, "sm_89") == ["sm_86/89", "sm_80"]
-    assert resolve.family_order(defaults, "sm_90a") == ["sm_90", "sm_86/89", "sm_80"]
-    assert resolve.family_order(defaults, "sm_120") == ["sm_90", "sm_86/89", "sm_80"]
-    assert resolve.family_order(defaults, "sm_75") == []
+    assert shipped.family_order(defaults, "sm_89") == ["sm_86/89", "sm_80"]
+    assert shipped.family_order(defaults, "sm_90a") == ["sm_90", "sm_86/89", "sm_80"]
+    assert shipped.family_order(defaults, "sm_120") == ["sm_90", "sm_86/89", "sm_80"]
+    assert shipped.family_order(defaults, "sm_75") == []
 
 
 def test_every_shipped_default_is_in_its_familys_space():

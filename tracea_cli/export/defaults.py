@@ -9,16 +9,11 @@ family is recorded. The maintainer script benchmarks/defaults.py rebuilds the li
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from tracea_cli.ops.shipped import defaults_path
+
 SCHEMA_VERSION = 1
-
-
-def defaults_path(op: str) -> Path:
-    from tracea_cli.resources import profiles_dir
-
-    return profiles_dir() / "defaults" / f"{op}.json"
 
 
 def load_defaults(op: str) -> dict[str, Any]:

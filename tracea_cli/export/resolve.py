@@ -15,22 +15,21 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from tracea_cli.errors import UsageError
-from tracea_cli.files import read_json
 from tracea_cli.export.manifest import (
     COMPILED_ONLY,
     VERIFIED,
     Measurement,
     Verification,
 )
+from tracea_cli.files import read_json
 from tracea_cli.ops.base import problem_fields
 from tracea_cli.ops.dtypes import get_dtype
+from tracea_cli.ops.shipped import NameIn, defaults_path, first_valid
 from tracea_cli.space import Value, config_key
 from tracea_cli.target import base_arch
 
 # (problem, arch) -> a configuration's verdict in that problem's space on that architecture (None: valid)
 SpaceOf = Callable[[Any, str], Callable[[Mapping[str, Value]], "str | None"]]
-# (problem, configuration) -> the configuration as its family names it in that problem's space
-NameIn = Callable[[Any, Mapping[str, Value]], Mapping[str, Value]]
 
 
 @dataclass(frozen=True)
@@ -98,62 +97,26 @@ def from_file(path: Path, problems: Sequence[Any], archs: Sequence[str], space_o
 
 # ---- --config default -------------------------------------------------------------------------------------------------
 
-def family_order(defaults: Mapping[str, Any], arch: str) -> list[str]:
-    """The defaults' architecture families to try for `arch`: its own, then the nearest older ones."""
-    families: Mapping[str, Sequence[str]] = defaults["families"]
-    number = _arch_number(base_arch(arch))
-    own = [f for f, members in families.items() if base_arch(arch) in members or arch in members]
-    older = sorted((f for f in families if f not in own and min(_arch_number(a) for a in families[f]) <= number),
-                   key=lambda f: -min(_arch_number(a) for a in families[f]))
-    return own + older
-
-
-def _arch_number(arch: str) -> int:
-    return int(arch.removeprefix("sm_").rstrip("a"))
-
-
 def from_defaults(problems: Sequence[Any], archs: Sequence[str], space_of: SpaceOf,
                   defaults: Mapping[str, Any] | None = None, name_in: NameIn | None = None) -> list[Choice]:
-    """Per problem and architecture the first entry valid there, of the architecture's own family, then of the nearest
-    older ones; an entry is read as `name_in` names it in the problem's space (a staged entry is unstaged where the
-    shape needs no copy), and exported so."""
-    from tracea_cli.export.defaults import defaults_path, load_defaults
+    """Per problem and architecture the first entry valid there (ops/shipped.first_valid: the architecture's own
+    family, then the nearest older ones; an entry read as `name_in` names it in the problem's space), exported so."""
+    from tracea_cli.export.defaults import load_defaults
 
     defaults = defaults if defaults is not None else load_defaults(problems[0].op)
     where = f"profiles/defaults/{defaults_path(problems[0].op).name}"
     choices = []
     for problem in problems:
         for arch in archs:
-            why_invalid = space_of(problem, arch)
-            reasons = []
-            found = None
-            for family in family_order(defaults, arch):
-                for i, entry in enumerate(defaults["defaults"]):
-                    if entry["family"] != family or not _applies(entry, problem):
-                        continue
-                    config = name_in(problem, entry["config"]) if name_in is not None else entry["config"]
-                    reason = why_invalid(config)
-                    if reason is None:
-                        found = (family, i, entry, config)
-                        break
-                    reasons.append(reason)
-                if found:
-                    break
-            if found is None:
+            pick, reasons = first_valid(defaults, problem, arch, space_of(problem, arch), name_in)
+            if pick is None:
                 why = f" (the nearest was rejected: {reasons[0]})" if reasons else ""
                 raise UsageError(f"no shipped default configuration of {problem.label} is valid on {arch}{why}.",
                                  f"Tune it with `{tune_command(problem)}`, or pass --config FILE.")
-            family, i, entry, config = found
-            choices.append(Choice(problem, arch, dict(config), "default", f"{where} {problem.dtype} {family} #{i}",
-                                  _default_verification(entry, problem, arch, family, where)))
+            choices.append(Choice(problem, arch, pick.config, "default",
+                                  f"{where} {problem.dtype} {pick.family} #{pick.index}",
+                                  _default_verification(pick.entry, problem, arch, pick.family, where)))
     return choices
-
-
-def _applies(entry: Mapping[str, Any], problem: Any) -> bool:
-    """An entry is for its dtype and, where it says so (`where`: a problem field -> its allowed values), only for
-    problems whose fields are among those values."""
-    key = problem.key()
-    return entry["dtype"] == problem.dtype and all(key.get(name) in values for name, values in entry.get("where", {}).items())
 
 
 def _default_verification(entry: Mapping[str, Any], problem: Any, arch: str, family: str, where: str) -> Verification:

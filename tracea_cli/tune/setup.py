@@ -144,16 +144,32 @@ def toolchain(backend: str) -> dict[str, str]:
 
 def first_configs(cache, key, plan: Plan, candidates: Candidates) -> list[Mapping[str, Value]]:
     """What to evaluate before the strategy proposes anything: the winners of the nearest cached problems (same op,
-    backend, dtype, device class and non-size fields), then the families' hand-picked configurations; only those
-    valid here."""
+    backend, dtype, device class and non-size fields), then the shipped default for this problem on this
+    architecture (what `tracea export --config default` would take), then the families' hand-picked configurations;
+    only those valid here."""
     from tracea_cli.space import config_key
 
     valid = candidates.index_of()
     out: list[Mapping[str, Value]] = []
-    for config in [c for _sizes, c in cache.nearest_winners(key, limit=3)] + plan.suggested():
+    nearest = [c for _sizes, c in cache.nearest_winners(key, limit=3)]
+    for config in nearest + shipped_default(plan, lambda c: None if config_key(c) in valid else "outside the space") \
+            + plan.suggested():
         if config_key(config) in valid and config not in out:
             out.append(dict(config))
     return out
+
+
+def shipped_default(plan: Plan, why_invalid) -> list[dict[str, Value]]:
+    """The op's shipped default configuration for the plan's problem on its GPU architecture (ops/shipped.py), as
+    one list entry; none on the CPU, where an op ships none, or where no entry is valid."""
+    from tracea_cli.ops import shipped
+
+    defaults = shipped.read_shipped(plan.problem.op) if plan.backend.name == "cuda" else None
+    if defaults is None:
+        return []
+    pick, _reasons = shipped.first_valid(defaults, plan.problem, plan.target.arch, why_invalid,
+                                         plan.backend.config_in)
+    return [pick.config] if pick is not None else []
 
 
 def pool(plan: Plan, settings, executor: str = "local", address: str | None = None) -> Any:
