@@ -257,25 +257,3 @@ def default_config(problem: GemmProblem, target: Target) -> dict[str, Value] | N
         if config is not None:
             return config
     return None
-    coop = {"consumers": 2, "schedule": "cooperative", "cluster_m": 1, "persistent": 1}
-    # Measured on the H200 (docs/hopper-notes.md): 128x256, 3 stages, TMA store; 128x192, 4 stages where N is a
-    # multiple of 192 but not of 256 (fewer idle SMs in the last wave).
-    wide = {**coop, "tile_m": 128, "tile_n": 256, "stages": 3, "store": "tma"}
-    if problem.n % 256 and problem.n % 192 == 0:
-        wide = {**coop, "tile_m": 128, "tile_n": 192, "stages": 4, "store": "tma"}
-    preferred = [
-        wide,
-        {**coop, "tile_m": 128, "tile_n": 128, "stages": 4, "store": "tma"},
-        {**coop, "tile_m": 128, "tile_n": 64, "stages": 4, "store": "direct"},
-        {**coop, "tile_m": 64, "tile_n": 64, "stages": 2, "consumers": 1, "persistent": 0, "store": "direct"},
-    ]
-    if ragged_n(problem):  # C is written from registers
-        preferred = [{**base, "store": "direct"} for base in preferred]
-    for base in preferred:
-        for group in (8, 16, 4, 1):
-            config: dict[str, Value] = {"family": FAMILY, **base, "group_m": group}
-            for stages in sorted(STAGE_VALUES, key=lambda s: abs(s - int(base["stages"]))):
-                config["stages"] = stages
-                if space.why_invalid(config) is None:
-                    return config
-    return None
