@@ -7,12 +7,12 @@
 //
 // Each step: the step's B loads go out first (BLOCK_K / K_GROUPS vector loads a thread, all in flight at once), then
 // the block stages the step's A (ROWS x BLOCK_K, k-major: A_s[k][r]) in one of two shared buffers, one barrier, and
-// every thread multiplies. With PREFETCH, a second set of registers takes the next step's B: its loads go out before
-// this step's A, barrier and products, so that B is in flight across them instead of after them (twice the B
-// registers). Either way every thread multiplies: for each of its k, the ROWS values of A_s[k] (one broadcast vector load per four rows)
-// times its VEC values of B[k]. The K_GROUPS partial sums of a column are added in shared memory in a fixed order;
-// with SPLIT_K > 1 each slice writes its sums to its own part of the workspace (no atomics, no memset) and
-// gemm_splitk_sum adds the slices in order and applies the epilogue: the result does not depend on scheduling.
+// every thread multiplies: for each of its k, the ROWS values of A_s[k] (one broadcast vector load per four rows)
+// times its VEC values of B[k]. With PREFETCH a second set of registers takes the next step's B: its loads go out
+// before this step's A, barrier and products, so that B is in flight across them (twice the B registers).
+// The K_GROUPS partial sums of a column are added in shared memory in a fixed order; with SPLIT_K > 1 each slice
+// writes its sums to its own part of the workspace (no atomics, no memset) and gemm_splitk_sum adds the slices in
+// order and applies the epilogue: the result does not depend on scheduling.
 #pragma once
 
 #include "gemm_common.cuh"
