@@ -99,6 +99,24 @@ def twin_pairs(rows: list[dict], name: str, first: object, second: object) -> li
             if value(r["config"]) == first and twin_key(r["config"]) in seconds]
 
 
+def twin_table(pairs: list[tuple[dict, dict]], title: str, names: tuple[str, str], mode: bool = False) -> list[str]:
+    """Markdown lines comparing each pair's two times (the first's / the second's), or none where there are no
+    pairs; `mode` adds a splitk_mode column."""
+    if not pairs:
+        return []
+    lines = ["", title, "", f"| block_m x block_n x block_k | split_k | {'splitk_mode | ' if mode else ''}"
+             f"{names[0]} ms | {names[1]} ms | {names[0]} / {names[1]} |",
+             "| --- | --- | " + ("--- | " if mode else "") + "--- | --- | --- |"]
+    for first, second in pairs:
+        c = first["config"]
+        both = first.get("median_ms") and second.get("median_ms")
+        lines.append(f"| {c['block_m']}x{c['block_n']}x{c['block_k']} | {c['split_k']} | "
+                     f"{c.get('splitk_mode', 'sum') + ' | ' if mode else ''}{num(first.get('median_ms'), 4)} | "
+                     f"{num(second.get('median_ms'), 4)} | "
+                     f"{num(first['median_ms'] / second['median_ms'] if both else None, 3)} |")
+    return lines
+
+
 def mode_pairs(rows: list[dict]) -> list[tuple[dict, dict]]:
     """(two-launch sum row, one-launch serial row) of each gemv configuration measured in both splitk_modes."""
     return twin_pairs(rows, "splitk_mode", "sum", "serial")
@@ -177,30 +195,11 @@ def render(results: list[dict], meta: dict) -> str:
             lines.append(f"| {describe(row['config'])} | {status} | {num(row.get('median_ms'), 4)} | "
                          f"{num(row.get('cublas_ms'), 4)} | {num(row.get('ratio'), 3)} | {err} | "
                          f"{row.get('registers', '')} | {row.get('spill_bytes', '')} | {row.get('smem_bytes', '')} |")
-        pairs = mode_pairs(r["rows"])
-        if pairs:
-            lines += ["", "gemv split-K: the two-launch sum against the one launch (splitk_mode serial), same "
-                      "configuration otherwise; C bit for bit equal in both (checked in the emulator tests)", "",
-                      "| block_m x block_n x block_k | split_k | sum ms | serial ms | sum / serial |",
-                      "| --- | --- | --- | --- | --- |"]
-            for two, one in pairs:
-                c = two["config"]
-                both = two.get("median_ms") and one.get("median_ms")
-                lines.append(f"| {c['block_m']}x{c['block_n']}x{c['block_k']} | {c['split_k']} | "
-                             f"{num(two.get('median_ms'), 4)} | {num(one.get('median_ms'), 4)} | "
-                             f"{num(two['median_ms'] / one['median_ms'] if both else None, 3)} |")
-        pairs = twin_pairs(r["rows"], "prefetch", 0, 1)
-        if pairs:
-            lines += ["", "gemv: the next step's B prefetched (prefetch 1) or not (0), same configuration otherwise", "",
-                      "| block_m x block_n x block_k | split_k | splitk_mode | prefetch 0 ms | prefetch 1 ms | 0 / 1 |",
-                      "| --- | --- | --- | --- | --- | --- |"]
-            for plain, ahead in pairs:
-                c = plain["config"]
-                both = plain.get("median_ms") and ahead.get("median_ms")
-                lines.append(f"| {c['block_m']}x{c['block_n']}x{c['block_k']} | {c['split_k']} | "
-                             f"{c.get('splitk_mode', 'sum')} | {num(plain.get('median_ms'), 4)} | "
-                             f"{num(ahead.get('median_ms'), 4)} | "
-                             f"{num(plain['median_ms'] / ahead['median_ms'] if both else None, 3)} |")
+        lines += twin_table(mode_pairs(r["rows"]), "gemv split-K: the two-launch sum against the one launch "
+                            "(splitk_mode serial), same configuration otherwise; C bit for bit equal in both (checked "
+                            "in the emulator tests)", ("sum", "serial"))
+        lines += twin_table(twin_pairs(r["rows"], "prefetch", 0, 1), "gemv: the next step's B prefetched (prefetch 1) "
+                            "or not (0), same configuration otherwise", ("prefetch 0", "prefetch 1"), mode=True)
     return "\n".join(lines) + "\n"
 
 
