@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that checks and measures what the issues ask of the H200, writing everything under $OUT.
 # Usage on the device machine, from the repository root, after installing the carried wheels (../shared/device/README.md):
-#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | ragged | ragged-fp32 | ragged-tune | fp32-x3 | regress | all
+#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | ragged | ragged-fp32 | ragged-tune | fp32-x3 | regress | followup | all
 # (ray needs Ray unpacked on the path: ../shared/device/prep-ray.sh says how)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -210,6 +210,16 @@ if [[ $part == fp32-x3 ]]; then
     --out "$OUT/gemm_fp32_x3_ragged.md" 2>>"$OUT/x3_gpu_tests.log"; grep -A4 "^| problem" "$OUT/gemm_fp32_x3_ragged.md"
   tune_case tune_fp32_2048_x3 --m 2048
   tune_case tune_fp32_ragged_x3 --m 4095 --n 4097 --k 4091
+fi
+if [[ $part == followup ]]; then
+  say "2026-12-07's unmeasured changes: the gemv prefetch against its twins (fp32, 1 and 16 rows), then tf32 4096^3 in bench"
+  timeout 200 python3 benchmarks/gemm_fp32_h200.py --families simt --shapes 1x4096x4096 16x4096x4096 \
+    --out "$OUT/gemv_prefetch.md" 2>"$OUT/gemv_prefetch.log"
+  grep -A4 "^| problem" "$OUT/gemv_prefetch.md"; grep -A14 "next step's B prefetched" "$OUT/gemv_prefetch.md"
+  rm -rf "$TRACEA_CACHE_DIR"  # the bench row tunes from an empty cache, as in the default suite
+  timeout 150 python3 -m tracea_cli bench gemm --m 4096 --dtype tf32 --report md --report json --output-dir "$OUT" \
+    > "$OUT/tf32_bench.txt" 2>&1
+  grep -h -E "^\| gemm|^- gemm" "$OUT"/bench-*.md
 fi
 if [[ $part == regress ]]; then
   say "after an engine template change: verify the sm_90 GEMM defaults, then every GPU test"
