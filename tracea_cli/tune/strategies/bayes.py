@@ -30,7 +30,9 @@ over the recorded landscapes, benchmarks/search_cv.py, docs/results/search_cv.md
    Thompson sampling (`acquisition="ts"`: the best of one joint posterior draw over the pool) instead of EI; GP-Hedge
    (`acquisition="hedge"`: EI, PI and LCB each nominate, credited by the model's later mean at their nominees);
    random moves while the fitted model's leave-one-out predictions rank-correlate with the results below
-   `predictive`; local moves by EI (`local_acquisition="same"`) or by the lowest predicted time ("mean").
+   `predictive`; local moves by EI (`local_acquisition="same"`) or by the lowest predicted time ("mean"); global turns
+   given to random candidates while the global moves beat the random start's `floor`-th best less often than a
+   random candidate would (`floor`).
 6. Batches. `ask(n)` picks n points one after another with the kriging believer: each pick, and every point still
    in flight, joins the model at its predicted value, so the next pick goes elsewhere.
 7. Cost. Hyperparameters are refitted after every 10% more results; between refits the posterior is updated in
