@@ -204,7 +204,8 @@ def test_default_config_follows_the_measured_winners():
 def test_default_config_is_none_where_the_family_does_not_apply():
     assert hs.default_config(problem(dtype="fp32"), H200) is None
     assert WGMMA.suggested(problem(dtype="fp32"), H200) == []
-    assert WGMMA.suggested(problem(), H200) == [hs.default_config(problem(), H200)]
+    picks = WGMMA.suggested(problem(), H200)
+    assert picks[0] == hs.default_config(problem(), H200)
 
 
 def test_work_items_count_cluster_pairs():
@@ -227,3 +228,16 @@ def test_default_config_keeps_its_ring_where_a_tma_store_would_cost_stages():
     small = dataclasses.replace(H200, limits=dataclasses.replace(H200.limits, max_shared_per_block_optin=100 * 1024))
     c = hs.default_config(problem(), small)
     assert (c["tile_n"], c["store"], c["stages"]) == (128, "tma", 2)  # no 128x256 ring fits at all
+
+
+def test_the_suggestions_are_the_default_then_its_measured_runners_up_each_valid():
+    for p in (problem(), problem(dtype="tf32", layout="nt"), problem(m=1000, n=3000, k=777, dtype="fp16"),
+              problem(m=64, n=64, k=64)):
+        picks = hs.suggested_configs(p, H200)
+        space = hs.hopper_space(p, H200)
+        assert picks[0] == hs.default_config(p, H200)
+        assert all(space.why_invalid(c) is None for c in picks) and len({str(c) for c in picks}) == len(picks)
+    big = hs.suggested_configs(problem(), H200)
+    assert [(c["tile_n"], c["cluster_m"], c["store"], c["stages"], c["schedule"]) for c in big] == [
+        (256, 1, "tma", 3, "cooperative"), (256, 2, "tma", 3, "cooperative"), (256, 1, "direct", 4, "cooperative"),
+        (128, 1, "tma", 5, "pingpong")]

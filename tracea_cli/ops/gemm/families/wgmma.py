@@ -216,8 +216,7 @@ class WgmmaFamily:
         return gemm_args(problem, operands)
 
     def suggested(self, problem: GemmProblem, target: Target) -> list[dict[str, Value]]:
-        config = hs.default_config(problem, target)
-        return [dict(config)] if config else []
+        return hs.suggested_configs(problem, target)
 
     def serves(self, built_for: GemmProblem, config: Mapping[str, Value], problem: GemmProblem) -> str | None:
         """A kernel built for `built_for` has the staging pre-pass that problem needs (wgmma_space.staging); it

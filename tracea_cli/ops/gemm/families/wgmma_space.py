@@ -257,3 +257,23 @@ def default_config(problem: GemmProblem, target: Target) -> dict[str, Value] | N
         if config is not None:
             return config
     return None
+
+
+def suggested_configs(problem: GemmProblem, target: Target) -> list[dict[str, Value]]:
+    """The tuner's first Hopper configurations: `default_config`, then its measured runners-up on the H200 (the sweep
+    of docs/results/gemm_hopper_h200.md, 4096³ bf16: the same tile in 2-CTA clusters; storing from registers with 4
+    stages, tf32's winner; 128x128 tiles in ping-pong with 5 stages, the best of the narrower tiles), each only where
+    valid, so that a short tune (the bench suite's budget of 16) spends its first batch in the family's neighbourhood
+    of known good kernels."""
+    first = default_config(problem, target)
+    if first is None:
+        return []
+    space = hopper_space(problem, target)
+    variants = [first, {**first, "cluster_m": 2}, {**first, "store": "direct", "stages": 4},
+                {**first, "tile_m": 128, "tile_n": 128, "consumers": 2, "schedule": "pingpong", "stages": 5,
+                 "persistent": 1}]
+    out: list[dict[str, Value]] = []
+    for config in variants:
+        if config not in out and space.why_invalid(config) is None:
+            out.append(config)
+    return out
