@@ -77,3 +77,21 @@ def test_an_fp32_gpu_run_says_where_its_ceiling_comes_from():
 
     cuda = text("cuda")  # tf32's 360 / 3 = 120 > fp32's own 50: the 3xTF32 figure, and the text says so
     assert "120.0 TFLOP/s" in cuda and "/ 3: fp32 as 3 tf32 products" in cuda
+
+
+def test_a_run_without_a_measured_ceiling_says_why_the_column_is_empty():
+    from types import SimpleNamespace
+
+    from tracea_cli.doctor.ceilings import ceiling_from_profile
+
+    peak = ceiling_from_profile(SimpleNamespace(measured_created=None, measured=()), backend="cpu", dtype="fp32")
+    winner = Measured({"mr": 8}, 0.19, 0.01, (0.19,), 175.0, "GFLOP/s")
+    result = TuneResult(key="k", cache_hit=False, evaluations=1, trials_total=1, winner=winner, ranking=(winner,),
+                        baseline_name=None, baseline=None, target={"backend": "cpu"}, stopped_because="budget",
+                        problem={"m": 256, "n": 256, "k": 256, "dtype": "fp32"}, peak_flops=peak.flops_per_s,
+                        peak_source=peak.flops_source)
+    console = Console(width=250, record=True, no_color=True)
+    render_tune(result, console)
+    text = console.export_text()
+    assert peak.flops_per_s is None and "% of peak: none: no fp32 gemm_flops on cpu" in text
+    assert "`tracea doctor` (without --quick) measures it" in text

@@ -39,6 +39,8 @@ def render_tune(result: TuneResult, console) -> None:
         if result.peak_flops:
             console.print(f"  % of peak: of the {result.peak_flops / (1e12 if rows[0].rate_unit == 'TFLOP/s' else 1e9):.1f} "
                           f"{rows[0].rate_unit} measured by tracea doctor: {result.peak_source}")
+        elif result.peak_source:  # why the column is empty
+            console.print(f"  % of peak: {result.peak_source}; `tracea doctor` (without --quick) measures it")
     for warning in result.warnings:
         console.print(f"[yellow]warning[/]: {warning}")
     if result.baseline_error:
