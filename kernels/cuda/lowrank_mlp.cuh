@@ -18,8 +18,8 @@
 //
 // The two-GEMM family (ranks too wide for one tile, fp32): lowrank_xu then lowrank_tv, the GEMM engine's own kernels
 // (gemm_mma.cuh, gemm_simt.cuh) over views of the problem:
-//   lowrank_xu   T = x·U into the scratch `t` (rounded to the input type): one block per BLOCK_M rows, which computes
-//                the rank's BLOCK_N-wide column blocks one after another (one engine tile each)
+//   lowrank_xu   T = x·U into the scratch `t` (rounded to the input type): a block per BLOCK_M rows (grid x) and
+//                BLOCK_N-wide column block of the rank (grid y), one engine tile each
 //   lowrank_tv   y = epilogue(T·V) over the engine's grid of output tiles, the epilogue fused into its store
 //
 // In LowrankFused, 16-bit fragments come from shared memory through the GEMM engine's loaders (gemm_mma.cuh:
@@ -381,13 +381,12 @@ template <class F> __device__ void lowrank_fused(const LowrankArgs &a) {
 // ldt).
 template <class G, bool NT, class Run> __device__ void lowrank_xu(const LowrankArgs &a, Run run) {
   using T = typename G::T;
-  for (int c0 = 0; c0 < a.r; c0 += G::BLOCK_N) {
-    if (c0 > 0) __syncthreads();  // every warp is done with the shared memory of the previous call
-    const T *u = static_cast<const T *>(a.u) + (NT ? static_cast<size_t>(c0) * a.k : c0);
-    const int n = a.r - c0 < G::BLOCK_N ? a.r - c0 : G::BLOCK_N;
-    run(GemmArgs{a.x, u, static_cast<T *>(a.t) + c0, nullptr, nullptr, nullptr, a.m, n, a.k, a.k, NT ? a.k : a.r,
-                 a.ldt});
-  }
+  const int c0 = blockIdx.y * G::BLOCK_N;  // this block's column block of the rank (the engine tile reads blockIdx.x)
+  if (c0 >= a.r) return;                   // a grid built for a wider rank (export: the kernel serves narrower ones)
+  const T *u = static_cast<const T *>(a.u) + (NT ? static_cast<size_t>(c0) * a.k : c0);
+  const int n = a.r - c0 < G::BLOCK_N ? a.r - c0 : G::BLOCK_N;
+  run(GemmArgs{a.x, u, static_cast<T *>(a.t) + c0, nullptr, nullptr, nullptr, a.m, n, a.k, a.k, NT ? a.k : a.r,
+               a.ldt});
 }
 
 // y = epilogue(T·V) with the engine kernel `run`, its epilogue (bias, activation or residual) fused into the store.

@@ -116,3 +116,20 @@ def test_the_suites_first_picks_compile_without_spills(arch, make_target):
     for p in OP.suite("lowrank-mlp", "cuda", ("fp32", "fp16", "bf16")):
         for config in BACKEND.suggested(p, make_target(arch))[:2]:
             _compiles_without_spills(p, config, arch, make_target)
+
+
+def test_the_two_gemm_xu_grid_covers_row_tiles_and_the_ranks_column_blocks():
+    """x·U runs a block per row tile (x) and per column block of the rank (y); an exported kernel serves a rank with
+    at most as many column blocks (its grid's y is a constant of the plan), the extra blocks returning at once."""
+    from tracea_cli.ops.lowrank_mlp.families.two_gemm import TWO_GEMM, XU_KERNEL
+
+    config = {"family": "two_gemm", "xu_tile": "128x128x32/64x64/4", "tv_tile": "128x128x32/64x64/4"}
+    p = OP.problem(m=4096, d_in=4096, rank=512, dtype="fp16", act="silu")
+    plan = TWO_GEMM.launch(p, config)
+    xu = next(s for s in plan.steps if s.name == XU_KERNEL)
+    assert plan.grid(xu, {"M": 4096, "N": 4096, "K": 4096, "R": 512}) == (32, 4, 1)
+    def serves(rank):
+        return TWO_GEMM.serves(p, config, OP.problem(m=4096, d_in=4096, rank=rank, dtype="fp16", act="silu"))
+
+    assert serves(512) is None and serves(448) is None and serves(384) is None  # 4, 4 and 3 column blocks
+    assert serves(520) == "its x·U grid covers 4 column block(s) of the rank; rank 520 needs 5"

@@ -134,6 +134,22 @@ def test_the_emulator_catches_a_wrong_kernel(lowrank_emulator, monkeypatch):
     assert not check(y, reference(p, inputs)["y"], "fp16").ok
 
 
+def test_the_emulator_catches_an_xu_block_that_ignores_its_rank_block(lowrank_emulator):
+    """x·U's grid y picks the rank's column block: a kernel that always takes the first one must fail."""
+    p = OP.problem(m=70, d_in=96, rank=80, d_out=90, act="gelu", dtype="fp16")
+    config = _two("64x64x32/32x32/4", "32x32x32/16x16/3")
+    right = TWO_GEMM.source(p, config)
+    wrong = right.replace("const int c0 = blockIdx.y * G::BLOCK_N;", "const int c0 = 0 * blockIdx.y;")
+    assert wrong != right
+    harness, workdir, launcher = lowrank_emulator
+    smem = max(s.dynamic_smem_bytes for s in TWO_GEMM.launch(p, config).kernels)
+    inputs = make_inputs(p, np.random.default_rng(1))
+    for name, source, ok in (("xu_right", right, True), ("xu_wrong", wrong, False)):
+        exe = harness.build(source, smem, workdir / name, launcher)
+        y = harness.run(exe, p, TWO_GEMM, config, inputs, workdir / name)
+        assert check(y, reference(p, inputs)["y"], "fp16").ok == ok, name
+
+
 def test_fp32_needs_all_three_tf32_products(lowrank_emulator):
     """3xTF32 is what keeps fp32 accuracy: without the cross terms (plain TF32 products) the fp32 check fails."""
     p = OP.problem(m=64, d_in=256, rank=32, d_out=64, dtype="fp32")

@@ -170,4 +170,6 @@ def test_a_wide_rank_runs_two_gemms_over_t_in_the_workspace(two_gemm, toolchain,
     assert xu["ldt"] == tv["ldt"] == str(ldt) and xu["name"] == "lowrank_xu" and tv["name"] == "lowrank_tv"
     xu_rows = int(description["steps"][0]["grid"]["x"].split("/")[1])
     tiles = math.ceil(1000 / description["tile_m"]) * math.ceil(1024 / description["tile_n"])
-    assert xu["grid"] == f"{math.ceil(1000 / xu_rows)},1,1" and tv["grid"] == f"{tiles},1,1"
+    rank_blocks = description["steps"][0]["grid"]["y"]  # x·U: a block per row tile and column block of the rank
+    assert isinstance(rank_blocks, int) and rank_blocks > 1
+    assert xu["grid"] == f"{math.ceil(1000 / xu_rows)},{rank_blocks},1" and tv["grid"] == f"{tiles},1,1"

@@ -61,15 +61,23 @@ def two_gemm_source(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> 
     return "\n".join(lines) + "\n"
 
 
+def rank_tiles(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> int:
+    """x·U's column blocks of the rank: its grid's y (a constant of the plan: the rank is fixed per kernel's shapes,
+    `serves` says which)."""
+    return -(-problem.rank // int(parts(problem, config).xu_config["block_n"]))
+
+
 def two_gemm_launch(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> LaunchPlan:
-    """x·U over one block per block_m rows of x, then T·V over the GEMM engine's output tiles of y; T in scratch."""
+    """x·U over a block per block_m rows of x and block_n columns of the rank, then T·V over the GEMM engine's
+    output tiles of y; T in scratch."""
     ps = parts(problem, config)
     xu, tv = tiling(ps.xu, ps.xu_config), tiling(ps.tv, ps.tv_config)
     elem = get_dtype(problem.dtype).storage_bytes
     t_scratch = Scratch(name="T", source=None, transposed=False, rows="M", cols="R", ld="ldt", ld_multiple=16 // elem,
                         elem_bytes=elem, align_bytes=SCRATCH_ALIGN_BYTES)
     return LaunchPlan(
-        steps=(KernelStep(XU_KERNEL, grid=(f"m/{int(ps.xu_config['block_m'])}", 1, 1), block=(xu.threads, 1, 1),
+        steps=(KernelStep(XU_KERNEL, grid=(f"m/{int(ps.xu_config['block_m'])}", rank_tiles(problem, config), 1),
+                          block=(xu.threads, 1, 1),
                           dynamic_smem_bytes=xu.smem_bytes),
                KernelStep(TV_KERNEL, grid=("tiles", 1, 1), block=(tv.threads, 1, 1), dynamic_smem_bytes=tv.smem_bytes)),
         params=kernel_abi.PARAMS, scratch=(t_scratch,), tile_m=int(ps.tv_config["block_m"]),
@@ -108,6 +116,9 @@ class TwoGemmFamily:
         built, wanted = parts(built_for, config), parts(problem, config)
         if (built.xu_config, built.tv_config) != (wanted.xu_config, wanted.tv_config):
             return "its GEMMs' pipeline depth, vector width or tile order differ at this shape"
+        if rank_tiles(problem, config) > rank_tiles(built_for, config):
+            return (f"its x·U grid covers {rank_tiles(built_for, config)} column block(s) of the rank; rank "
+                    f"{problem.rank} needs {rank_tiles(problem, config)}")
         return None
 
 

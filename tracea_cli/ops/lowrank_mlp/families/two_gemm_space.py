@@ -6,8 +6,8 @@ hand-picked tiles, "BMxBNxBK/WMxWN/STAGES"); the rest of each GEMM configuration
 no deeper than its K allows, the widest vector width its rows allow and, for T·V, the largest L2 grouping that has
 enough rows of tiles. Each GEMM configuration is then judged by the GEMM engine's own space on its part of the
 problem (engine_space.gemm_space of x·U as M x rank x d_in, of T·V as M x d_out x rank): a rejection is the GEMM's
-reason, prefixed with the GEMM it is about. x·U's block computes the rank's columns one block_n-wide piece after another, so x·U's grid is one block per
-block_m rows of x.
+reason, prefixed with the GEMM it is about. x·U's grid is a block per block_m rows of x (x) and block_n columns of
+the rank (y).
 
 The family applies where T may be rounded to the input type (intermediate "dtype", or an fp32 problem) and the
 epilogue is one the GEMM engine fuses: none, bias, bias with an activation, bias with a residual.
@@ -81,7 +81,7 @@ def gemm_problems(problem: LowrankMlpProblem) -> tuple[GemmProblem, GemmProblem]
 def parts(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> Parts:
     """Each GEMM's configuration: its tile, split_k 1, the tile's pipeline depth or as deep as its K allows (T·V's K
     is the rank: often few steps), the widest vector width its rows allow, and for T·V the largest group_m with more
-    rows of tiles than that (x·U: 1, its grid is one block per row tile). The GEMM engine's space then judges the
+    rows of tiles than that (x·U: 1, its row tiles are its grid's x, the rank's column blocks its y). The GEMM engine's space then judges the
     whole configuration (the rule below)."""
     xu, tv = gemm_problems(problem)
     family = FAMILY[problem.dtype]
