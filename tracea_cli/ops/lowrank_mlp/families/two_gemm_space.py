@@ -81,8 +81,8 @@ def gemm_problems(problem: LowrankMlpProblem) -> tuple[GemmProblem, GemmProblem]
 def parts(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> Parts:
     """Each GEMM's configuration: its tile, split_k 1, the tile's pipeline depth or as deep as its K allows (T·V's K
     is the rank: often few steps), the widest vector width its rows allow, and for T·V the largest group_m with more
-    rows of tiles than that (x·U: 1, its row tiles are its grid's x, the rank's column blocks its y). The GEMM engine's space then judges the
-    whole configuration (the rule below)."""
+    rows of tiles than that (x·U: 1, its row tiles are its grid's x, the rank's column blocks its y). The GEMM
+    engine's space then judges the whole configuration (the rule below)."""
     xu, tv = gemm_problems(problem)
     family = FAMILY[problem.dtype]
 
