@@ -212,15 +212,17 @@ if [[ $part == fp32-x3 ]]; then
   tune_case tune_fp32_ragged_x3 --m 4095 --n 4097 --k 4091
 fi
 if [[ $part == followup ]]; then
-  say "2026-12-07's unmeasured changes: the gemv prefetch against its twins (fp32, 1 and 16 rows), then GEMM rows in bench (first Hopper picks)"
+  say "2026-12-07's unmeasured changes: the gemv prefetch against its twins (fp32, 1 and 16 rows), then GEMM rows in bench (first Hopper picks) and lowrank rank 512 (x·U's 2-D grid)"
   timeout 200 python3 benchmarks/gemm_fp32_h200.py --families simt --shapes 1x4096x4096 16x4096x4096 \
     --out "$OUT/gemv_prefetch.md" 2>"$OUT/gemv_prefetch.log"
   grep -A4 "^| problem" "$OUT/gemv_prefetch.md"; grep -A14 "next step's B prefetched" "$OUT/gemv_prefetch.md"
   rm -rf "$TRACEA_CACHE_DIR"  # the bench row tunes from an empty cache, as in the default suite
-  for args in "--m 4096 --dtype tf32" "--m 4096 --dtype fp16" "--m 4096 --n 2112 --k 7168 --dtype bf16 --layout nt"; do
-    timeout 120 python3 -m tracea_cli bench gemm $args --report md --output-dir "$OUT" >> "$OUT/gemm_bench.txt" 2>&1
+  for args in "gemm --m 4096 --dtype tf32" "gemm --m 4096 --dtype fp16" "gemm --m 4096 --n 2112 --k 7168 --dtype bf16 --layout nt" \
+      "lowrank-mlp --m 4096 --d-in 4096 --rank 512 --act silu --dtype fp16" \
+      "lowrank-mlp --m 16384 --d-in 4096 --rank 512 --act silu --dtype fp16"; do
+    timeout 120 python3 -m tracea_cli bench $args --report md --output-dir "$OUT" >> "$OUT/followup_bench.txt" 2>&1
   done
-  grep -h -E "^\| gemm|^- gemm" "$OUT"/bench-*.md
+  grep -h -E "^\| (gemm|lowrank)|^- (gemm|lowrank)" "$OUT"/bench-*.md
 fi
 if [[ $part == regress ]]; then
   say "after an engine template change: verify the sm_90 GEMM defaults, then every GPU test"
