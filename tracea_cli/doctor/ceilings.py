@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tracea_cli.ops.dtypes import DTYPES
+
 FLOPS_METRIC = "gemm_flops"
 BANDWIDTH_METRIC = "memory_bandwidth"
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "Ki": 1024.0, "Mi": 1024.0**2, "Gi": 1024.0**3, "Ti": 1024.0**4}
@@ -60,8 +62,6 @@ def ceiling_from_profile(profile: Any, *, backend: str, dtype: str, device_index
     """The best measured GEMM FLOP/s for `dtype` and the best memory bandwidth of the run's device; where the dtype
     also runs as n products of another on this backend (ops/dtypes.DType.also_as_on: fp32 as 3xTF32 on cuda), that
     dtype's best / n where it is higher (see the module's docstring)."""
-    from tracea_cli.ops.dtypes import DTYPES
-
     also_as = DTYPES[dtype].also_as_on(backend) if dtype in DTYPES else None
     device = profile_device(backend, device_index)
     flops_m, flops = _best(profile, device, FLOPS_METRIC, dtype, "FLOP")

@@ -223,8 +223,11 @@ def default_config(problem: GemmProblem, target: Target) -> dict[str, Value] | N
     would cost ring stages C is stored from registers with the deeper ring instead. Only where no way fits whole is
     the ring made shallower."""
     space = hopper_space(problem, target)
-    if space is None:
-        return None
+    return None if space is None else _default_in(space, problem)
+
+
+def _default_in(space: SearchSpace, problem: GemmProblem) -> dict[str, Value] | None:
+    """`default_config` in `space`, the problem's Hopper space (see there)."""
     coop = {"consumers": 2, "schedule": "cooperative", "cluster_m": 1, "persistent": 1}
     # Measured on the H200 (docs/hopper-notes.md, docs/results/gemm_hopper_h200.md): 128x256 with 3 stages and a TMA
     # store for 16-bit C, with 4 stages storing from registers for tf32; 128x192, 4 stages where N is a multiple of
@@ -265,10 +268,10 @@ def suggested_configs(problem: GemmProblem, target: Target) -> list[dict[str, Va
     stages, tf32's winner; 128x128 tiles in ping-pong with 5 stages, the best of the narrower tiles), each only where
     valid, so that a short tune (the bench suite's budget of 16) spends its first batch in the family's neighbourhood
     of known good kernels."""
-    first = default_config(problem, target)
+    space = hopper_space(problem, target)
+    first = None if space is None else _default_in(space, problem)
     if first is None:
         return []
-    space = hopper_space(problem, target)
     variants = [first, {**first, "cluster_m": 2}, {**first, "store": "direct", "stages": 4},
                 {**first, "tile_m": 128, "tile_n": 128, "consumers": 2, "schedule": "pingpong", "stages": 5,
                  "persistent": 1}]

@@ -15,6 +15,7 @@ from tracea_cli.ops.launch import SCRATCH_ALIGN_BYTES, KernelStep, LaunchPlan, S
 from tracea_cli.ops.lowrank_mlp.families import kernel_abi
 from tracea_cli.ops.lowrank_mlp.families.two_gemm_space import (
     NAME,
+    Parts,
     applies,
     hand_picked,
     parts,
@@ -61,10 +62,10 @@ def two_gemm_source(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> 
     return "\n".join(lines) + "\n"
 
 
-def rank_tiles(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> int:
+def rank_tiles(ps: Parts) -> int:
     """x·U's column blocks of the rank: its grid's y (a constant of the plan: the rank is fixed per kernel's shapes,
     `serves` says which)."""
-    return -(-problem.rank // int(parts(problem, config).xu_config["block_n"]))
+    return -(-ps.xu.n // int(ps.xu_config["block_n"]))
 
 
 def two_gemm_launch(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> LaunchPlan:
@@ -76,7 +77,7 @@ def two_gemm_launch(problem: LowrankMlpProblem, config: Mapping[str, Value]) -> 
     t_scratch = Scratch(name="T", source=None, transposed=False, rows="M", cols="R", ld="ldt", ld_multiple=16 // elem,
                         elem_bytes=elem, align_bytes=SCRATCH_ALIGN_BYTES)
     return LaunchPlan(
-        steps=(KernelStep(XU_KERNEL, grid=(f"m/{int(ps.xu_config['block_m'])}", rank_tiles(problem, config), 1),
+        steps=(KernelStep(XU_KERNEL, grid=(f"m/{int(ps.xu_config['block_m'])}", rank_tiles(ps), 1),
                           block=(xu.threads, 1, 1),
                           dynamic_smem_bytes=xu.smem_bytes),
                KernelStep(TV_KERNEL, grid=("tiles", 1, 1), block=(tv.threads, 1, 1), dynamic_smem_bytes=tv.smem_bytes)),
@@ -116,9 +117,9 @@ class TwoGemmFamily:
         built, wanted = parts(built_for, config), parts(problem, config)
         if (built.xu_config, built.tv_config) != (wanted.xu_config, wanted.tv_config):
             return "its GEMMs' pipeline depth, vector width or tile order differ at this shape"
-        if rank_tiles(problem, config) > rank_tiles(built_for, config):
-            return (f"its x·U grid covers {rank_tiles(built_for, config)} column block(s) of the rank; rank "
-                    f"{problem.rank} needs {rank_tiles(problem, config)}")
+        if rank_tiles(wanted) > rank_tiles(built):
+            return (f"its x·U grid covers {rank_tiles(built)} column block(s) of the rank; rank {problem.rank} needs "
+                    f"{rank_tiles(wanted)}")
         return None
 
 
