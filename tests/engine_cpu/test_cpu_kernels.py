@@ -156,3 +156,5 @@ def test_the_kernel_is_vectorised_with_packed_fma(dtype):
     for name in ("micro", "micro_packed"):
         scalar = re.search(rf"\bvfmadd\d+s{suffix}\b", kernel.assembly(name))
         assert not scalar, f"a scalar FMA: {name} was not vectorised"
+        # the next B strip is fetched into L2 (prefetcht1) inside the K loop, between the FMAs
+        assert re.search(r"\bprefetcht1\b", kernel.assembly(name)), f"{name} does not prefetch the next B strip"

@@ -5,7 +5,7 @@ import itertools
 import pytest
 
 from tracea_cli.backends.op_backend import OpBackend
-from tracea_cli.ops.gemm.families.numba import NUMBA, micro_kernel_source
+from tracea_cli.ops.gemm.families.numba import NUMBA, KernelSpec, micro_kernel_source
 from tracea_cli.ops.gemm.families.numba_space import (
     VECTOR_REGISTERS,
     describe,
@@ -114,5 +114,7 @@ def test_space_and_kernels_agree_on_the_vector(dtype):
     problem = GemmProblem(64, 64, 64, dtype=dtype)
     config = hand_picked(problem, _target(2))[0]
     source = NUMBA.source(problem, config)
-    assert micro_kernel_source(config["mr"], config["nr"], lanes(dtype)) in source
+    line = KernelSpec.of(problem, config).line
+    assert micro_kernel_source(config["mr"], config["nr"], lanes(dtype), prefetch=line) in source
+    assert line == lanes(dtype)  # one 64-byte line per vector: the prefetch takes one line per K step
     assert f"vload(b, bp + 0, {lanes(dtype)})" in source and lanes(dtype) * (4 if dtype == "fp32" else 8) == 64

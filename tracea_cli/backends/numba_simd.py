@@ -9,6 +9,7 @@ intrinsics give a kernel explicit vectors of `lanes` elements (a 512-bit registe
     vfma(a, b, c)                 a*b + c lane by lane, rounded once (llvm.fma)
     vadd(a, b)                    a + b lane by lane
     vstore(array, index, vector)  the vector into lanes contiguous elements from index
+    vprefetch(array, index, level) a hint: the cache line of array[index] into L1 (level 1) or L2 (level 2)
 
 LLVM keeps such vectors in registers and emits packed instructions (vfmadd231ps/pd on zmm where AVX-512 is present,
 split into ymm/xmm halves elsewhere). No bounds checks: callers keep indices valid. The CPU runtime (backends/cpu.py)
@@ -22,7 +23,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-__all__ = ["vadd", "vfma", "vload", "vsplat", "vstore", "vzero"]
+__all__ = ["vadd", "vfma", "vload", "vprefetch", "vsplat", "vstore", "vzero"]
 
 
 class _Vec(types.Type):
@@ -133,3 +134,25 @@ def vstore(typingctx, array, index, vec):
         return context.get_dummy_value()
 
     return types.void(array, index, vec), codegen
+
+
+@intrinsic
+def vprefetch(typingctx, array, index, level):
+    """Fetch the cache line of element `index` of a 1-D array towards the core: `level` 1 into L1 (prefetcht0),
+    2 into L2 (prefetcht1). A hint (llvm.prefetch): it never faults, whatever the address, and changes no result."""
+    if not (isinstance(array, types.Array) and isinstance(level, types.IntegerLiteral)
+            and level.literal_value in (1, 2)):
+        return None
+    locality = 4 - level.literal_value  # llvm: 3 keeps the line in every level, 2 skips L1
+
+    def codegen(context, builder, sig, args):
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
+        i8p = ir.PointerType(ir.IntType(8))
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, locality),
+                          ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, index, level), codegen

@@ -22,6 +22,8 @@ SIMD: numba has no vector type and runs LLVM without the SLP vectoriser, so the 
 vector vocabulary (backends/numba_simd.py: `vload`, `vsplat`, `vfma`, `vadd`, `vstore`, `vzero` over one 512-bit
 register of 16 fp32 or 8 fp64 lanes): LLVM keeps the MR×(NR/lanes) accumulators in vector registers and emits packed
 FMAs (vfmadd231ps/pd on zmm where AVX-512 is present, split into ymm/xmm halves elsewhere).
+While the A strips of one B strip run, each also prefetches its share of the next B strip into L2 (`vprefetch`, one
+cache line per K step), so that a fresh strip comes from L2 rather than L3.
 
 `source` is one module per compiled part of a configuration (dtype, mr, nr, parallel): its text is what the CPU
 runtime compiles, caches on disk and hashes. Block sizes, packing of A, threads, layout and epilogue are run-time
@@ -51,6 +53,7 @@ from tracea_cli.space import Value
 
 GENERATOR_VERSION = 1  # bump when the module text changes in a way the templates below do not show
 ENTRY = "gemm"
+CACHE_LINE_BYTES = 64
 SHARED_PACK_BYTES = 32 << 20  # bound on the operand packed for all threads: as many K blocks as fit, at least one
 PARAMS = ("A", "B", "C", "bias", "residual", "mc", "kc", "nc", "pack_a", "nt", "epilogue", "budget", "threads")
 NUMPY_DTYPES = {"fp32": np.float32, "fp64": np.float64}
@@ -75,6 +78,11 @@ class KernelSpec:
         return lanes(self.dtype)
 
     @property
+    def line(self) -> int:
+        """Elements of the dtype in one 64-byte cache line."""
+        return CACHE_LINE_BYTES // np.dtype(NUMPY_DTYPES[self.dtype]).itemsize
+
+    @property
     def name(self) -> str:
         return f"gemm_{self.dtype}_{self.mr}x{self.nr}_parallel_{self.parallel}"
 
@@ -82,25 +90,31 @@ class KernelSpec:
 # ---- the micro-kernel, generated per tile shape -------------------------------------------------------------------
 
 
-def micro_kernel_source(mr: int, nr: int, lanes: int, *, packed: bool = False) -> str:
+def micro_kernel_source(mr: int, nr: int, lanes: int, *, packed: bool = False, prefetch: int = 0) -> str:
     """Python source of the MR×NR micro-kernel, unrolled over the tile; its contract is in the generated docstring.
 
     `packed`: `micro_packed`, for an A strip packed as element (r, p) at a_off + p*MR + r. Its strides are
     constants, so the compiled loop reads the strip through one pointer with constant offsets, where the general
-    `micro` (A in place, strides as arguments) advances one address per row."""
+    `micro` (A in place, strides as arguments) advances one address per row.
+    `prefetch`: elements per cache line (0: none). The kernel then takes `pf`, and each step also fetches the line
+    of b at pf + p*prefetch into L2: the caller points it at the B strip the next tiles will read, so that the strip
+    is in L2, not L3, when they start."""
     nv = nr // lanes
     acc = [[f"c{r}_{v}" for v in range(nv)] for r in range(mr)]
+    pf = ", pf" if prefetch else ""
     if packed:
-        head = "def micro_packed(kc, a, a_off, b, b_off, d, d_off, ldd, accumulate):"
+        head = f"def micro_packed(kc, a, a_off, b, b_off, d, d_off, ldd, accumulate{pf}):"
         a_element, a_rs, a_ps = f"a[a_off + p*{mr} + r] (packed)", "1", str(mr)
     else:
-        head = "def micro(kc, a, a_off, a_rs, a_ps, b, b_off, d, d_off, ldd, accumulate):"
+        head = f"def micro(kc, a, a_off, a_rs, a_ps, b, b_off, d, d_off, ldd, accumulate{pf}):"
         a_element, a_rs, a_ps = "a[a_off + r*a_rs + p*a_ps]", "a_rs", "a_ps"
     out = [
         head,
         f'    """d[{mr}×{nr} tile at d_off, row stride ldd] (+)= A strip · B strip over kc steps.',
         "",
         f"    A element (r, p) is {a_element}; B element (p, j) is b[b_off + p*{nr} + j] (packed).",
+        *([f"    Step p also prefetches b[pf + p*{prefetch}]'s cache line into L2 (a hint: any pf is safe)."]
+          if prefetch else []),
         '    With `accumulate` the tile is added to d; otherwise d is overwritten, never read (it may hold NaN)."""',
     ]
     for row in acc:
@@ -110,6 +124,8 @@ def micro_kernel_source(mr: int, nr: int, lanes: int, *, packed: bool = False) -
     out.append("    for p in range(kc):")
     out.append(f"        ap = p * {a_ps}")
     out.append(f"        bp = b_off + p * {nr}")
+    if prefetch:
+        out.append(f"        vprefetch(b, pf + p * {prefetch}, 2)")
     for v in range(nv):
         out.append(f"        b{v} = vload(b, bp + {v * lanes}, {lanes})")
     for r in range(mr):
@@ -167,15 +183,21 @@ def pack_a_strips(a, lda, i_start, i_end, pc, kcb, first_strip, last_strip, dst)
     dst: strip s at s*MR*kcb, element (r, p) at p*MR + r; rows past i_end are zero."""
     for s in range(first_strip, last_strip):
         base = s * MR * kcb
-        for r in range(MR):
-            i = i_start + s * MR + r
-            if i < i_end:
-                row = i * lda + pc
-                for p in range(kcb):
-                    dst[base + p * MR + r] = a[row + p]
-            else:
-                for p in range(kcb):
-                    dst[base + p * MR + r] = 0
+        i0 = i_start + s * MR
+        if i0 + MR <= i_end:  # a whole strip: written in order, MR rows read side by side
+            for p in range(kcb):
+                for r in range(MR):
+                    dst[base + p * MR + r] = a[(i0 + r) * lda + pc + p]
+        else:
+            for r in range(MR):
+                i = i0 + r
+                if i < i_end:
+                    row = i * lda + pc
+                    for p in range(kcb):
+                        dst[base + p * MR + r] = a[row + p]
+                else:
+                    for p in range(kcb):
+                        dst[base + p * MR + r] = 0
 '''
 
 # one strip of a matrix operand packed for the micro-kernel (other ops' CPU families pack their operands with it)
@@ -226,10 +248,12 @@ def tiles(a, lda, apack, pack_a, ic, mcb, pc, kcb, bpack, jc, ncb, c, ldc, first
                 dst, d_off, ldd, accumulate = c, i0 * ldc + j0, ldc, not first
             else:  # the tile overhangs C: compute it into scratch, copy back what fits
                 dst, d_off, ldd, accumulate = scratch, 0, NR, False
+            # while the tiles of this B strip run, each fetches its share of the next strip into L2
+            pf = min(b_off + NR * kcb + sa * kcb * LINE, bpack.size - 1)
             if pack_a or rows < MR:
-                micro_packed(kcb, apack, sa * MR * kcb, bpack, b_off, dst, d_off, ldd, accumulate)
+                micro_packed(kcb, apack, sa * MR * kcb, bpack, b_off, dst, d_off, ldd, accumulate, pf)
             else:
-                micro(kcb, a, i0 * lda + pc, lda, 1, bpack, b_off, dst, d_off, ldd, accumulate)
+                micro(kcb, a, i0 * lda + pc, lda, 1, bpack, b_off, dst, d_off, ldd, accumulate, pf)
             if not whole:
                 for r in range(rows):
                     for j in range(cols):
@@ -323,12 +347,13 @@ def module_source(spec: KernelSpec) -> str:
         "",
         f"MR = {spec.mr}",
         f"NR = {spec.nr}",
+        f"LINE = {spec.line}  # elements per 64-byte cache line",
         'FASTMATH = {"contract"}  # FMAs are explicit (llvm.fma) in the micro-kernel; elsewhere no reassociation',
         'PARALLEL = {"fusion": False}  # packing and computing are two parallel loops in a row: never fuse them',
         codes,
     ])
-    micro = "".join("\n\n\n@njit(fastmath=FASTMATH, cache=CACHE)\n" + micro_kernel_source(spec.mr, spec.nr, spec.lanes,
-                                                                                            packed=packed)
+    micro = "".join("\n\n\n@njit(fastmath=FASTMATH, cache=CACHE)\n"
+                    + micro_kernel_source(spec.mr, spec.nr, spec.lanes, packed=packed, prefetch=spec.line)
                     for packed in (False, True))  # A in place, A packed
     return text + micro + _EPILOGUE + _PACK_A + PACK_STRIP + _TILES + driver_source(spec.parallel)
 
