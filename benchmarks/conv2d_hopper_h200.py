@@ -3,11 +3,12 @@
 an H200, for ResNet-50's convolution layers at batch 32, fp16.
 
     python3 benchmarks/conv2d_hopper_h200.py --out FILE.md --json FILE.json [--seconds 420] [--epilogue none]
-                                             [--rows all|1x1]
+                                             [--rows all|1x1|late] [--batch 32]
 
 Rows: every distinct convolution of ResNet-50 (v1.5: the stride in the 3x3) at N = 32 — first the twelve 1x1
 stride-1 layers the wgmma family serves, then (with --rows all, the default) the 3x3 layers, the strided 1x1
-projections and the 7x7 stem, where the wgmma row says why the family does not apply (until TMA im2col lands).
+projections and the 7x7 stem, where the wgmma row says why the family does not apply (C = 3). `--rows late`: the
+layers at 14x14 and 7x7 (few output tiles, where the picks include K split into slices); `--batch` another N.
 
 Per row, through the code `tracea tune conv2d` runs (OpBackend("conv2d", "cuda"): each family's space, NVRTC
 compile, the check-then-time path): cuDNN (torch.nn.functional.conv2d on channels_last tensors, cudnn.benchmark =
@@ -46,7 +47,7 @@ from tracea_cli.ops.conv2d.problem import EPILOGUE_NAMES, Conv2dProblem  # noqa:
 from tracea_cli.timing import TimingPolicy  # noqa: E402
 
 POLICY = TimingPolicy(warmup=3, min_samples=10, max_samples=40, target_cv=0.02, max_seconds=0.6)
-N = 32
+N = 32  # the default batch
 # ResNet-50 v1.5's distinct convolutions: (C, K, input H = W, R = S, stride)
 ONE_BY_ONE = ((64, 64, 56), (64, 256, 56), (256, 64, 56), (256, 128, 56), (128, 512, 28), (512, 128, 28),
               (512, 256, 28), (256, 1024, 14), (1024, 256, 14), (1024, 512, 14), (512, 2048, 7), (2048, 512, 7))
@@ -55,10 +56,12 @@ OTHERS = ((64, 64, 56, 3, 1), (128, 128, 56, 3, 2), (128, 128, 28, 3, 1), (256, 
           (1024, 2048, 14, 1, 2), (3, 64, 224, 7, 2))
 
 
-def rows(which: str, epilogue: str) -> list[Conv2dProblem]:
-    specs = [(c, k, hw, 1, 1) for c, k, hw in ONE_BY_ONE] + (list(OTHERS) if which == "all" else [])
-    return [Conv2dProblem(N, hw, hw, c, k, rs, rs, stride, stride, rs // 2, rs // 2, dtype="fp16", epilogue=epilogue)
-            for c, k, hw, rs, stride in specs]
+def rows(which: str, epilogue: str, batch: int = N) -> list[Conv2dProblem]:
+    specs = [(c, k, hw, 1, 1) for c, k, hw in ONE_BY_ONE] + (list(OTHERS) if which != "1x1" else [])
+    if which == "late":  # output at 14x14 or 7x7
+        specs = [(c, k, hw, rs, stride) for c, k, hw, rs, stride in specs if hw // stride <= 14]
+    return [Conv2dProblem(batch, hw, hw, c, k, rs, rs, stride, stride, rs // 2, rs // 2, dtype="fp16",
+                          epilogue=epilogue) for c, k, hw, rs, stride in specs]
 
 
 def name_of(p: Conv2dProblem) -> str:
@@ -115,7 +118,7 @@ def render(results: list[dict], meta: dict) -> str:
         f"it is timed; CUDA events, L2 flushed between samples, {POLICY.warmup} warm-up runs, "
         f"{POLICY.min_samples}-{POLICY.max_samples} samples, medians. cuDNN: the faster of its two medians. "
         "ratio = cuDNN time / the family's best time (above 1: faster than cuDNN).",
-        f"- ResNet-50 v1.5 convolutions at N = {N}, fp16, epilogue {meta['epilogue']}",
+        f"- ResNet-50 v1.5 convolutions at N = {meta.get('batch', N)}, fp16, epilogue {meta['epilogue']}",
         "",
         "| layer | M (N·P·Q) | cuDNN ms | wgmma ms | wgmma TFLOP/s | wgmma / cuDNN | implicit ms | implicit / cuDNN | "
         "wgmma vs implicit | best wgmma configuration |",
@@ -156,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="the Markdown report")
     ap.add_argument("--json", required=True, help="every candidate and raw sample")
     ap.add_argument("--seconds", type=float, default=420.0, help="stop starting rows after this many seconds")
-    ap.add_argument("--rows", choices=("all", "1x1"), default="all")
+    ap.add_argument("--rows", choices=("all", "1x1", "late"), default="all")
+    ap.add_argument("--batch", type=int, default=N, help="N of every row")
     ap.add_argument("--epilogue", choices=EPILOGUE_NAMES, default="none")
     ap.add_argument("--implicit", type=int, default=4, help="implicit-GEMM hand-picked configurations per row")
     args = ap.parse_args(argv)
@@ -164,14 +168,14 @@ def main(argv: list[str] | None = None) -> int:
     target = device_target(0)
     backend = OpBackend("conv2d", "cuda")
     meta = run_meta(target, argv)
-    meta.update(conv_generator=GENERATOR_VERSION, epilogue=args.epilogue, implicit=args.implicit)
+    meta.update(conv_generator=GENERATOR_VERSION, epilogue=args.epilogue, implicit=args.implicit, batch=args.batch)
     try:
         import torch
 
         meta["torch"], meta["cudnn"] = torch.__version__, torch.backends.cudnn.version()
     except Exception as e:  # the rows then say why their baseline is missing
         meta["torch"] = f"unavailable ({e})"
-    plans = [(p, *candidates(p, target, args.implicit)) for p in rows(args.rows, args.epilogue)]
+    plans = [(p, *candidates(p, target, args.implicit)) for p in rows(args.rows, args.epilogue, args.batch)]
 
     build = compiler(backend, target)
 

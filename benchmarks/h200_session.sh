@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that checks and measures what the issues ask of the H200, writing everything under $OUT.
 # Usage on the device machine, from the repository root, after installing the carried wheels (../shared/device/README.md):
-#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | ragged | ragged-fp32 | ragged-tune | fp32-x3 | regress | followup | all
+#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | ragged | ragged-fp32 | ragged-tune | fp32-x3 | regress | followup | splitk-wgmma | all
 # (ray needs Ray unpacked on the path: ../shared/device/prep-ray.sh says how)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -223,6 +223,19 @@ if [[ $part == followup ]]; then
     timeout 120 python3 -m tracea_cli bench $args --report md --output-dir "$OUT" >> "$OUT/followup_bench.txt" 2>&1
   done
   grep -h -E "^\| (gemm|lowrank)|^- (gemm|lowrank)" "$OUT"/bench-*.md
+fi
+if [[ $part == splitk-wgmma ]]; then
+  say "split-K in the wgmma family (unmeasured when written): its GPU tests, then every Hopper GPU test, then ResNet-50's late layers at N = 32 and 1 (the picks include K split) and a small-M GEMM tune"
+  timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider --tb=short -k "split_k or splitk" tests/engine_hopper \
+    tests/export/test_export_wgmma.py 2>&1 | tee "$OUT/splitk_tests.log" | tail -8
+  timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider --tb=line tests/engine_hopper tests/export/test_export_wgmma.py \
+    tests/export/test_export_conv2d.py 2>&1 | tee -a "$OUT/splitk_tests.log" | grep -E "^(FAILED|ERROR)|passed|failed" | tail -12
+  for n in 32 1; do
+    timeout 110 python3 benchmarks/conv2d_hopper_h200.py --rows late --batch $n --implicit 0 --seconds 90 \
+      --out "$OUT/conv_late_n$n.md" --json "$OUT/conv_late_n$n.json" > "$OUT/conv_late_n$n.log" 2>&1
+    grep -E "^\| [0-9]" "$OUT/conv_late_n$n.md"; grep -h "split" "$OUT/conv_late_n$n.md" | grep -E "^- " | head -12
+  done
+  tune_case tune_small_m_bf16 --m 16 --n 4096 --k 4096 --dtype bf16 --layout nt --budget 24
 fi
 if [[ $part == regress ]]; then
   say "after an engine template change: verify the sm_90 GEMM defaults, then every GPU test"

@@ -175,6 +175,11 @@ class UnionSpace:
                 return part
         return None
 
+    def complete(self, config: Mapping[str, Value]) -> Mapping[str, Value]:
+        """`config` completed by its family's part (SearchSpace.complete); as it is where no part takes it."""
+        part = self.part_for(config)
+        return config if part is None else part.complete(config)
+
     def why_invalid(self, config: Mapping[str, Value]) -> str | None:
         part = self.part_for(config)
         if part is None:

@@ -1,6 +1,5 @@
 // conv2d on the Hopper GEMM pipeline for general convolutions (stride, padding, dilation, any R x S): the activation
 // through TMA im2col loads, the filter through a 3-D tiled map, the GEMM kernel's wgmma consumer unchanged.
-// STEP 2 OF conv2d's wgmma FAMILY: compile-checked for sm_90a, NOT YET RUN ON A GPU, not wired into the family.
 //
 // Included by conv2d's translation unit after gemm_wgmma.cuh (whose own entry point is left out of that unit), with
 //   WG_CONV_R, WG_CONV_S            the filter                       WG_B_KMAJOR 1 (the filter is K_out x R*S*C)
@@ -58,15 +57,16 @@ __device__ __forceinline__ void produce_conv(const Ring& ring, const TensorMap* 
   u32 phase = 0;
   const int pq = g.P * g.Q;
   for (int t = first; t < work; t += stride) {
+    const Slice sl = slice_of(t, work / kSplitK, k_blocks);
     int crow, tn;
-    tile_of(t, cluster_rows, tiles_n, crow, tn);
+    tile_of(sl.item, cluster_rows, tiles_n, crow, tn);
     const int m0 = (crow * kCluster + static_cast<int>(rank)) * kTileM;
     const int n0 = tn * kTileN;
     // The walk's start: output pixel m0 (a tile past the last pixel starts past the last image: zeros).
     const int img = m0 / pq, rest = m0 - img * pq;
     const int p = rest / g.Q, q = rest - p * g.Q;
     const int w0 = q * g.stride_w - g.pad_w, h0 = p * g.stride_h - g.pad_h;
-    for (int kb = 0; kb < k_blocks; ++kb) {
+    for (int kb = sl.kb0; kb < sl.kb1; ++kb) {
       const int tap = kb / g.c_blocks;
       const int c0 = (kb - tap * g.c_blocks) * kTileK;
       const int r = tap / kConvS, s = tap - r * kConvS;
@@ -92,9 +92,9 @@ __device__ __forceinline__ void produce_conv(const Ring& ring, const TensorMap* 
 extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
     conv2d_wgmma_im2col(const __grid_constant__ wg::TensorMap map_x, const __grid_constant__ wg::TensorMap map_w,
                         const __grid_constant__ wg::TensorMap map_c, wg::elem_t* __restrict__ Y,
-                        const wg::elem_t* __restrict__ bias, const wg::elem_t* __restrict__ residual, int M, int N,
-                        int C, int ldc, int P, int Q, int stride_h, int stride_w, int pad_h, int pad_w, int dilation_h,
-                        int dilation_w) {
+                        const wg::elem_t* __restrict__ bias, const wg::elem_t* __restrict__ residual,
+                        float* __restrict__ workspace, int M, int N, int C, int ldc, int P, int Q, int stride_h,
+                        int stride_w, int pad_h, int pad_w, int dilation_h, int dilation_w) {
   using namespace wg;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
@@ -111,7 +111,7 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
   const int tiles_m = (M + kTileM - 1) / kTileM;
   const int tiles_n = (N + kTileN - 1) / kTileN;
   const int cluster_rows = (tiles_m + kCluster - 1) / kCluster;
-  const int work = cluster_rows * tiles_n;
+  const int work = cluster_rows * tiles_n * kSplitK;
   const int k_blocks = kConvR * kConvS * g.c_blocks;
   const u32 rank = cluster_rank();
   const int first = blockIdx.x / kCluster;
@@ -135,8 +135,8 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
       produce_conv(ring, &map_x, &map_w, g, work, first, stride, cluster_rows, tiles_n, k_blocks, rank);
   } else {
     if (kConsumers > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    consume(ring, &map_c, Y, bias, residual, M, N, ldc, work, first, stride, cluster_rows, tiles_n, k_blocks, rank,
-            threadIdx.x / 128 - 1);
+    consume(ring, &map_c, Y, bias, residual, workspace, M, N, ldc, work, first, stride, cluster_rows, tiles_n,
+            k_blocks, rank, threadIdx.x / 128 - 1);
   }
   if (kCluster > 1) {
     __syncwarp();

@@ -21,6 +21,10 @@
 //   WG_EPILOGUE   0 none, 1 bias, 2 bias+ReLU, 3 bias+SiLU, 4 bias+GELU, 5 bias+residual
 //   WG_STORE_TMA  0: registers -> global stores; 1: registers -> swizzled shared memory -> TMA store
 //   WG_PINGPONG   0: cooperative, 1: pingpong (needs WG_CONSUMERS = 2)
+//   WG_SPLIT_K    slices of K per output tile (default 1). Above 1 the work items are the slices of every tile; each
+//                 adds its raw sums into an fp32 workspace (M x N, leading dimension N, zero before the launch) and
+//                 gemm_wgmma_splitk (gemm_wgmma_splitk.cuh) then applies the epilogue, writes C and zeroes the
+//                 workspace again. For problems whose tiles leave SMs idle (few tiles, a long K).
 //
 // ABI (docs/kernel-abi.md, "Hopper family"): tensor maps for A, B and C are passed by value as __grid_constant__
 // parameters; every tile box is 128 bytes wide with the 128-byte swizzle, which the wgmma descriptors mirror.
@@ -62,6 +66,10 @@ constexpr int kStages = WG_STAGES;
 constexpr int kConsumers = WG_CONSUMERS;
 constexpr int kCluster = WG_CLUSTER_M;
 constexpr bool kPingpong = WG_PINGPONG != 0;
+#ifndef WG_SPLIT_K
+#define WG_SPLIT_K 1
+#endif
+constexpr int kSplitK = WG_SPLIT_K;
 constexpr int kThreads = 128 * (kConsumers + 1);
 constexpr int kConsumerRows = kPingpong ? kTileM : kTileM / kConsumers;  // rows one consumer owns in a tile
 constexpr int kStageUsers = kPingpong ? 1 : kConsumers;                   // consumer warpgroups reading one slot
@@ -80,6 +88,7 @@ static_assert(kTileN % 64 == 0 && kTileN <= 256, "wgmma N is 64..256 here");
 static_assert(kSlabs * kAcc <= 128, "accumulators must fit the consumer's registers");
 static_assert(kBKMajor || kElemBytes == 2, "tf32 wgmma reads B K-major only");
 static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs");
+static_assert(kSplitK >= 1 && (kSplitK == 1 || !WG_STORE_TMA), "split-K's slices add into the workspace directly");
 
 // ---- shared memory, mbarriers, proxies ------------------------------------------------------------------------------
 
@@ -231,6 +240,19 @@ __device__ __forceinline__ void tile_of(int t, int cluster_rows, int tiles_n, in
   tn = r / rows;
 }
 
+// Work item t -> the output tile's work item and the K blocks [kb0, kb1) it multiplies. Split-K's slices of one tile
+// are `tiles` items apart (slice-major), so a wave of CTAs walks the tiles of one slice in the order above. The host
+// keeps every slice non-empty (wgmma_space: split_k's rules).
+struct Slice {
+  int item, kb0, kb1;
+};
+__device__ __forceinline__ Slice slice_of(int t, int tiles, int k_blocks) {
+  if (kSplitK == 1) return {t, 0, k_blocks};
+  const int s = t / tiles;
+  const int per = (k_blocks + kSplitK - 1) / kSplitK;
+  return {t - s * tiles, s * per, min(k_blocks, (s + 1) * per)};
+}
+
 __device__ __forceinline__ float to_float(elem_t x) {
 #if WG_DTYPE == 2
   return x;
@@ -304,11 +326,12 @@ __device__ __forceinline__ void produce(const Ring& ring, const TensorMap* map_a
   int slot = 0;
   u32 phase = 0;
   for (int t = first; t < work; t += stride) {
+    const Slice sl = slice_of(t, work / kSplitK, k_blocks);
     int crow, tn;
-    tile_of(t, cluster_rows, tiles_n, crow, tn);
+    tile_of(sl.item, cluster_rows, tiles_n, crow, tn);
     const int m0 = (crow * kCluster + static_cast<int>(rank)) * kTileM;
     const int n0 = tn * kTileN;
-    for (int kb = 0; kb < k_blocks; ++kb) {
+    for (int kb = sl.kb0; kb < sl.kb1; ++kb) {
       mbar_wait(ring.empty_bar(slot), phase ^ 1);  // the first pass through the ring finds every slot free
       const u32 bar = ring.full_bar(slot);
       mbar_expect_tx(bar, kStageBytesA + kStageBytesB);
@@ -360,9 +383,30 @@ __device__ __forceinline__ void store_pair(u32 staging, elem_t* C, int r, int co
 #endif
 }
 
+// Split-K: adds this consumer's raw sums (no epilogue) into the fp32 workspace, M x N with leading dimension N.
+__device__ __forceinline__ void add_partial(float* workspace, const float (&acc)[kSlabs][kAcc], int row0, int n0, int M,
+                                            int N, int warp, int lane) {
+#pragma unroll
+  for (int i = 0; i < kTileN / 8; ++i) {
+    const int col = n0 + 8 * i + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < kSlabs; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + j * 64 + warp * 16 + lane / 4 + 8 * h;
+        if (row >= M) continue;
+        float* at = workspace + static_cast<long long>(row) * N + col;
+        if (col < N) atomicAdd(at, acc[j][4 * i + 2 * h]);
+        if (col + 1 < N) atomicAdd(at + 1, acc[j][4 * i + 2 * h + 1]);
+      }
+    }
+  }
+}
+
 __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c, elem_t* C, const elem_t* bias,
-                                        const elem_t* residual, int M, int N, int ldc, int work, int first, int stride,
-                                        int cluster_rows, int tiles_n, int k_blocks, u32 rank, int consumer) {
+                                        const elem_t* residual, float* workspace, int M, int N, int ldc, int work,
+                                        int first, int stride, int cluster_rows, int tiles_n, int k_blocks, u32 rank,
+                                        int consumer) {
   const int tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32;
   const bool signaller = tid == 0;
@@ -376,14 +420,15 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
   u32 phase = 0;
   int mine = 0;    // tiles this consumer has multiplied (pingpong turns taken)
   for (int local = 0, t = first; t < work; ++local, t += stride) {
+    const Slice sl = slice_of(t, work / kSplitK, k_blocks);
     if (kPingpong && (local & 1) != consumer) {  // the other consumer's tile: skip its k-blocks in the ring
-      const int ahead = slot + k_blocks;
+      const int ahead = slot + (sl.kb1 - sl.kb0);
       phase ^= static_cast<u32>(ahead / kStages) & 1;
       slot = ahead % kStages;
       continue;
     }
     int crow, tn;
-    tile_of(t, cluster_rows, tiles_n, crow, tn);
+    tile_of(sl.item, cluster_rows, tiles_n, crow, tn);
     const int m0 = (crow * kCluster + static_cast<int>(rank)) * kTileM;
     const int n0 = tn * kTileN;
     if (kPingpong && (consumer == 1 || mine > 0))  // wait for our turn at the tensor cores
@@ -391,7 +436,7 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
 
     // Main loop: wgmmas of slot k run while slot k-1 is handed back; one wgmma group stays in flight.
     int previous = 0;
-    for (int kb = 0; kb < k_blocks; ++kb) {
+    for (int kb = sl.kb0; kb < sl.kb1; ++kb) {
       mbar_wait(ring.full_bar(slot), phase);
       const u32 a_slot = ring.a + slot * kStageBytesA + (kPingpong ? 0 : consumer * kConsumerRows * 128);
       const u32 b_slot = ring.b + slot * kStageBytesB;
@@ -402,10 +447,10 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
         const u64 desc_b = kBKMajor ? smem_desc(b_slot + kk * 32, 16) : smem_desc(b_slot + kk * kMmaK * 128, kTileK * 128);
 #pragma unroll
         for (int j = 0; j < kSlabs; ++j)
-          mma(acc[j], smem_desc(a_slot + j * 64 * 128 + kk * 32, 16), desc_b, (kb | kk) != 0);
+          mma(acc[j], smem_desc(a_slot + j * 64 * 128 + kk * 32, 16), desc_b, kb != sl.kb0 || kk != 0);
       }
       wgmma_commit();
-      if (kb > 0) {
+      if (kb > sl.kb0) {
         wgmma_wait<1>();
         release(ring, previous, signaller);
       }
@@ -426,6 +471,10 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
     // 8i + 2*(lane%4) (+1): acc[j][4i + 2h + {0,1}] for h = 0, 1.
     const int row0 = m0 + (kPingpong ? 0 : consumer * kConsumerRows);
     if (row0 >= M) continue;  // a cluster's spare tile past the last row
+    if (kSplitK > 1) {  // the slice's sums go to the workspace; gemm_wgmma_splitk applies the epilogue
+      add_partial(workspace, acc, row0, n0, M, N, warp, lane);
+      continue;
+    }
     u32 staging = 0;
 #if WG_STORE_TMA
     staging = ring.c + consumer * (kConsumerRows * kTileN * kElemBytes);
@@ -493,8 +542,8 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
 extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
     gemm_wgmma(const __grid_constant__ wg::TensorMap map_a, const __grid_constant__ wg::TensorMap map_b,
                const __grid_constant__ wg::TensorMap map_c, wg::elem_t* __restrict__ C,
-               const wg::elem_t* __restrict__ bias, const wg::elem_t* __restrict__ residual, int M, int N, int K,
-               int ldc) {
+               const wg::elem_t* __restrict__ bias, const wg::elem_t* __restrict__ residual,
+               float* __restrict__ workspace, int M, int N, int K, int ldc) {
   using namespace wg;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes: every slot starts on such a boundary.
@@ -511,7 +560,7 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
   const int tiles_m = (M + kTileM - 1) / kTileM;
   const int tiles_n = (N + kTileN - 1) / kTileN;
   const int cluster_rows = (tiles_m + kCluster - 1) / kCluster;
-  const int work = cluster_rows * tiles_n;  // one work item = kCluster vertically adjacent tiles
+  const int work = cluster_rows * tiles_n * kSplitK;  // one work item = a K slice of kCluster vertically adjacent tiles
   const int k_blocks = (K + kTileK - 1) / kTileK;
   const u32 rank = cluster_rank();
   const int first = blockIdx.x / kCluster;
@@ -535,8 +584,8 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
       produce(ring, &map_a, &map_b, work, first, stride, cluster_rows, tiles_n, k_blocks, rank);
   } else {
     if (kConsumers > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    consume(ring, &map_c, C, bias, residual, M, N, ldc, work, first, stride, cluster_rows, tiles_n, k_blocks, rank,
-            threadIdx.x / 128 - 1);
+    consume(ring, &map_c, C, bias, residual, workspace, M, N, ldc, work, first, stride, cluster_rows, tiles_n, k_blocks,
+            rank, threadIdx.x / 128 - 1);
   }
   if (kCluster > 1) {
     __syncwarp();

@@ -61,9 +61,10 @@ def test_resnets_7x7_stem_is_refused_with_the_reason():
 @pytest.mark.parametrize("c, hw, stride", RESNET50_3X3)
 def test_resnet50_3x3_picks_are_the_measured_best_first(c, hw, stride):
     """docs/results/conv2d_im2col_h200_2026-12-03.md: 128x128 best on the layers where it fills at least half of the
-    H200's 132 SMs, 128x64 on the two 512-channel layers (52 work items of 128x128) and the 64-channel one."""
+    H200's 132 SMs, 128x64 on the two 512-channel layers (52 work items of 128x128) and the 64-channel one. (The first
+    pick with K split, second where its tiles leave SMs idle, is not part of that measurement.)"""
     problem = three_by_three(c, hw, stride)
-    picks = [cs.describe(p) for p in cs.hand_picked(problem, H200)]
+    picks = [cs.describe(p) for p in cs.hand_picked(problem, H200) if p.get("split_k", 1) == 1]
     wide, narrow = "wgmma 128x128 s4 c2 cooperative cl1 p1 g8 tma", "wgmma 128x64 s6 c2 cooperative cl1 p1 g8 direct"
     if c == 512:
         assert picks[:2] == [narrow, wide]
@@ -103,8 +104,8 @@ def test_the_plan_has_the_three_map_kinds_and_the_args_give_every_parameter():
     assert plan.arch == "sm_90a" and plan.scratch == () and plan.workspace_bytes_per_mn == 0
     values = cw.WGMMA.args(problem, {"X": 1, "W": 2, "Y": 3, "bias": 4})
     sizes = {k: v for k, v in values.items() if isinstance(v, int)}
-    for name in plan.params:
-        assert name in plan.tensor_maps or name in values, name
+    for name in plan.params:  # the workspace (split-K's sums; null without) comes from the runtime, as for the GEMM
+        assert name in plan.tensor_maps or name in values or name == "workspace", name
     for spec in plan.tensor_maps.values():
         assert spec.tensor in values and all(d in sizes for d in spec.dims + spec.strides)
         assert not spec.row_stride or spec.row_stride in sizes

@@ -115,8 +115,8 @@ def test_resnet50_1x1_layers_get_valid_picks_sized_to_the_shape(c, k, hw, epilog
     assert 3 <= len(picks) <= 8 and len({cs.describe(p) for p in picks}) == len(picks)
     assert all(space.why_invalid(p) is None for p in picks)
     costs = [cs.estimated_cost(problem, p, 132) for p in picks if p["cluster_m"] == 1 and p["schedule"] ==
-             "cooperative"]
-    assert costs == sorted(costs)  # ordered by the wave model
+             "cooperative" and p.get("split_k", 1) == 1]
+    assert costs == sorted(costs)  # ordered by the wave model (the variants, K split among them, placed by rule)
     if problem.has_residual:
         assert all(p["store"] == "direct" for p in picks)
     assert cw.WGMMA.suggested(problem, H200) == picks[:3]
@@ -156,8 +156,9 @@ def test_the_source_adds_the_hook_and_leaves_the_gemm_text_alone():
     assert "#define WG_POST_RELU 1\n" in source and "#define WG_EPILOGUE 5\n" in source
     assert source.count(cw.AFTER_RESIDUAL + cw.STORE_LINE) == 1
     assert source.index("#define WG_CONV_AFTER_RESIDUAL") < source.index(cw.AFTER_RESIDUAL)
+    assert source.count(cw.SPLITK_AFTER_RESIDUAL + cw.SPLITK_STORE_LINE) == 1  # and split-K's second pass
     # everything else is the GEMM kernel's text, unchanged
-    assert cw.headers_text(problem).replace(cw.AFTER_RESIDUAL, "", 1).endswith(
+    assert cw.headers_text(problem).replace(cw.AFTER_RESIDUAL, "", 1).replace(cw.SPLITK_AFTER_RESIDUAL, "", 1).endswith(
         gw.headers_text(cs.gemm_view(problem)))
 
 

@@ -1,5 +1,5 @@
 """The wgmma family on a Hopper GPU: results match the float64 reference over awkward shapes (also behind the staging
-pre-pass), and a wrong kernel is caught by the check before anything is timed. Skipped, with the reason, without CuPy, cuda.bindings or an sm_90 GPU."""
+pre-pass, and with K split into slices), and a wrong kernel is caught by the check before anything is timed. Skipped, with the reason, without CuPy, cuda.bindings or an sm_90 GPU."""
 
 from __future__ import annotations
 
@@ -136,3 +136,49 @@ def test_a_kernel_computing_the_wrong_product_is_caught():
     evaluation = BACKEND.evaluate(artifact, square_nn, H200, policy=ONE_SAMPLE, seed=4)
     assert evaluation.status is Status.WRONG_RESULT
     assert evaluation.samples is None  # a wrong result is never timed
+
+
+# Split-K (WG_SPLIT_K > 1): the slices' sums meet in the fp32 workspace, the second pass applies the epilogue. Few
+# tiles and a long K, as the space's rule asks; ragged N with pingpong; clusters; tf32; K split unevenly.
+SPLIT_K_CASES = [
+    (GemmProblem(1024, 512, 8192, "bf16", "nt", "bias_silu"), {**cfg(128, 128, 4, group=8), "split_k": 4}),
+    (GemmProblem(500, 1001, 4096, "fp16", "nn", "bias_residual"),
+     {**cfg(128, 128, 5, schedule="pingpong", group=4), "split_k": 3}),
+    (GemmProblem(256, 1024, 8192, "tf32", "nt", "bias_relu"), {**cfg(128, 128, 4, cluster=2), "split_k": 2}),
+    (GemmProblem(16, 4096, 4160, "bf16", "nt"), {**cfg(64, 128, 6, consumers=1), "split_k": 3}),
+]
+
+
+@pytest.mark.parametrize("problem,config", SPLIT_K_CASES, ids=[p.label for p, _ in SPLIT_K_CASES])
+def test_split_k_problems_match_the_float64_reference(problem, config):
+    artifact = BACKEND.compile(problem, config, H200)
+    assert [getattr(s, "name", "memset") for s in artifact.plan.steps][-2:] == ["gemm_wgmma", "gemm_wgmma_splitk"]
+    evaluation = BACKEND.evaluate(artifact, problem, H200, policy=ONE_SAMPLE, seed=9)
+    assert evaluation.status is Status.OK, evaluation.reason
+    assert evaluation.rel_error <= get_dtype(problem.dtype).bound
+
+
+def test_split_k_leaves_its_workspace_zero_for_the_next_call():
+    """The workspace is zeroed once, when bound; the second pass zeroes what it read. A second and third call must
+    give the first call's result (up to the order of the atomic adds), not the sums of several calls."""
+    import cupy
+    import numpy as np
+
+    from tracea_cli.backends.checked import poison, upload
+    from tracea_cli.ops.gemm.problem import make_inputs
+
+    problem, config = SPLIT_K_CASES[0]
+    artifact = BACKEND.compile(problem, config, H200)
+    buffers = upload(cupy, problem.tensors(), make_inputs(problem, np.random.default_rng(11)), problem.dtype)
+    stream = cupy.cuda.get_current_stream()
+    launch = cuda.bind(cuda.load(artifact), BACKEND.family_of(artifact.config).args(problem, buffers), stream.ptr)
+    results = []
+    for _ in range(3):
+        poison(buffers["C"], problem.dtype)
+        launch()
+        stream.synchronize()
+        results.append(buffers["C"].astype(cupy.float32))
+    scale = float(cupy.abs(results[0]).max())
+    assert scale > 0 and not bool(cupy.isnan(results[0]).any())
+    for later in results[1:]:
+        assert float(cupy.abs(later - results[0]).max()) <= 1e-2 * scale

@@ -274,26 +274,37 @@ static long long map_id(void* param) {
   return map->opaque[0] == FAKE_MAP_MAGIC ? (long long)map->opaque[1] : -1;
 }
 
-/* The Hopper family's parameters: (map_a, map_b, map_c, C, bias, residual, M, N, K, ldc), docs/kernel-abi.md; a
- * ragged-N variant takes no map_c (its third parameter is C, a pointer, which map_id reads as no map: logged -1). */
+/* The Hopper family's parameters: (map_a, map_b, map_c, C, bias, residual, workspace, M, N, K, ldc),
+ * docs/kernel-abi.md; a ragged-N variant takes no map_c (its third parameter is C, a pointer, which map_id reads as no
+ * map: logged -1). */
 static void log_launch_tma(struct fake_function* fn, const CUlaunchConfig* c, const char* cluster, void** params) {
   const long long c_map = map_id(params[2]);
   void** rest = params + (c_map >= 0 ? 3 : 2);
   LOG("launch module=%d name=%s api=ex grid=%u,%u,%u block=%u,%u,%u smem=%u cluster=%s map_a=%lld map_b=%lld "
-      "map_c=%lld c=%llu bias=%llu residual=%llu m=%d n=%d k=%d ldc=%d",
+      "map_c=%lld c=%llu bias=%llu residual=%llu workspace=%llu m=%d n=%d k=%d ldc=%d",
       fn->module, fn->name, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
       c->sharedMemBytes, cluster, map_id(params[0]), map_id(params[1]), c_map,
       *(unsigned long long*)rest[0], *(unsigned long long*)rest[1], *(unsigned long long*)rest[2],
-      *(int*)rest[3], *(int*)rest[4], *(int*)rest[5], *(int*)rest[6]);
+      *(unsigned long long*)rest[3], *(int*)rest[4], *(int*)rest[5], *(int*)rest[6], *(int*)rest[7]);
 }
 
 /* Kernels whose first three parameters are tensor maps, then pointers, then ints: fa3 attention (q, k, v, out, lse;
  * seq, seq_k, heads, kv_heads, q_sb, q_sh, q_sr, kv_sb, kv_sh, kv_sr) and conv2d's TMA im2col kernel (Y, bias,
- * residual; M, N, C, ldc, P, Q, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w). */
+ * residual, workspace; M, N, C, ldc, P, Q, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w). */
 static int mapped_kernel(const char* name, int* pointers, int* ints) {
   if (strcmp(name, "attention_fa3") == 0) { *pointers = 5; *ints = 10; return 1; }
-  if (strcmp(name, "conv2d_wgmma_im2col") == 0) { *pointers = 3; *ints = 12; return 1; }
+  if (strcmp(name, "conv2d_wgmma_im2col") == 0) { *pointers = 4; *ints = 12; return 1; }
   return 0;
+}
+
+/* The Hopper family's split-K second pass: (workspace, C, bias, residual, M, N, ldc), docs/kernel-abi.md. */
+static void log_launch_splitk(struct fake_function* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                              unsigned by, unsigned bz, unsigned smem, void** params) {
+  LOG("launch module=%d name=%s api=plain grid=%u,%u,%u block=%u,%u,%u smem=%u workspace=%llu c=%llu bias=%llu "
+      "residual=%llu m=%d n=%d ldc=%d",
+      fn->module, fn->name, gx, gy, gz, bx, by, bz, smem, *(unsigned long long*)params[0],
+      *(unsigned long long*)params[1], *(unsigned long long*)params[2], *(unsigned long long*)params[3],
+      *(int*)params[4], *(int*)params[5], *(int*)params[6]);
 }
 static void log_launch_mapped(struct fake_function* fn, const char* api, unsigned gx, unsigned gy, unsigned gz,
                               unsigned bx, unsigned by, unsigned bz, unsigned smem, const char* cluster, void** params) {
@@ -348,6 +359,8 @@ static CUresult f_launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned
     log_launch_stage(fn, gx, gy, gz, bx, by, bz, smem, params);
   } else if (strcmp(fn->name, "conv2d_nchw_to_nhwc") == 0) {
     log_launch_transpose(fn, gx, gy, gz, bx, by, bz, smem, params);
+  } else if (strcmp(fn->name, "gemm_wgmma_splitk") == 0) {
+    log_launch_splitk(fn, gx, gy, gz, bx, by, bz, smem, params);
   } else if (strncmp(fn->name, "lowrank_", 8) == 0) {
     log_launch_lowrank(fn, gx, gy, gz, bx, by, bz, smem, params);
   } else if (mapped_kernel(fn->name, &gx_unused, &gx_unused)) {

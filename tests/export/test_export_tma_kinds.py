@@ -267,7 +267,8 @@ def test_the_1x1_plan_is_written_in_conv2ds_names(conv_exports):
     doc = read_manifest(conv_exports["1x1"][0])
     assert validate(doc) == []
     description = doc["launch"][0]["description"]
-    assert description["params"] == ["map_a", "map_b", "map_c", "Y", "bias", "residual", "M", "N", "K", "out_c"]
+    assert description["params"] == ["map_a", "map_b", "map_c", "Y", "bias", "residual", "workspace", "M", "N", "K",
+                                     "out_c"]
     assert {n: (m["tensor"], m["dims"], m["row_stride"]) for n, m in description["tensor_maps"].items()} == {
         "map_a": ("X", ["K", "M"], "in_c"), "map_b": ("filter", ["K", "N"], "in_c"),
         "map_c": ("Y", ["N", "M"], "out_c")}

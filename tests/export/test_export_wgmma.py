@@ -479,3 +479,33 @@ def test_the_exported_wgmma_gemm_matches_the_reference_on_an_h200(tmp_path, tool
         report = json.loads(done.stdout)
         assert done.returncode == 0 and report["ok"] is True, (config, m, n, k, done.stdout, done.stderr)
         assert report["nonfinite"] == 0 and report["rel_error"] <= report["bound"]
+
+
+def test_split_k_launches_every_slice_then_the_second_pass(tmp_path, toolchain, fake_driver):
+    """A split-K export: the workspace zeroed (the C runtime cannot know it is zero, so on every call), the main
+    kernel over every tile's K slices (the C runtime's work items count them), then gemm_wgmma_splitk over M x N."""
+    problem = GemmProblem(1024, 512, 8192, "bf16", "nt", "bias_silu")
+    config = {"family": "wgmma", "tile_m": 128, "tile_n": 128, "stages": 4, "consumers": 2, "schedule": "cooperative",
+              "cluster_m": 1, "persistent": 1, "group_m": 8, "store": "direct", "split_k": 4}
+    assert hs.hopper_space(problem, export_target("sm_90a")).why_invalid(config) is None
+    result = export_config(tmp_path, config, dtype="bf16", layout="nt", epilogue="bias_silu", shape="1024x512x8192")
+    assert result.exit_code == 0, result.output
+    doc = read_manifest(tmp_path / "out")
+    assert validate(doc) == []
+    program = build_probe(tmp_path / "out", toolchain, elem_bytes=2, dtype_code=DTYPE_CODE["bf16"],
+                          epilogue_code=next(e.code for e in EPILOGUES if e.name == "bias_silu"))
+    m, n, k = 1024, 512, 8192
+    out, log, buffers = run_probe(program, [str(m), str(n), str(k), "nt"], fake_driver)
+    assert out[-1] == "status=0 ok", (out, log)
+    main, second = launches(log)
+    work = 8 * 4 * 4  # tiles x slices
+    assert main["name"] == "gemm_wgmma" and main["grid"] == f"{min(work, SMS)},1,1"
+    assert second["name"] == "gemm_wgmma_splitk" and second["grid"] == f"{m * n // 256},1,1"
+    assert second["block"] == "256,1,1" and [second[key] for key in ("m", "n", "ldc")] == [str(m), str(n), str(n)]
+    # both kernels get the workspace the call passed, zeroed before the main kernel: M x N fp32 sums
+    assert main["workspace"] == second["workspace"] == buffers["workspace"] != "0"
+    assert second["c"] == main["c"] == buffers["c"] and second["bias"] == buffers["bias"]
+    memsets = [fields(line) for line in log if line.startswith("memset")]
+    assert memsets == [{"ptr": buffers["workspace"], "value": "0", "bytes": str(4 * m * n)}]
+    assert log.index(next(line for line in log if line.startswith("memset"))) < log.index(
+        next(line for line in log if line.startswith("launch ")))

@@ -346,10 +346,12 @@ class LaunchPlan:
     # ---- reading the rules (the one reader in Python; the exported C runtime follows the same ones) --------------
 
     def work_items(self, sizes: Mapping[str, int]) -> int:
-        """Work items of the cluster grid rules: ceil(ceil(M / tile_m) / cluster_m) * ceil(N / tile_n)."""
+        """Work items of the cluster grid rules: ceil(ceil(M / tile_m) / cluster_m) * ceil(N / tile_n), times
+        split_k where the plan has one (each item is then one K slice of a tile)."""
         if not (self.tile_m and self.tile_n and self.cluster_m):
             raise ValueError("the cluster grid rules need tile_m, tile_n and cluster_m")
-        return _ceil(_ceil(sizes["M"], self.tile_m), self.cluster_m) * _ceil(sizes["N"], self.tile_n)
+        tiles = _ceil(_ceil(sizes["M"], self.tile_m), self.cluster_m) * _ceil(sizes["N"], self.tile_n)
+        return tiles * (self.split_k or 1)
 
     def grid_extent(self, rule: GridRule, sizes: Mapping[str, int], resident_clusters: int | None = None) -> int:
         """One grid dimension for a call with `sizes` ("M", "N", "K"). The cluster rules count CTAs: work items (or, for

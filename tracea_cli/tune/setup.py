@@ -146,16 +146,22 @@ def first_configs(cache, key, plan: Plan, candidates: Candidates) -> list[Mappin
     """What to evaluate before the strategy proposes anything: the winners of the nearest cached problems (same op,
     backend, dtype, device class and non-size fields), then the shipped default for this problem on this
     architecture (what `tracea export --config default` would take), then the families' hand-picked configurations;
-    only those valid here."""
+    only those valid here, each completed with the defaults of parameters it lacks (one stored, shipped or picked
+    before a parameter existed means that parameter's default)."""
     from tracea_cli.space import config_key
 
     valid = candidates.index_of()
+    space = plan.backend.space(plan.problem, plan.target)
+
+    def completed(config: Mapping[str, Value]) -> dict[str, Value]:
+        return dict(space.complete(config))
+
     out: list[Mapping[str, Value]] = []
     nearest = [c for _sizes, c in cache.nearest_winners(key, limit=3)]
-    for config in nearest + shipped_default(plan, lambda c: None if config_key(c) in valid else "outside the space") \
-            + plan.suggested():
+    shipped = shipped_default(plan, lambda c: None if config_key(completed(c)) in valid else "outside the space")
+    for config in map(completed, nearest + shipped + plan.suggested()):
         if config_key(config) in valid and config not in out:
-            out.append(dict(config))
+            out.append(config)
     return out
 
 

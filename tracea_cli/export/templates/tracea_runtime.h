@@ -862,7 +862,8 @@ static inline unsigned long long tracea__grid(const tracea_grid_rule* g, const t
   const unsigned long long k = (unsigned long long)ints[abi->grid_sizes[2]];
   unsigned long long tiles_m = (m + v->tile_m - 1) / v->tile_m;
   unsigned long long tiles_n = (n + v->tile_n - 1) / v->tile_n;
-  unsigned long long work = g->value == 0 ? 0 : (tiles_m + g->value - 1) / g->value * tiles_n;
+  /* the cluster rules' work items: clusters of g->value tile rows, times the K slices of split-K */
+  unsigned long long work = g->value == 0 ? 0 : (tiles_m + g->value - 1) / g->value * tiles_n * v->split_k;
   switch (g->kind) {
     case TRACEA_GRID_TILES: return tiles_m * tiles_n;
     case TRACEA_GRID_TILES_M: return tiles_m;

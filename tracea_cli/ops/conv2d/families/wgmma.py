@@ -17,7 +17,7 @@ kernel's epilogue (`AFTER_RESIDUAL`). The GEMM op's own text, and so every GEMM 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from tracea_cli.ops.conv2d.families import wgmma_im2col as im
@@ -36,24 +36,30 @@ CONV_HEADER = "cuda/conv2d_wgmma.cuh"
 IM2COL_HEADER = "cuda/conv2d_wgmma_im2col.cuh"  # general convolutions: the TMA im2col producer
 IM2COL_KERNEL = "conv2d_wgmma_im2col"
 # The im2col kernel's parameters in signature order (kernels/cuda/conv2d_wgmma_im2col.cuh)
-IM2COL_PARAMS = ("map_x", "map_w", "map_c", "Y", "bias", "residual", "M", "N", "C", "ldc", "P", "Q", "stride_h",
-                 "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w")
+IM2COL_PARAMS = ("map_x", "map_w", "map_c", "Y", "bias", "residual", "workspace", "M", "N", "C", "ldc", "P", "Q",
+                 "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w")
 # Where the GEMM kernel's own entry point begins: the im2col translation unit has its own entry instead.
 GEMM_ENTRY = '}  // namespace wg\n\nextern "C" __global__ void __launch_bounds__(wg::kThreads, 1)\n    gemm_wgmma('
 
 # The GEMM kernel's store of one output pair in its epilogue: the hook goes right before it (after the residual).
 STORE_LINE = "            store_pair(staging, C, r, col_in_tile, row, col, M, N, at, v0, v1);\n"
 AFTER_RESIDUAL = "            WG_CONV_AFTER_RESIDUAL(v0, v1);\n"
+# Split-K's second pass (gemm_wgmma_splitk.cuh) stores one value: the same hook goes before it.
+SPLITK_STORE_LINE = "  C[at] = from_float(v);\n"
+SPLITK_AFTER_RESIDUAL = "  WG_CONV_AFTER_RESIDUAL(v, v);\n"
 
 
 def headers_text(problem: Conv2dProblem) -> str:
-    """conv2d's additions, then the GEMM family's headers for the problem's view with the hook pasted in. Raises
-    RuntimeError if the GEMM kernel no longer has exactly one place for it (its epilogue changed: update STORE_LINE)."""
+    """conv2d's additions, then the GEMM family's headers for the problem's view with the hook pasted in before each
+    store of C (the main kernel's epilogue, split-K's second pass). Raises RuntimeError if the GEMM text no longer has
+    exactly one place for each (an epilogue changed: update STORE_LINE or SPLITK_STORE_LINE)."""
     gemm = gemm_wgmma.headers_text(cs.view(problem))
-    if gemm.count(STORE_LINE) != 1:
-        raise RuntimeError(f"{gemm_wgmma.HEADER} has {gemm.count(STORE_LINE)} copies of its epilogue's store, not 1: "
-                           "conv2d's wgmma family cannot place its after-residual hook")
-    return kernel_source(CONV_HEADER) + "\n" + gemm.replace(STORE_LINE, AFTER_RESIDUAL + STORE_LINE, 1)
+    for line, hook in ((STORE_LINE, AFTER_RESIDUAL), (SPLITK_STORE_LINE, SPLITK_AFTER_RESIDUAL)):
+        if gemm.count(line) != 1:
+            raise RuntimeError(f"{gemm_wgmma.HEADER} has {gemm.count(line)} copies of an epilogue's store "
+                               f"({line.strip()!r}), not 1: conv2d's wgmma family cannot place its after-residual hook")
+        gemm = gemm.replace(line, hook + line, 1)
+    return kernel_source(CONV_HEADER) + "\n" + gemm
 
 
 def defines(problem: Conv2dProblem, config: Mapping[str, Value]) -> dict[str, int]:
@@ -82,32 +88,41 @@ def im2col_source(problem: Conv2dProblem, config: Mapping[str, Value]) -> str:
 
 def im2col_text(problem: Conv2dProblem) -> str:
     """The im2col translation unit's text after its defines: conv2d's hook, the GEMM kernel's pipeline without its
-    entry point, then the im2col producer and entry. Raises RuntimeError where the GEMM text lacks the places."""
+    entry point, then the im2col producer and entry, and split-K's second pass (compiled only where WG_SPLIT_K > 1).
+    Raises RuntimeError where the GEMM text lacks the places."""
     text = headers_text(problem)
-    if text.count(GEMM_ENTRY) != 1:
-        raise RuntimeError(f"{gemm_wgmma.HEADER} has {text.count(GEMM_ENTRY)} copies of its entry point's opening, "
-                           "not 1: conv2d's im2col kernel cannot replace it")
-    return text[: text.index(GEMM_ENTRY)] + "}  // namespace wg\n\n" + kernel_source(IM2COL_HEADER)
+    splitk = kernel_source(gemm_wgmma.SPLITK_HEADER).splitlines(keepends=True)[0]  # its first line
+    for part in (GEMM_ENTRY, splitk):
+        if text.count(part) != 1:
+            raise RuntimeError(f"{gemm_wgmma.HEADER} has {text.count(part)} copies of {part.strip()!r}, not 1: "
+                               "conv2d's im2col kernel cannot replace the GEMM entry point")
+    return (text[: text.index(GEMM_ENTRY)] + "}  // namespace wg\n\n" + kernel_source(IM2COL_HEADER) + "\n"
+            + text[text.index(splitk):])
 
 
 def im2col_launch(problem: Conv2dProblem, config: Mapping[str, Value]) -> LaunchPlan:
     """The im2col kernel's plan: the GEMM family's grid, block, cluster and shared memory for the configuration
-    (persistent_clusters or work_clusters over M = N·P·Q and N = K), its own parameters, and three tensor maps: X
-    (im2col), the filter (tiled3d), Y (the GEMM's 2-D map of C over the output)."""
+    (persistent_clusters or work_clusters over M = N·P·Q and N = K, times the K slices of split-K), its own
+    parameters, three tensor maps: X (im2col), the filter (tiled3d), Y (the GEMM's 2-D map of C over the output), and
+    split-K's zeroing and second pass (over Y) where the configuration splits K."""
     p = problem
     gemm = gemm_wgmma.wgmma_launch(cs.im2col_view(p), config)
-    if len(gemm.steps) != 1 or gemm.scratch:  # the view's K is whole k-steps and C, K are aligned: never staged
+    if gemm.scratch:  # the view's K is whole k-steps and C, K are aligned: never staged
         raise RuntimeError(f"the GEMM family's plan for {p.label}'s im2col view stages an operand; the im2col kernel "
                            "reads X and the filter in place")
     main = gemm.main_kernel
     step = KernelStep(IM2COL_KERNEL, grid=main.grid, block=main.block, dynamic_smem_bytes=main.dynamic_smem_bytes,
                       cluster=main.cluster)
+    before, after = gemm_wgmma.split_steps(gemm.split_k or 1)
+    after = tuple(replace(s, params=tuple("Y" if name == "C" else name for name in s.params)) for s in after)
     c = gemm.tensor_maps["map_c"]
     maps = {**im.tensor_maps(p, config),
             "map_c": TensorMap("Y", c.dims, c.row_stride, c.box, c.dtype, c.elem_bytes)}
-    return LaunchPlan(steps=(step,), params=IM2COL_PARAMS, tensor_maps=maps, tile_m=gemm.tile_m, tile_n=gemm.tile_n,
-                      tile_k=im.tile_k(p.dtype), cluster_m=gemm.cluster_m, persistent=gemm.persistent,
-                      alignment_bytes=gemm.alignment_bytes, family=gemm.family, arch=gemm.arch, work=gemm.work)
+    return LaunchPlan(steps=(*before, step, *after), params=IM2COL_PARAMS, tensor_maps=maps, tile_m=gemm.tile_m,
+                      tile_n=gemm.tile_n, tile_k=im.tile_k(p.dtype), cluster_m=gemm.cluster_m,
+                      persistent=gemm.persistent, split_k=gemm.split_k,
+                      workspace_bytes_per_mn=gemm.workspace_bytes_per_mn, alignment_bytes=gemm.alignment_bytes,
+                      family=gemm.family, arch=gemm.arch, work=gemm.work)
 
 
 def im2col_args(problem: Conv2dProblem, operands: Mapping[str, Any]) -> dict[str, Any]:

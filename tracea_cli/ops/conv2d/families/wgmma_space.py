@@ -153,7 +153,7 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
         return []
     if not is_gemm(problem):
         picks = im2col_picked(problem, space, target.cuda_limits().sm_count or ASSUMED_SMS)
-        return picks[:limit] if limit else picks
+        return _with_split(problem, space, picks, target.cuda_limits().sm_count, limit)
     gemm = gemm_view(problem)
     sm_count = target.cuda_limits().sm_count or 0
     k_blocks = gs.ceil_div(gemm.k, gs.tile_k(gemm.dtype))
@@ -176,6 +176,16 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
                                     if int(c["tile_m"]) == 128) if v), None)
         if variant and variant not in picks:
             picks.append(variant)
+    return _with_split(problem, space, picks, target.cuda_limits().sm_count, limit)
+
+
+def _with_split(problem: Conv2dProblem, space: SearchSpace, picks: list[dict[str, Value]], sms: int | None,
+                limit: int | None) -> list[dict[str, Value]]:
+    """`picks` (the first `limit`), the first with K split second where its tiles leave SMs idle
+    (gemm wgmma_space.split_variant): ResNet's late layers at small batch. Unmeasured order: by rule."""
+    split = gs.split_variant(space, view(problem), picks[0], sms) if picks else None
+    if split is not None and split not in picks:
+        picks = [picks[0], split, *picks[1:]]
     return picks[:limit] if limit else picks
 
 
@@ -215,7 +225,8 @@ def _fitted(space: SearchSpace, base: Mapping[str, Value], k_blocks: int, residu
 
 
 def describe(config: Mapping[str, Value]) -> str:
-    """A short human label: "wgmma 128x256 s3 c2 cooperative cl1 p1 g8 tma"."""
+    """A short human label: "wgmma 128x256 s3 c2 cooperative cl1 p1 g8 tma" (and " split5" with K split)."""
+    split = gs.split_k_of(config)
     return (f"wgmma {config['tile_m']}x{config['tile_n']} s{config['stages']} c{config['consumers']} "
             f"{config['schedule']} cl{config['cluster_m']} p{config['persistent']} g{config['group_m']} "
-            f"{config['store']}")
+            f"{config['store']}" + (f" split{split}" if split > 1 else ""))

@@ -19,6 +19,7 @@ from tracea_cli.ops.launch import (
     SCRATCH_ALIGN_BYTES,
     KernelStep,
     LaunchPlan,
+    MemsetStep,
     Scratch,
     TensorMap,
 )
@@ -27,14 +28,18 @@ from tracea_cli.space import SearchSpace, Value, config_key
 from tracea_cli.target import Target
 
 KERNEL_NAME = "gemm_wgmma"
+SPLITK_NAME = "gemm_wgmma_splitk"  # split-K's second pass: the epilogue over the workspace's sums
+SPLITK_THREADS = 256  # gemm_wgmma_splitk.cuh: WG_SPLITK_THREADS
 STAGE_A_NAME = "gemm_stage_a"
 STAGE_B_NAME = "gemm_stage_b"
 HEADER = "cuda/gemm_wgmma.cuh"
 MMA_HEADER = "cuda/gemm_wgmma_mma.cuh"
 STAGE_HEADER = "cuda/gemm_wgmma_stage.cuh"
 RAGGED_N_HEADER = "cuda/gemm_wgmma_ragged_n.cuh"
+SPLITK_HEADER = "cuda/gemm_wgmma_splitk.cuh"
 ARCH = "sm_90a"  # wgmma and setmaxnreg exist only on the architecture-specific target
-PARAMS = ("map_a", "map_b", "map_c", "C", "bias", "residual", "M", "N", "K", "ldc")
+PARAMS = ("map_a", "map_b", "map_c", "C", "bias", "residual", "workspace", "M", "N", "K", "ldc")
+SPLITK_PARAMS = ("workspace", "C", "bias", "residual", "M", "N", "ldc")  # gemm_wgmma_splitk's, in signature order
 STAGE_THREADS = 256  # gemm_wgmma_stage.cuh: kThreads
 STAGE_COPY_ROWS = 8  # rows per block of the copy (one warp each)
 STAGE_COPY_BYTES = 512  # bytes of columns per block of the copy (a warp's 32 16-byte chunks)
@@ -72,12 +77,13 @@ def ragged_n_text(kernel: str) -> str:
 
 def headers_text(problem: GemmProblem) -> str:
     """The family's headers, the mma wrappers inlined where the kernel includes them, with the ragged-N edits where
-    `problem` needs them (wgmma_space.ragged_n); the staging entries appended when it needs them
-    (wgmma_space.staging)."""
+    `problem` needs them (wgmma_space.ragged_n); split-K's second pass (compiled only where WG_SPLIT_K > 1); the
+    staging entries appended when it needs them (wgmma_space.staging)."""
     kernel = kernel_source(HEADER)
     if hs.ragged_n(problem):
         kernel = ragged_n_text(kernel)
     text = kernel.replace('#include "gemm_wgmma_mma.cuh"', kernel_source(MMA_HEADER), 1)
+    text += "\n" + kernel_source(SPLITK_HEADER)
     if hs.staging(problem).any:
         text += "\n" + kernel_source(STAGE_HEADER)
     return text
@@ -98,6 +104,7 @@ def defines(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, int]
         "WG_EPILOGUE": problem.fused.code,
         "WG_STORE_TMA": 1 if config["store"] == "tma" else 0,
         "WG_PINGPONG": 1 if config["schedule"] == "pingpong" else 0,
+        "WG_SPLIT_K": hs.split_k_of(config),
     }
     if staged.any:
         out["WG_STAGE_A"] = int(staged.pad_a)
@@ -174,21 +181,35 @@ def _tensor_maps(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str,
     return maps
 
 
+def split_steps(split: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """(the steps before the main kernel, the steps after it) that split-K adds: the workspace zeroed once, when it is
+    allocated (the second pass leaves it zero), and the second pass over M x N. None for split 1."""
+    if split == 1:
+        return (), ()
+    return ((MemsetStep(elem_bytes=4, once=True),),
+            (KernelStep(SPLITK_NAME, grid=(f"mn/{SPLITK_THREADS}", 1, 1), block=(SPLITK_THREADS, 1, 1),
+                        params=SPLITK_PARAMS),))
+
+
 def wgmma_launch(problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan:
-    """The staging steps (if any) and the main kernel: params, tensor maps (innermost dimension first), grid rules,
-    cluster, shared memory, and the scratch the staging writes."""
+    """The staging steps (if any), split-K's zeroing (if any), the main kernel and split-K's second pass: params,
+    tensor maps (innermost dimension first), grid rules, cluster, shared memory, and the scratch the staging writes.
+    With split-K the work items are every tile's K slices: the cluster grid rules multiply by `split_k`."""
     cluster = int(config["cluster_m"])
+    split = hs.split_k_of(config)
     main = KernelStep(KERNEL_NAME, grid=("persistent_clusters" if int(config["persistent"]) else "work_clusters", 1, 1),
                       block=(hs.threads(config), 1, 1), dynamic_smem_bytes=hs.smem_bytes(problem.dtype, config),
                       cluster=(cluster, 1, 1))
     params = tuple(p for p in PARAMS if p != "map_c") if hs.ragged_n(problem) else PARAMS  # see _tensor_maps
+    before, after = split_steps(split)
     return LaunchPlan(
-        steps=(*_stage_steps(problem), main), params=params, tensor_maps=_tensor_maps(problem, config),
-        scratch=_scratch(problem), tile_m=int(config["tile_m"]), tile_n=int(config["tile_n"]),
-        tile_k=hs.tile_k(problem.dtype), cluster_m=cluster, persistent=int(config["persistent"]),
-        alignment_bytes=hs.ALIGN_BYTES, element_aligned=RAGGED_N_ELEMENT_WISE if hs.ragged_n(problem) else (),
-        family=hs.FAMILY, arch=ARCH,
-        work="ceil(ceil(M/tile_m)/cluster_m) * ceil(N/tile_n)")
+        steps=(*_stage_steps(problem), *before, main, *after), params=params,
+        tensor_maps=_tensor_maps(problem, config), scratch=_scratch(problem), tile_m=int(config["tile_m"]),
+        tile_n=int(config["tile_n"]), tile_k=hs.tile_k(problem.dtype), cluster_m=cluster,
+        persistent=int(config["persistent"]), split_k=split if split > 1 else None,
+        workspace_bytes_per_mn=4 if split > 1 else 0, alignment_bytes=hs.ALIGN_BYTES,
+        element_aligned=RAGGED_N_ELEMENT_WISE if hs.ragged_n(problem) else (), family=hs.FAMILY, arch=ARCH,
+        work="ceil(ceil(M/tile_m)/cluster_m) * ceil(N/tile_n)" + (" * split_k" if split > 1 else ""))
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ ALIGN_BYTES = 16  # TMA: global base addresses and row strides
 MAX_ACCUMULATORS = 128  # fp32 accumulators per consumer thread that leave room for addressing (no spills)
 SLACK_BYTES = 1024  # the kernel rounds its shared-memory base up to the swizzle period
 STAGED_ROW_BYTES = 128  # staged copies start every row on a 128-byte line (TMA needs 16; its boxes read 128)
+SPLIT_K_VALUES = (1, 2, 3, 4, 5, 6, 8)
+SPLIT_K_GAIN = 0.9  # a split must shorten the ideal schedule to at most this share of the unsplit one
+REFERENCE_SMS = 132  # H100 SXM and H200: the SMs split-K's rule assumes where the target has no device to ask
 
 PARAMS = (
     Param("family", (FAMILY,), "categorical", "instruction family: wgmma (sm_90a)"),
@@ -49,6 +52,8 @@ PARAMS = (
     Param("persistent", (0, 1), doc="1: one CTA per SM loops over tiles; 0: one tile per CTA"),
     Param("group_m", GROUP_VALUES, doc="tile order: cluster rows walked column by column before moving on"),
     Param("store", ("direct", "tma"), "categorical", "epilogue: registers -> global, or via swizzled shared memory + TMA"),
+    Param("split_k", SPLIT_K_VALUES, doc="K slices per output tile, their sums added in an fp32 workspace and the "
+          "epilogue applied by a second pass (for problems whose tiles leave SMs idle)", default=1),
 )
 
 DTYPE_CODES = {"fp16": 0, "bf16": 1, "tf32": 2}
@@ -82,15 +87,26 @@ def smem_bytes(dtype: str, config: Mapping[str, Value]) -> int:
     return ring + staging + (2 * stages + 2) * 8 + SLACK_BYTES
 
 
+def split_k_of(config: Mapping[str, Value]) -> int:
+    """The configuration's split_k (1 for one stored before the parameter existed)."""
+    return int(config.get("split_k", 1))
+
+
+def split_schedule(ctas: int, parts: int, sms: int) -> float:
+    """The ideal length, in waves of whole-tile work, of `ctas` tiles each cut into `parts` K slices of equal work on
+    `sms` SMs: ceil(ctas * parts / sms) rounds of 1/parts of a tile's work."""
+    return ceil_div(ctas * parts, sms) / parts
+
+
 def threads(config: Mapping[str, Value]) -> int:
     return 128 * (1 + int(config["consumers"]))
 
 
 def work_items(problem: GemmProblem, config: Mapping[str, Value]) -> int:
-    """Work items the kernel walks: one per cluster of vertically adjacent tiles."""
+    """Work items the kernel walks: one per cluster of vertically adjacent tiles and K slice."""
     tiles_m = ceil_div(problem.m, int(config["tile_m"]))
     tiles_n = ceil_div(problem.n, int(config["tile_n"]))
-    return ceil_div(tiles_m, int(config["cluster_m"])) * tiles_n
+    return ceil_div(tiles_m, int(config["cluster_m"])) * tiles_n * split_k_of(config)
 
 
 @dataclass(frozen=True)
@@ -202,6 +218,24 @@ def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
             return "cluster_m=2 needs at least two tile rows"
         return None
 
+    sms = limits.sm_count or REFERENCE_SMS
+
+    def split(c: Mapping[str, Value]) -> str | None:
+        parts = int(c["split_k"])
+        if parts == 1:
+            return None
+        if c["store"] == "tma":
+            return f"split_k={parts} adds the slices' sums into a workspace from registers: store=direct only"
+        per = ceil_div(k_blocks, parts)
+        if per * (parts - 1) >= k_blocks:
+            return f"splitting K {parts} ways leaves a slice without work: K={problem.k} has {k_blocks} K-blocks"
+        ctas = work_items(problem, {**c, "split_k": 1}) * int(c["cluster_m"])
+        whole, sliced = split_schedule(ctas, 1, sms), split_schedule(ctas, parts, sms)
+        if sliced > SPLIT_K_GAIN * whole:
+            return (f"{ctas} CTAs of whole tiles take {whole:g} wave(s) of the {sms} SMs; in {parts} slices "
+                    f"{sliced:.2f}: not shorter by a tenth, so split_k={parts} would only add the second pass")
+        return None
+
     def tile_order(c: Mapping[str, Value]) -> str | None:
         # Group sizes at or past the number of cluster rows all give the same order: keep the smallest of them.
         rows = ceil_div(ceil_div(problem.m, int(c["tile_m"])), int(c["cluster_m"]))
@@ -212,7 +246,7 @@ def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
 
     return SearchSpace(params=PARAMS,
                        rules=(schedule, slabs_split, accumulators, shared_memory, fits_problem, c_store, cluster,
-                              tile_order))
+                              split, tile_order))
 
 
 def default_config(problem: GemmProblem, target: Target) -> dict[str, Value] | None:
@@ -262,9 +296,22 @@ def _default_in(space: SearchSpace, problem: GemmProblem) -> dict[str, Value] | 
     return None
 
 
+def split_variant(space: SearchSpace, problem: GemmProblem, config: Mapping[str, Value],
+                  sms: int | None) -> dict[str, Value] | None:
+    """`config` with K split where `space` (the problem's) allows it: the split with the shortest ideal schedule on
+    `sms` SMs (`split_schedule`; the fewer slices on a tie), storing from registers; None where no split is valid."""
+    ctas = work_items(problem, dict(config, split_k=1)) * int(config["cluster_m"])
+    valid = [dict(config, split_k=parts, store="direct") for parts in SPLIT_K_VALUES[1:]]
+    valid = [c for c in valid if space.why_invalid(c) is None]
+    if not valid:
+        return None
+    return min(valid, key=lambda c: (split_schedule(ctas, int(c["split_k"]), sms or REFERENCE_SMS), c["split_k"]))
+
+
 def suggested_configs(problem: GemmProblem, target: Target) -> list[dict[str, Value]]:
-    """The tuner's first Hopper configurations: `default_config`, then its measured runners-up on the H200 (the sweep
-    of docs/results/gemm_hopper_h200.md, 4096³ bf16: the same tile in 2-CTA clusters; storing from registers with 4
+    """The tuner's first Hopper configurations: `default_config`, then (where the problem's tiles leave SMs idle) the
+    same with K split (`split_variant`), then its measured runners-up on the H200 (the sweep of
+    docs/results/gemm_hopper_h200.md, 4096³ bf16: the same tile in 2-CTA clusters; storing from registers with 4
     stages, tf32's winner; 128x128 tiles in ping-pong with 5 stages, the best of the narrower tiles), each only where
     valid, so that a short tune (the bench suite's budget of 16) spends its first batch in the family's neighbourhood
     of known good kernels."""
@@ -279,4 +326,7 @@ def suggested_configs(problem: GemmProblem, target: Target) -> list[dict[str, Va
     for config in variants:
         if config not in out and space.why_invalid(config) is None:
             out.append(config)
+    split = split_variant(space, problem, first, target.cuda_limits().sm_count)
+    if split is not None:  # a problem whose tiles leave SMs idle: the default with K split comes second
+        out.insert(1, split)
     return out
