@@ -261,6 +261,16 @@ __device__ __forceinline__ float to_float(elem_t x) {
 #endif
 }
 
+__device__ __forceinline__ elem_t to_elem(float x) {
+#if WG_DTYPE == 0
+  return __float2half_rn(x);
+#elif WG_DTYPE == 1
+  return __float2bfloat16_rn(x);
+#else
+  return x;
+#endif
+}
+
 // Two adjacent elements as loaded (bias, residual) and as stored (C).
 #if WG_DTYPE == 2
 typedef float2 pair_t;

@@ -7,16 +7,6 @@
 
 static_assert(!WG_STORE_TMA, "a ragged N has no tensor map over C to store through (store=direct)");
 
-__device__ __forceinline__ elem_t to_elem(float x) {
-#if WG_DTYPE == 0
-  return __float2half_rn(x);
-#elif WG_DTYPE == 1
-  return __float2bfloat16_rn(x);
-#else
-  return x;
-#endif
-}
-
 // bias[col], bias[col + 1], each clamped to the last column (columns past N are computed, never stored).
 __device__ __forceinline__ pair_t ragged_bias_pair(const elem_t* bias, int col, int N) {
   return pack(to_float(__ldg(bias + min(col, N - 1))), to_float(__ldg(bias + min(col + 1, N - 1))));

@@ -1,7 +1,8 @@
 // Split-K's second pass for the Hopper GEMM family (gemm_wgmma.cuh with WG_SPLIT_K > 1; empty otherwise): the K
 // slices have added their raw sums into the fp32 workspace (M x N, leading dimension N); this kernel applies the
-// epilogue (bias, activation, residual: the main kernel's, in the same order), writes C and sets each workspace element back to zero, so that the workspace is zero again
-// for the next call (the plan's memset runs only when the workspace is allocated; docs/kernel-abi.md, "Split-K").
+// epilogue (bias, activation, residual: the main kernel's, in the same order), writes C and sets each workspace
+// element back to zero, so that the workspace is zero again for the next call (the plan's memset runs only when the
+// workspace is allocated; docs/kernel-abi.md, "Split-K").
 //   gemm_wgmma_splitk(float* workspace, elem_t* C, const elem_t* bias, const elem_t* residual, int M, int N, int ldc)
 // One thread per element of C, blocks of WG_SPLITK_THREADS, grid ceil(M*N / WG_SPLITK_THREADS).
 #pragma once
@@ -9,20 +10,6 @@
 #if WG_SPLIT_K > 1
 
 #define WG_SPLITK_THREADS 256
-
-namespace wg {
-
-__device__ __forceinline__ elem_t from_float(float x) {
-#if WG_DTYPE == 0
-  return __float2half_rn(x);
-#elif WG_DTYPE == 1
-  return __float2bfloat16_rn(x);
-#else
-  return x;
-#endif
-}
-
-}  // namespace wg
 
 extern "C" __global__ void __launch_bounds__(WG_SPLITK_THREADS)
     gemm_wgmma_splitk(float* __restrict__ workspace, wg::elem_t* __restrict__ C, const wg::elem_t* __restrict__ bias,
@@ -40,7 +27,7 @@ extern "C" __global__ void __launch_bounds__(WG_SPLITK_THREADS)
 #if WG_EPILOGUE == 5
   v += to_float(residual[at]);
 #endif
-  C[at] = from_float(v);
+  C[at] = to_elem(v);
 }
 
 #endif  // WG_SPLIT_K > 1

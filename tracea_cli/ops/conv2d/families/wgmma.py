@@ -45,7 +45,7 @@ GEMM_ENTRY = '}  // namespace wg\n\nextern "C" __global__ void __launch_bounds__
 STORE_LINE = "            store_pair(staging, C, r, col_in_tile, row, col, M, N, at, v0, v1);\n"
 AFTER_RESIDUAL = "            WG_CONV_AFTER_RESIDUAL(v0, v1);\n"
 # Split-K's second pass (gemm_wgmma_splitk.cuh) stores one value: the same hook goes before it.
-SPLITK_STORE_LINE = "  C[at] = from_float(v);\n"
+SPLITK_STORE_LINE = "  C[at] = to_elem(v);\n"
 SPLITK_AFTER_RESIDUAL = "  WG_CONV_AFTER_RESIDUAL(v, v);\n"
 
 
