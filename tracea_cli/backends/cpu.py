@@ -35,7 +35,7 @@ from tracea_cli.timing import HostClock, TimingPolicy
 PROLOGUE = """import numba
 import numpy as np
 from numba import njit, prange
-from tracea_cli.backends.numba_simd import vadd, vfma, vload, vprefetch, vsplat, vstore, vzero
+from tracea_cli.backends.numba_simd import vadd, vfma, vload, vprefetch, vsilu, vsplat, vstore, vzero
 CACHE = {cache}
 """
 

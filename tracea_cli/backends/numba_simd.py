@@ -23,7 +23,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-__all__ = ["vadd", "vfma", "vload", "vprefetch", "vsplat", "vstore", "vzero"]
+__all__ = ["vadd", "vexp", "vfma", "vload", "vprefetch", "vsilu", "vsplat", "vstore", "vzero"]
 
 
 class _Vec(types.Type):
@@ -156,3 +156,98 @@ def vprefetch(typingctx, array, index, level):
         return context.get_dummy_value()
 
     return types.void(array, index, level), codegen
+
+
+# ---- exp and SiLU on vectors (for epilogues: numba's math.exp is one scalar libm call per element) -------------------
+
+# Cody-Waite range reduction and Cephes' approximations (expf: a degree-5 polynomial; exp: a Pade form), to about 1
+# ulp over the clamped range. x is clamped to [lo, hi] first, so that 2^n stays a normal number: exp of x below lo
+# comes out as exp(lo) (the least normal float, about 1e-38 / 2e-308) instead of a subnormal or 0, above hi as
+# exp(hi) instead of up to the largest finite value or inf. NaN stays NaN (the clamps compare, they do not min/max).
+_EXP = {
+    32: {"lo": -87.33654475, "hi": 88.37626266, "ln2_hi": 0.693359375, "ln2_lo": -2.12194440e-4,
+         "poly": (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+                  5.0000001201e-1), "bias": 127, "shift": 23},
+    64: {"lo": -708.3964185322641, "hi": 709.0, "ln2_hi": 6.93145751953125e-1, "ln2_lo": 1.42860682030941723212e-6,
+         "p": (1.26177193074810590878e-4, 3.02994407707441961300e-2, 9.99999999999999999910e-1),
+         "q": (3.00198505138664455042e-6, 2.52448340349684104192e-3, 2.27265548208155028766e-1,
+               2.00000000000000000009e0), "bias": 1023, "shift": 52},
+}
+_LOG2E = 1.4426950408889634
+
+
+def _splat(vtype, value):
+    return ir.Constant(vtype, [ir.Constant(vtype.element, value)] * vtype.count)
+
+
+def _exp_ir(builder, x):
+    """IR for exp of the float vector `x` (see _EXP)."""
+    vtype = x.type
+    bits = 32 if isinstance(vtype.element, ir.FloatType) else 64
+    k = _EXP[bits]
+    module = builder.module
+    suffix = f"v{vtype.count}f{bits}"
+
+    def intrinsic_fn(name, args):
+        return cgutils.get_or_insert_function(module, ir.FunctionType(vtype, [vtype] * args), f"llvm.{name}.{suffix}")
+
+    def fma(a, b, c):
+        return builder.call(intrinsic_fn("fma", 3), [a, b, c])
+
+    lo, hi = _splat(vtype, k["lo"]), _splat(vtype, k["hi"])
+    x = builder.select(builder.fcmp_ordered(">", x, hi), hi, x)
+    x = builder.select(builder.fcmp_ordered("<", x, lo), lo, x)
+    n = builder.call(intrinsic_fn("rint", 1), [builder.fmul(x, _splat(vtype, _LOG2E))])
+    r = fma(n, _splat(vtype, -k["ln2_hi"]), x)
+    r = fma(n, _splat(vtype, -k["ln2_lo"]), r)
+    one = _splat(vtype, 1.0)
+    if bits == 32:
+        p = _splat(vtype, k["poly"][0])
+        for c in k["poly"][1:]:
+            p = fma(p, r, _splat(vtype, c))
+        y = builder.fadd(fma(p, builder.fmul(r, r), r), one)
+    else:
+        rr = builder.fmul(r, r)
+        p = _splat(vtype, k["p"][0])
+        for c in k["p"][1:]:
+            p = fma(p, rr, _splat(vtype, c))
+        p = builder.fmul(p, r)
+        q = _splat(vtype, k["q"][0])
+        for c in k["q"][1:]:
+            q = fma(q, rr, _splat(vtype, c))
+        y = fma(_splat(vtype, 2.0), builder.fdiv(p, builder.fsub(q, p)), one)
+    # 2^n: n (an integer within the exponent's range after the clamp; NaN taken as 0, y is NaN then) plus the
+    # exponent bias, in the exponent field
+    itype = ir.VectorType(ir.IntType(bits), vtype.count)
+    n = builder.select(builder.fcmp_unordered("uno", n, n), _splat(vtype, 0.0), n)
+    e = builder.add(builder.fptosi(n, itype),
+                    ir.Constant(itype, [ir.Constant(itype.element, k["bias"])] * vtype.count))
+    scale = builder.bitcast(builder.shl(e, ir.Constant(itype, [ir.Constant(itype.element, k["shift"])] * vtype.count)),
+                            vtype)
+    return builder.fmul(y, scale)
+
+
+@intrinsic
+def vexp(typingctx, x):
+    """exp of each lane (about 1 ulp; see _EXP for the clamped range). NaN stays NaN."""
+    if not isinstance(x, _Vec):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _exp_ir(builder, args[0])
+
+    return x(x), codegen
+
+
+@intrinsic
+def vsilu(typingctx, x):
+    """SiLU of each lane: x / (1 + exp(-x)), exp as `vexp`. NaN stays NaN."""
+    if not isinstance(x, _Vec):
+        return None
+
+    def codegen(context, builder, sig, args):
+        v = args[0]
+        e = _exp_ir(builder, builder.fneg(v))
+        return builder.fdiv(v, builder.fadd(_splat(v.type, 1.0), e))
+
+    return x(x), codegen

@@ -39,7 +39,7 @@ from tracea_cli.ops.conv2d.families.numba_space import (
 )
 from tracea_cli.ops.conv2d.problem import EPILOGUES, Conv2dProblem
 from tracea_cli.ops.launch import CallStep, LaunchPlan
-from tracea_cli.ops.numba_family import NumbaFamily
+from tracea_cli.ops.numba_family import SILU_SPAN, NumbaFamily
 from tracea_cli.space import Value
 
 GENERATOR_VERSION = 2  # bump when the module text changes in a way the templates below do not show
@@ -143,8 +143,8 @@ def apply_epilogue(kind, y, ldy, i0, rows, j0, cols, bias, residual):
                 y[row + j] = v if not v < 0 else v * 0
         elif kind == E_BIAS_SILU:
             for j in range(j0, j0 + cols):
-                v = y[row + j] + bias[j]
-                y[row + j] = v / (1.0 + math.exp(-v))
+                y[row + j] = y[row + j] + bias[j]
+            silu_span(y, row + j0, row + j0 + cols)
         if kind == E_BIAS_RESIDUAL:
             for j in range(j0, j0 + cols):
                 y[row + j] = y[row + j] + residual[row + j]
@@ -237,6 +237,7 @@ def module_source(spec: KernelSpec) -> str:
         "",
         f"MR = {spec.mr}",
         f"NR = {spec.nr}",
+        f"LANES = {spec.lanes}  # elements per vector",
         f"OUTSIDE = {OUTSIDE}",
         'FASTMATH = {"contract"}  # FMAs are explicit (llvm.fma) in the micro-kernel; elsewhere no reassociation',
         'PARALLEL = {"fusion": False}  # packing and computing are two parallel loops in a row: never fuse them',
@@ -244,7 +245,7 @@ def module_source(spec: KernelSpec) -> str:
         "",
         "",
         "@njit(fastmath=FASTMATH, cache=CACHE)",
-    ]) + "\n" + micro_kernel_source(spec.mr, spec.nr, spec.lanes) + _EPILOGUE + _DRIVER
+    ]) + "\n" + micro_kernel_source(spec.mr, spec.nr, spec.lanes) + SILU_SPAN + _EPILOGUE + _DRIVER
 
 
 def signature(dtype: str) -> str:

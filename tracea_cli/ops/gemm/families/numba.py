@@ -48,7 +48,7 @@ from tracea_cli.ops.gemm.families.numba_space import (
 )
 from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem
 from tracea_cli.ops.launch import CallStep, LaunchPlan
-from tracea_cli.ops.numba_family import NumbaFamily
+from tracea_cli.ops.numba_family import SILU_SPAN, NumbaFamily
 from tracea_cli.space import Value
 
 GENERATOR_VERSION = 1  # bump when the module text changes in a way the templates below do not show
@@ -163,8 +163,8 @@ def apply_epilogue(kind, c, ldc, i0, rows, j0, cols, bias, residual):
                 c[row + j] = x if not x < 0 else x * 0
         elif kind == E_BIAS_SILU:
             for j in range(j0, j0 + cols):
-                x = c[row + j] + bias[j]
-                c[row + j] = x / (1.0 + math.exp(-x))
+                c[row + j] = c[row + j] + bias[j]
+            silu_span(c, row + j0, row + j0 + cols)
         elif kind == E_BIAS_GELU:
             for j in range(j0, j0 + cols):
                 x = c[row + j] + bias[j]
@@ -348,6 +348,7 @@ def module_source(spec: KernelSpec) -> str:
         f"MR = {spec.mr}",
         f"NR = {spec.nr}",
         f"LINE = {spec.line}  # elements per 64-byte cache line",
+        f"LANES = {spec.lanes}  # elements per vector",
         'FASTMATH = {"contract"}  # FMAs are explicit (llvm.fma) in the micro-kernel; elsewhere no reassociation',
         'PARALLEL = {"fusion": False}  # packing and computing are two parallel loops in a row: never fuse them',
         codes,
@@ -355,7 +356,7 @@ def module_source(spec: KernelSpec) -> str:
     micro = "".join("\n\n\n@njit(fastmath=FASTMATH, cache=CACHE)\n"
                     + micro_kernel_source(spec.mr, spec.nr, spec.lanes, packed=packed, prefetch=spec.line)
                     for packed in (False, True))  # A in place, A packed
-    return text + micro + _EPILOGUE + _PACK_A + PACK_STRIP + _TILES + driver_source(spec.parallel)
+    return text + micro + SILU_SPAN + _EPILOGUE + _PACK_A + PACK_STRIP + _TILES + driver_source(spec.parallel)
 
 
 def signature(dtype: str) -> str:

@@ -35,7 +35,7 @@ from tracea_cli.ops.lowrank_mlp.families.numba_space import (
     lowrank_space,
 )
 from tracea_cli.ops.lowrank_mlp.problem import ACTS, LowrankMlpProblem, check_operands
-from tracea_cli.ops.numba_family import NumbaFamily
+from tracea_cli.ops.numba_family import SILU_SPAN, NumbaFamily
 from tracea_cli.space import Value
 
 GENERATOR_VERSION = 1  # bump when the module text changes in a way the templates below do not show
@@ -68,17 +68,24 @@ _EPILOGUE = '''
 @njit(fastmath=FASTMATH, cache=CACHE)
 def apply_epilogue(y, ldy, i0, rows, j0, cols, bias, has_bias, act, residual, has_residual):
     """y[i0:i0+rows, j0:j0+cols] = act(y + bias) + residual in place; y and residual flat with row stride ldy.
-    NaN stays NaN through every activation (a kernel fault must show)."""
+    NaN stays NaN through every activation (a kernel fault must show). SiLU runs over the row's span (vectors)."""
     for i in range(i0, i0 + rows):
         row = i * ldy
+        if act == ACT_SILU:
+            if has_bias:
+                for j in range(j0, j0 + cols):
+                    y[row + j] = y[row + j] + bias[j]
+            silu_span(y, row + j0, row + j0 + cols)
+            if has_residual:
+                for j in range(j0, j0 + cols):
+                    y[row + j] = y[row + j] + residual[row + j]
+            continue
         for j in range(j0, j0 + cols):
             v = y[row + j]
             if has_bias:
                 v = v + bias[j]
             if act == ACT_RELU:
                 v = v if not v < 0 else v * 0
-            elif act == ACT_SILU:
-                v = v / (1.0 + math.exp(-v))
             elif act == ACT_GELU:
                 v = 0.5 * v * (1.0 + math.erf(v * 0.7071067811865476))
             if has_residual:
@@ -163,6 +170,7 @@ def module_source(spec: KernelSpec) -> str:
         "",
         f"MR = {spec.mr}",
         f"NR = {spec.nr}",
+        f"LANES = {lanes(spec.dtype)}  # elements per vector",
         'FASTMATH = {"contract"}  # FMAs are explicit (llvm.fma) in the micro-kernel; elsewhere no reassociation',
         'PARALLEL = {"fusion": False}  # packing and computing are two parallel loops in a row: never fuse them',
         codes,
@@ -170,7 +178,7 @@ def module_source(spec: KernelSpec) -> str:
         "",
         "@njit(fastmath=FASTMATH, cache=CACHE)",
     ]) + "\n" + gemm_numba.micro_kernel_source(spec.mr, spec.nr, lanes(spec.dtype)) + gemm_numba.PACK_STRIP \
-        + _EPILOGUE + _DRIVER
+        + SILU_SPAN + _EPILOGUE + _DRIVER
 
 
 def signature(dtype: str) -> str:
