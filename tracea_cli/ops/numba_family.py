@@ -11,7 +11,6 @@ from tracea_cli.ops.launch import LaunchPlan
 from tracea_cli.space import SearchSpace, Value
 from tracea_cli.target import Target
 
-
 # SiLU over a span of a flat array, in place, for the families' epilogues: whole vectors of LANES (a module constant:
 # the family's vector) through the runtime's `vsilu` (backends/numba_simd.py: a polynomial exp, about 1 ulp), the rest
 # one element at a time through math.exp. A scalar math.exp per element cost more than the whole product on small
