@@ -6,7 +6,8 @@
       phase 1: T (mb × rank, the thread's own buffer) = x rows · U, over d_in in kc-deep passes (the first writes T,
                later ones add), every MR×NR tile of T in registers
       phase 2: for each NR strip of V, for each MR rows of T: the MR×NR tile of y = T · V strip in registers,
-               stored, then the epilogue (bias, activation, residual) on it while it is in cache
+               stored; then the epilogue (bias, activation, residual) over the block's rows of y while they are
+               in L2, whole rows at a time (a tile's row is one vector: per tile, the calls cost more than the work)
 
 T never leaves the thread's block: it is read back from L1/L2 by phase 2 right after phase 1 wrote it. It is kept
 in the accumulator's type (fp32 or fp64; the problem's `intermediate` makes no difference on the CPU). The
@@ -62,7 +63,7 @@ class KernelSpec:
         return f"lowrank_mlp_{self.dtype}_{self.mr}x{self.nr}"
 
 
-# ---- the epilogue of one tile of y: act codes are the index in problem.ACTS --------------------------------------
+# ---- the epilogue over a block of y: act codes are the index in problem.ACTS ---------------------------------------
 
 _EPILOGUE = '''
 @njit(fastmath=FASTMATH, cache=CACHE)
@@ -142,7 +143,8 @@ def lowrank_mlp(x2, u2, v2, bias, residual2, y2, mb, kc, nt, has_bias, act, has_
                 for s in range(r_strips):
                     micro(kcb, src, a_off, a_rs, 1, up, s * NR * d_in + pc * NR, t, sa * MR * r_pad + s * NR, r_pad,
                           pc > 0)
-        # phase 2: y = T . V strip by strip, the epilogue on each tile
+        # phase 2: y = T . V strip by strip, then the epilogue over the block's rows (in L2: whole rows, so that
+        # SiLU runs on long spans of vectors)
         for o in range(o_strips):
             j0 = o * NR
             cols = min(NR, d_out - j0)
@@ -156,7 +158,7 @@ def lowrank_mlp(x2, u2, v2, bias, residual2, y2, mb, kc, nt, has_bias, act, has_
                     for r in range(part):
                         for j in range(cols):
                             y[(ii + r) * d_out + j0 + j] = tile[r * NR + j]
-                apply_epilogue(y, d_out, ii, part, j0, cols, bias, has_bias, act, residual, has_residual)
+        apply_epilogue(y, d_out, i0, rows, 0, d_out, bias, has_bias, act, residual, has_residual)
 '''
 
 
