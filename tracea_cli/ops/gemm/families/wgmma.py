@@ -183,7 +183,7 @@ def _tensor_maps(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str,
 
 def split_steps(split: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """(the steps before the main kernel, the steps after it) that split-K adds: the workspace zeroed once, when it is
-    allocated (the second pass leaves it zero), and the second pass over M x N. None for split 1."""
+    allocated (the second pass leaves it zero), and the second pass over M x N; neither for split 1."""
     if split == 1:
         return (), ()
     return ((MemsetStep(elem_bytes=4, once=True),),
