@@ -37,6 +37,7 @@ from cpu_run import required, software_line  # noqa: E402
 from tracea_cli.backends.base import Evaluation  # noqa: E402
 from tracea_cli.backends.op_backend import OpBackend  # noqa: E402
 from tracea_cli.doctor.inventory import probe_cpu  # noqa: E402
+from tracea_cli.doctor.profile import cpu_device_class  # noqa: E402
 from tracea_cli.ops.conv2d.families.numba_space import describe, hand_picked  # noqa: E402
 from tracea_cli.ops.conv2d.problem import Conv2dProblem  # noqa: E402
 from tracea_cli.stats import speedup_interval, summarize  # noqa: E402
@@ -62,7 +63,8 @@ def gflops(problem: Conv2dProblem, median_ms: float) -> float:
 
 def run(problem: Conv2dProblem, threads: int, seed: int) -> dict:
     backend = OpBackend("conv2d", "cpu")
-    target = Target(backend="cpu", device_class="this machine", threads=threads)
+    # this CPU's device class, as `tracea tune` sees it: its widest vector ISA decides whether zmm kernels are offered
+    target = Target(backend="cpu", device_class=cpu_device_class(probe_cpu()), threads=threads)
     load_start = os.getloadavg()
 
     def numpy(seed_: int) -> Evaluation:

@@ -150,3 +150,31 @@ def test_only_the_register_tile_selects_a_compiled_kernel():
     assert NUMBA.source(p, a) == NUMBA.source(OP.problem(n=2, h=9, c=3, k=5, r=1, epilogue="bias"), a)
     assert NUMBA.space(OP.problem(n=1, h=8, c=4, k=4, r=3, dtype="fp16"), CPU) == \
         "the cpu backend does fp32 and fp64, not fp16"
+
+
+AVX512 = Target(backend="cpu", device_class="test cpu | 2 threads | avx512f", threads=2)
+
+
+def test_512_bit_vectors_are_offered_where_the_target_has_them_and_compute_the_same():
+    """A target whose device class names AVX-512 gets `vector` 64 (zmm: 32 registers, twice the lanes) beside 32, and
+    its picks use it; elsewhere the space is the ymm one it always was. Results match the reference either way (on
+    a machine without AVX-512, LLVM splits the 512-bit vectors)."""
+    p = OP.problem(n=1, h=13, w=11, c=24, k=40, r=3, pad=1)
+    assert conv2d_space(p, CPU).param("vector").values == (32,)
+    wide = conv2d_space(p, AVX512)
+    assert wide.param("vector").values == (32, 64) and wide.param("vector").default == 32
+    assert registers_needed(6, 32, "fp32", 64) == 15 and registers_needed(6, 32, "fp32") == 29
+    base = {"mr": 6, "nr": 32, "mb": 48, "nb": 64, "cb": 32, "threads": 2}
+    assert wide.why_invalid({**base, "vector": 64}) is None
+    assert "needs 29 vector registers" in wide.why_invalid(base)  # 4 ymm per row: too many for 16 ymm
+    assert "not 1, 2 or 4 vectors of 16 fp32 lanes" in wide.why_invalid({**base, "nr": 8, "vector": 64})
+    picks = hand_picked(p, AVX512)
+    assert picks and all(c["vector"] == 64 for c in picks)
+    assert all(c.get("vector", 32) == 32 for c in hand_picked(p, CPU))
+    inputs = make_inputs(p, np.random.default_rng(5))
+    ref = reference(p, inputs)["Y"]
+    for config in (picks[0], {**base, "vector": 64}):
+        out = run_conv2d(p, config, inputs)
+        assert check(out.astype(np.float64), ref, p.dtype).ok, config
+    assert "_v64" in NUMBA.source(p, {**base, "vector": 64}) and "vload(wp, bp + 16, 16)" in NUMBA.source(
+        p, {**base, "vector": 64})

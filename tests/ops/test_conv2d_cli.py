@@ -43,7 +43,7 @@ def test_tune_conv2d_runs_hits_and_resumes_and_shows_in_the_cache(tracea):
     assert rc == 0, err
     first = json.loads(out)
     assert first["cache_hit"] is False and first["evaluations"] == 2 and first["trials_total"] == 2
-    assert {"mr", "nr", "mb", "nb", "cb", "threads"} == set(first["winner"]["config"])
+    assert {"mr", "nr", "vector", "mb", "nb", "cb", "threads"} == set(first["winner"]["config"])
     assert first["winner"]["median_ms"] > 0 and first["winner"]["gflops"] > 0
     assert first["baseline"]["name"].startswith(("torch", "numpy-im2col+epilogue-pass"))
     assert first["baseline"]["median_ms"] > 0

@@ -29,6 +29,17 @@ def silu_span(v, start, stop):
 '''
 
 
+# The widest-ISA ends of a CPU device class (doctor/profile.cpu_device_class: "model | N threads | isa") that have
+# 512-bit vector registers (32 of them).
+WIDE_VECTOR_ISAS = ("amx_tile", "avx512_fp16", "avx512_bf16", "avx512f")
+
+
+def has_512_bit_vectors(target: Target) -> bool:
+    """Whether a CPU target has 512-bit vectors, read from the widest vector ISA its device class names (part of
+    every cache key, so a space that depends on it is the same wherever the key is)."""
+    return target.device_class.rsplit("|", 1)[-1].strip() in WIDE_VECTOR_ISAS
+
+
 def lanes(dtype: str, vector_bytes: int) -> int:
     """Elements of `dtype` (fp32 or fp64) in one vector register of `vector_bytes`."""
     return vector_bytes // (4 if dtype == "fp32" else 8)

@@ -12,15 +12,15 @@ s·dilation_w), whose C channels are contiguous in NHWC. A tap that falls in the
           micro-kernel: an MR×NR tile of Y (+)= Σ over taps (r, s) and channels c of the block, in registers
           after the last channel block: the epilogue (bias, activation, residual) on the tile, while it is in cache
 
-SIMD: the micro-kernel uses the CPU runtime's vector vocabulary (backends/numba_simd.py) over one 256-bit register
-(8 fp32 or 4 fp64 lanes) along the output channels: MR×(NR/lanes) accumulators stay in vector registers, each input
-value is broadcast once per tap and channel, each packed filter row loaded once per MR pixels. Ragged edges (N·P·Q
-not a multiple of MR, K not of NR): pixels past the end read zeros, and a tile that overhangs Y is computed into a
-scratch tile and copied back.
+SIMD: the micro-kernel uses the CPU runtime's vector vocabulary (backends/numba_simd.py) over one 256-bit register (8
+fp32 or 4 fp64 lanes), or 512-bit (16 or 8) where the configuration's `vector` is 64, along the output channels:
+MR×(NR/lanes) accumulators stay in vector registers, each input value is broadcast once per tap and channel, each
+packed filter row loaded once per MR pixels. Ragged edges (N·P·Q not a multiple of MR, K not of NR): pixels past the
+end read zeros, and a tile that overhangs Y is computed into a scratch tile and copied back.
 
-`source` is one module per compiled part of a configuration (dtype, mr, nr); blocks, threads, the geometry and the
-epilogue are run-time arguments. The module relies on what the CPU runtime puts in front of it (backends/cpu.py:
-numba, numpy as np, njit, prange, the vector vocabulary and `CACHE`).
+`source` is one module per compiled part of a configuration (dtype, mr, nr, vector); blocks, threads, the geometry
+and the epilogue are run-time arguments. The module relies on what the CPU runtime puts in front of it
+(backends/cpu.py: numba, numpy as np, njit, prange, the vector vocabulary and `CACHE`).
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ import numpy as np
 
 from tracea_cli.ops.conv2d.families.numba_space import (
     DTYPES,
+    VECTOR_BYTES,
     conv2d_space,
     hand_picked,
     lanes,
+    vector_of,
 )
 from tracea_cli.ops.conv2d.problem import EPILOGUES, Conv2dProblem
 from tracea_cli.ops.launch import CallStep, LaunchPlan
@@ -58,18 +60,20 @@ class KernelSpec:
     dtype: str  # fp32 | fp64
     mr: int
     nr: int
+    vector: int = VECTOR_BYTES  # bytes of one vector register
 
     @classmethod
     def of(cls, problem: Conv2dProblem, config: Mapping[str, Value]) -> "KernelSpec":
-        return cls(problem.dtype, int(config["mr"]), int(config["nr"]))
+        return cls(problem.dtype, int(config["mr"]), int(config["nr"]), vector_of(config))
 
     @property
     def lanes(self) -> int:
-        return lanes(self.dtype)
+        return lanes(self.dtype, self.vector)
 
     @property
     def name(self) -> str:
-        return f"conv2d_{self.dtype}_{self.mr}x{self.nr}"
+        wide = "" if self.vector == VECTOR_BYTES else f"_v{self.vector}"
+        return f"conv2d_{self.dtype}_{self.mr}x{self.nr}{wide}"
 
 
 def micro_kernel_source(mr: int, nr: int, lanes: int) -> str:

@@ -2,17 +2,19 @@
 them.
 
 A configuration names the register tile (`mr` output pixels × `nr` output channels held in vector registers), the
-block of the implicit GEMM one thread computes at a time (`mb` output pixels × `nb` output channels), the block of
-input channels summed before the partial result goes back to the output (`cb`; the filter taps of those channels
-stay in cache), and the threads.
+vector width (`vector`: 32-byte ymm everywhere, 64-byte zmm where the target has AVX-512), the block of the implicit
+GEMM one thread computes at a time (`mb` output pixels × `nb` output channels), the block of input channels summed
+before the partial result goes back to the output (`cb`; the filter taps of those channels stay in cache), and the
+threads.
 
 Rules come from the register file (accumulators, one row of the packed filter and one broadcast must fit, or the
 micro-kernel spills), and from the shape (a
 tile or block larger than its dimension needs only repeats a smaller one; every thread gets at least one block).
-Pure: no I/O, no randomness; the target contributes only its thread count.
+Pure: no I/O, no randomness; the target contributes its thread count and whether it has 512-bit vectors (its device
+class's widest ISA).
 
-Only `mr` and `nr` (with the dtype) select a compiled kernel; blocks, threads, the geometry and the epilogue are
-run-time arguments, so a search compiles at most a dozen kernels per dtype.
+Only `mr`, `nr` and `vector` (with the dtype) select a compiled kernel; blocks, threads, the geometry and the
+epilogue are run-time arguments, so a search compiles at most a few dozen kernels per dtype.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import Target
 
 DTYPES = ("fp32", "fp64")
-VECTOR_BYTES = 32  # one AVX2 register (ymm): the kernels' vector; AVX-512 machines run it on the lower halves
-VECTOR_REGISTERS = 16  # ymm0-15; the register rule keeps the micro-kernel's working set inside them
+VECTOR_BYTES = 32  # one AVX2 register (ymm): the kernels' vector where the target has no AVX-512 (and the default)
+WIDE_VECTOR_BYTES = 64  # one AVX-512 register (zmm), offered where the target has them
+# the register rule keeps the micro-kernel's working set inside these: ymm0-15, zmm0-31
+VECTOR_REGISTERS = {VECTOR_BYTES: 16, WIDE_VECTOR_BYTES: 32}
 MR = (2, 3, 4, 6, 8)
 NR_VECTORS = (1, 2, 4)
 # Blocks hold whole register tiles by construction: every MB is a multiple of every MR, every NB of every NR.
@@ -40,21 +44,37 @@ CB = (16, 32, 64, 128, 256)
 
 
 
-def lanes(dtype: str) -> int:
-    """Elements of `dtype` in one of this family's vector registers."""
-    return numba_family.lanes(dtype, VECTOR_BYTES)
+def lanes(dtype: str, vector: int = VECTOR_BYTES) -> int:
+    """Elements of `dtype` in one vector register of `vector` bytes."""
+    return numba_family.lanes(dtype, vector)
 
 
-def registers_needed(mr: int, nr: int, dtype: str) -> int:
+def vector_of(config: Mapping[str, Value]) -> int:
+    """The configuration's vector bytes (32 for one stored before the parameter existed)."""
+    return int(config.get("vector", VECTOR_BYTES))
+
+
+def vectors(target: Target) -> tuple[int, ...]:
+    """The vector widths (bytes) the target's kernels may use."""
+    return (VECTOR_BYTES, WIDE_VECTOR_BYTES) if numba_family.has_512_bit_vectors(target) else (VECTOR_BYTES,)
+
+
+def registers_needed(mr: int, nr: int, dtype: str, vector: int = VECTOR_BYTES) -> int:
     """Vector registers the micro-kernel keeps live (numba_family.registers_needed) for `dtype`."""
-    return numba_family.registers_needed(mr, nr, lanes(dtype))
+    return numba_family.registers_needed(mr, nr, lanes(dtype, vector))
 
 
-def _params(problem: Conv2dProblem, threads: int) -> tuple[Param, ...]:
-    width = lanes(problem.dtype)
+def _nr_values(dtype: str, widths: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(sorted({v * lanes(dtype, w) for w in widths for v in NR_VECTORS}))
+
+
+def _params(problem: Conv2dProblem, threads: int, widths: tuple[int, ...]) -> tuple[Param, ...]:
     return (
         Param("mr", MR, doc="output pixels of the register tile"),
-        Param("nr", tuple(v * width for v in NR_VECTORS), doc=f"output channels of the register tile ({width} per vector)"),
+        Param("nr", _nr_values(problem.dtype, widths),
+              doc="output channels of the register tile (1, 2 or 4 vectors)"),
+        Param("vector", widths, doc="bytes of the vector registers the micro-kernel uses (64: AVX-512's zmm)",
+              default=VECTOR_BYTES),
         Param("mb", MB, doc="output pixels (N·P·Q) per block"),
         Param("nb", NB, doc="output channels (K) per block"),
         Param("cb", CB, doc="input channels (C) summed per pass over a block"),
@@ -62,15 +82,23 @@ def _params(problem: Conv2dProblem, threads: int) -> tuple[Param, ...]:
     )
 
 
-def _rules(problem: Conv2dProblem) -> tuple[Rule, ...]:
+def _rules(problem: Conv2dProblem, widths: tuple[int, ...]) -> tuple[Rule, ...]:
     m, k, c_in = problem.gemm_m, problem.k, problem.c
-    nr_values = tuple(v * lanes(problem.dtype) for v in NR_VECTORS)
+    nr_values = _nr_values(problem.dtype, widths)
+
+    def whole_vectors(c) -> str | None:
+        width = lanes(problem.dtype, vector_of(c))
+        if int(c["nr"]) % width or int(c["nr"]) // width not in NR_VECTORS:
+            return (f"nr={c['nr']} is not 1, 2 or 4 vectors of {width} {problem.dtype} lanes "
+                    f"(vector={vector_of(c)} bytes)")
+        return None
 
     def register_file(c) -> str | None:
-        needed = registers_needed(int(c["mr"]), int(c["nr"]), problem.dtype)
-        if needed > VECTOR_REGISTERS:
+        vector = vector_of(c)
+        needed = registers_needed(int(c["mr"]), int(c["nr"]), problem.dtype, vector)
+        if needed > VECTOR_REGISTERS[vector]:
             return (f"a {c['mr']}x{c['nr']} register tile needs {needed} vector registers (accumulators, a row of the "
-                    f"filter, a broadcast of the input); more than {VECTOR_REGISTERS} spill")
+                    f"filter, a broadcast of the input); more than {VECTOR_REGISTERS[vector]} spill")
         return None
 
     def tile_fits_problem(c) -> str | None:
@@ -96,14 +124,16 @@ def _rules(problem: Conv2dProblem) -> tuple[Rule, ...]:
                     f"threads={threads}, so a thread would idle")
         return None
 
-    return register_file, tile_fits_problem, blocks_fit_problem, every_thread_has_work
+    return whole_vectors, register_file, tile_fits_problem, blocks_fit_problem, every_thread_has_work
 
 
 def conv2d_space(problem: Conv2dProblem, target: Target) -> SearchSpace:
-    """The CPU conv2d configurations for `problem` (fp32 or fp64) on a target with `target.threads` threads."""
+    """The CPU conv2d configurations for `problem` (fp32 or fp64) on a target with `target.threads` threads (and
+    64-byte vectors where it has AVX-512)."""
     if problem.dtype not in DTYPES:
         raise ValueError(f"the CPU kernels do {' and '.join(DTYPES)}, not {problem.dtype}")
-    return SearchSpace(params=_params(problem, target.threads or 1), rules=_rules(problem))
+    widths = vectors(target)
+    return SearchSpace(params=_params(problem, target.threads or 1, widths), rules=_rules(problem, widths))
 
 
 # Register tile (mr, vectors of nr) and blocks (mb, nb) of the hand-picked configurations, best guesses first.
@@ -112,14 +142,16 @@ _PICKS = ((6, 2, 96, 64), (4, 2, 96, 64), (3, 4, 96, 64), (8, 1, 96, 64), (2, 4,
 
 def hand_picked(problem: Conv2dProblem, target: Target) -> list[Config]:
     """A few sensible configurations, all valid in the problem's space, best guesses first. For each register tile
-    of `_PICKS`: the valid configuration with the most threads, the blocks closest to the pick's and the largest C
-    block (the whole C where it fits); then the same on one thread."""
+    of `_PICKS`, in the widest vectors the target has (AVX-512's zmm: 1.2-1.5x the ymm kernels on the 2-core
+    development machine, docs/results/cpu_conv2d.md): the valid configuration with the most threads, the blocks
+    closest to the pick's and the largest C block (the whole C where it fits); then the same on one thread."""
     space = conv2d_space(problem, target)
-    width = lanes(problem.dtype)
+    vector = vectors(target)[-1]
+    width = lanes(problem.dtype, vector)
     valid = space.valid_configs()
     picks: list[Config] = []
-    for mr, vectors, mb, nb in _PICKS:
-        same_tile = [c for c in valid if c["mr"] == mr and c["nr"] == vectors * width]
+    for mr, count, mb, nb in _PICKS:
+        same_tile = [c for c in valid if c["mr"] == mr and c["nr"] == count * width and c["vector"] == vector]
         if not same_tile:
             continue
         best = min(same_tile, key=lambda c: (-int(c["threads"]), abs(int(c["mb"]) - mb), abs(int(c["nb"]) - nb),
@@ -132,5 +164,6 @@ def hand_picked(problem: Conv2dProblem, target: Target) -> list[Config]:
 
 
 def describe(config: Mapping[str, Value]) -> str:
-    """A short human label: "6x16 mb96 nb64 cb64 t2"."""
-    return f"{config['mr']}x{config['nr']} mb{config['mb']} nb{config['nb']} cb{config['cb']} t{config['threads']}"
+    """A short human label: "6x16 mb96 nb64 cb64 t2" (and " zmm" with 64-byte vectors)."""
+    return (f"{config['mr']}x{config['nr']} mb{config['mb']} nb{config['nb']} cb{config['cb']} t{config['threads']}"
+            + (" zmm" if vector_of(config) == WIDE_VECTOR_BYTES else ""))
