@@ -35,7 +35,7 @@ WIDE_VECTOR_BYTES = 64  # one AVX-512 register (zmm), offered where the target h
 VECTOR_REGISTERS = {VECTOR_BYTES: 16, WIDE_VECTOR_BYTES: 32}
 MR = (2, 3, 4, 6, 8)
 NR_VECTORS = (1, 2, 4)
-# Blocks hold whole register tiles by construction: every MB is a multiple of every MR, every NB of every NR.
+# Every MB is a multiple of every MR; NB holds whole NR strips by rule (zmm's NR reaches 64 for fp32).
 MB = (48, 96, 192, 384)
 NB = (32, 64, 128, 256)
 CB = (16, 32, 64, 128, 256)
@@ -91,6 +91,8 @@ def _rules(problem: Conv2dProblem, widths: tuple[int, ...]) -> tuple[Rule, ...]:
         if int(c["nr"]) % width or int(c["nr"]) // width not in NR_VECTORS:
             return (f"nr={c['nr']} is not 1, 2 or 4 vectors of {width} {problem.dtype} lanes "
                     f"(vector={vector_of(c)} bytes)")
+        if int(c["nb"]) % int(c["nr"]):  # the driver starts a packed strip of the filter at every block
+            return f"nb={c['nb']} is not a whole number of nr={c['nr']} strips"
         return None
 
     def register_file(c) -> str | None:
