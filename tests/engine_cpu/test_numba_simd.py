@@ -1,5 +1,5 @@
-"""The CPU runtime's vector vocabulary (backends/numba_simd.py): exp and SiLU on vectors against numpy in float64,
-NaN kept, the clamped range's ends, and the cache hint changing nothing."""
+"""The CPU runtime's vector vocabulary (backends/numba_simd.py): SiLU on vectors (its polynomial exp) against numpy
+in float64, NaN kept, the clamped range's ends, and the cache hint changing nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-from tracea_cli.backends.numba_simd import vexp, vload, vprefetch, vsilu, vstore  # noqa: E402
+from tracea_cli.backends.numba_simd import vload, vprefetch, vsilu, vstore  # noqa: E402
 
 LANES = {np.float32: 16, np.float64: 8}
 
@@ -23,15 +23,15 @@ def _mapped(fn, lanes):
     return run
 
 
-@pytest.mark.parametrize("dtype, low, high, ulps", [(np.float32, -87.3, 88.3, 2), (np.float64, -708.0, 709.0, 4)])
-def test_vexp_is_within_a_few_ulp_over_the_range(dtype, low, high, ulps):
-    x = np.random.default_rng(0).uniform(low, high, 4096).astype(dtype)
-    x[:4] = [0.0, -0.0, 1.0, -1.0]
+@pytest.mark.parametrize("dtype, low, ulps", [(np.float32, -87.3, 4), (np.float64, -708.0, 4)])
+def test_vsilu_is_within_a_few_ulp_where_it_is_mostly_its_exp(dtype, low, ulps):
+    """For x well below 0, SiLU(x) = x / (1 + e^-x) is about x·e^x: its error is the exp polynomial's."""
+    x = np.random.default_rng(0).uniform(low, -1.0, 4096).astype(dtype)
     out = np.empty_like(x)
-    _mapped(vexp, LANES[dtype])(x, out)
-    ref = np.exp(x.astype(np.float64) if dtype == np.float32 else x)
+    _mapped(vsilu, LANES[dtype])(x, out)
+    wide = x.astype(np.float64)
+    ref = wide / (1.0 + np.exp(-wide))
     assert np.all(np.abs(out / ref - 1) <= ulps * np.finfo(dtype).eps), np.max(np.abs(out / ref - 1))
-    assert out[0] == out[1] == 1.0
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -10,6 +10,7 @@ intrinsics give a kernel explicit vectors of `lanes` elements (a 512-bit registe
     vadd(a, b)                    a + b lane by lane
     vstore(array, index, vector)  the vector into lanes contiguous elements from index
     vprefetch(array, index, level) a hint: the cache line of array[index] into L1 (level 1) or L2 (level 2)
+    vsilu(a)                      x / (1 + exp(-x)) lane by lane, exp by a polynomial (epilogues' SiLU)
 
 LLVM keeps such vectors in registers and emits packed instructions (vfmadd231ps/pd on zmm where AVX-512 is present,
 split into ymm/xmm halves elsewhere). No bounds checks: callers keep indices valid. The CPU runtime (backends/cpu.py)
@@ -23,7 +24,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-__all__ = ["vadd", "vexp", "vfma", "vload", "vprefetch", "vsilu", "vsplat", "vstore", "vzero"]
+__all__ = ["vadd", "vfma", "vload", "vprefetch", "vsilu", "vsplat", "vstore", "vzero"]
 
 
 class _Vec(types.Type):
@@ -158,7 +159,7 @@ def vprefetch(typingctx, array, index, level):
     return types.void(array, index, level), codegen
 
 
-# ---- exp and SiLU on vectors (for epilogues: numba's math.exp is one scalar libm call per element) -------------------
+# ---- SiLU on vectors (for epilogues: numba's math.exp is one scalar libm call per element) ------------------------
 
 # Cody-Waite range reduction and Cephes' approximations (expf: a degree-5 polynomial; exp: a Pade form), to about 1
 # ulp over the clamped range. x is clamped to [lo, hi] first, so that 2^n stays a normal number: exp of x below lo
@@ -228,20 +229,8 @@ def _exp_ir(builder, x):
 
 
 @intrinsic
-def vexp(typingctx, x):
-    """exp of each lane (about 1 ulp; see _EXP for the clamped range). NaN stays NaN."""
-    if not isinstance(x, _Vec):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return _exp_ir(builder, args[0])
-
-    return x(x), codegen
-
-
-@intrinsic
 def vsilu(typingctx, x):
-    """SiLU of each lane: x / (1 + exp(-x)), exp as `vexp`. NaN stays NaN."""
+    """SiLU of each lane: x / (1 + exp(-x)), exp as `_exp_ir` computes it (about 1 ulp). NaN stays NaN."""
     if not isinstance(x, _Vec):
         return None
 
