@@ -151,11 +151,11 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
     space = conv2d_space(problem, target)
     if isinstance(space, str):
         return []
+    sms = target.cuda_limits().sm_count  # None where the target has no device to ask
     if not is_gemm(problem):
-        picks = im2col_picked(problem, space, target.cuda_limits().sm_count or ASSUMED_SMS)
-        return _with_split(problem, space, picks, target.cuda_limits().sm_count, limit)
+        return _with_split(problem, space, im2col_picked(problem, space, sms or ASSUMED_SMS), sms, limit)
     gemm = gemm_view(problem)
-    sm_count = target.cuda_limits().sm_count or 0
+    sm_count = sms or 0
     k_blocks = gs.ceil_div(gemm.k, gs.tile_k(gemm.dtype))
     tiled: list[dict[str, Value]] = []
     for tm, tn, stages, store, _ in PICK_TILES:
@@ -176,7 +176,7 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
                                     if int(c["tile_m"]) == 128) if v), None)
         if variant and variant not in picks:
             picks.append(variant)
-    return _with_split(problem, space, picks, target.cuda_limits().sm_count, limit)
+    return _with_split(problem, space, picks, sms, limit)
 
 
 def _with_split(problem: Conv2dProblem, space: SearchSpace, picks: list[dict[str, Value]], sms: int | None,
