@@ -108,7 +108,7 @@ def geomean(values: list[float]) -> float | None:
 
 def render(results: list[dict], meta: dict) -> str:
     lines = [
-        "# conv2d on the H200: the wgmma family (1x1 as the Hopper GEMM) against implicit GEMM and cuDNN",
+        "# conv2d on Hopper: the wgmma family (1x1 as the Hopper GEMM) against implicit GEMM and cuDNN",
         "",
         *provenance_lines(meta),
         f"- versions: conv2d wgmma generator {meta['conv_generator']}, NVRTC {meta['nvrtc']}, CuPy {meta['cupy']}, "

@@ -154,7 +154,7 @@ def _fmt(value: float | None, unit: str) -> str:
 def markdown(r: dict) -> str:
     d = r["device"]
     lines = [
-        "# `tracea doctor` on the H200, against plain CuPy in the same run",
+        "# `tracea doctor` on the GPU, against plain CuPy in the same run",
         "",
         f"- date: {r['date']}",
         f"- device: {d['name']} ({d['device_class']}), driver {d['driver']}, CuPy {d['cupy']}",

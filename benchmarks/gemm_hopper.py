@@ -802,7 +802,7 @@ def render_markdown(report: dict) -> str:
     copy = report.get("phase1", {}).get("copy", {})
     bw = copy.get("tb_per_s")
     lines = [
-        "# Hopper GEMM family on the H200",
+        "# Hopper GEMM family against cuBLAS",
         "",
         f"Measured {report['date']} by `benchmarks/gemm_hopper.py` (`{report['command']}`), wall time {report['wall_s']} s.",
         f"Device: {env.get('nvidia_smi')}; CuPy {env.get('cupy-cuda13x')}, cuda-bindings {env.get('cuda-bindings')}, torch {env.get('torch')}, NVRTC {env.get('nvrtc')}.",

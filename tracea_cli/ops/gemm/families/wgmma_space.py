@@ -37,6 +37,10 @@ SLACK_BYTES = 1024  # the kernel rounds its shared-memory base up to the swizzle
 STAGED_ROW_BYTES = 128  # staged copies start every row on a 128-byte line (TMA needs 16; its boxes read 128)
 SPLIT_K_VALUES = (1, 2, 3, 4, 5, 6, 8)
 SPLIT_K_GAIN = 0.9  # a split must shorten the ideal schedule to at most this share of the unsplit one
+# What adding one slice's sums into the workspace costs, as reduction depth of the product itself: about 1,500-1,800
+# elements of K on the H100 at fp16 (docs/results/conv2d_splitk_late_n1_h100_2026-12-07.md: the five layers split-K
+# sped up, 1.02-2.05x), taken lower so that the rule keeps a split it is unsure of for the tuner to measure.
+SPLIT_ADD_DEPTH = 1024
 REFERENCE_SMS = 132  # H100 SXM and H200: the SMs split-K's rule assumes where the target has no device to ask
 
 PARAMS = (
@@ -92,10 +96,12 @@ def split_k_of(config: Mapping[str, Value]) -> int:
     return int(config.get("split_k", 1))
 
 
-def split_schedule(ctas: int, parts: int, sms: int) -> float:
-    """The ideal length, in waves of whole-tile work, of `ctas` tiles each cut into `parts` K slices of equal work on
-    `sms` SMs: ceil(ctas * parts / sms) rounds of 1/parts of a tile's work."""
-    return ceil_div(ctas * parts, sms) / parts
+def split_schedule(ctas: int, parts: int, sms: int, k: int) -> float:
+    """The length, in waves of whole-tile work, of `ctas` tiles of reduction depth `k` each cut into `parts` K slices
+    on `sms` SMs: ceil(ctas * parts / sms) rounds of a slice's product (k / parts) and, split, of its adds into the
+    workspace (SPLIT_ADD_DEPTH more)."""
+    depth = k / parts + (SPLIT_ADD_DEPTH if parts > 1 else 0)
+    return ceil_div(ctas * parts, sms) * depth / k
 
 
 def threads(config: Mapping[str, Value]) -> int:
@@ -230,10 +236,10 @@ def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
         if per * (parts - 1) >= k_blocks:
             return f"splitting K {parts} ways leaves a slice without work: K={problem.k} has {k_blocks} K-blocks"
         ctas = work_items(problem, {**c, "split_k": 1}) * int(c["cluster_m"])
-        whole, sliced = split_schedule(ctas, 1, sms), split_schedule(ctas, parts, sms)
+        whole, sliced = split_schedule(ctas, 1, sms, problem.k), split_schedule(ctas, parts, sms, problem.k)
         if sliced > SPLIT_K_GAIN * whole:
-            return (f"{ctas} CTAs of whole tiles take {whole:g} wave(s) of the {sms} SMs; in {parts} slices "
-                    f"{sliced:.2f}: not shorter by a tenth, so split_k={parts} would only add the second pass")
+            return (f"{ctas} CTAs of whole tiles take {whole:g} wave(s) of the {sms} SMs; in {parts} slices, with "
+                    f"their adds into the workspace, {sliced:.2f}: not shorter by a tenth, so split_k={parts} is slower")
         return None
 
     def tile_order(c: Mapping[str, Value]) -> str | None:
@@ -305,7 +311,8 @@ def split_variant(space: SearchSpace, problem: GemmProblem, config: Mapping[str,
     valid = [c for c in valid if space.why_invalid(c) is None]
     if not valid:
         return None
-    return min(valid, key=lambda c: (split_schedule(ctas, int(c["split_k"]), sms or REFERENCE_SMS), c["split_k"]))
+    return min(valid, key=lambda c: (split_schedule(ctas, int(c["split_k"]), sms or REFERENCE_SMS, problem.k),
+                                     c["split_k"]))
 
 
 def suggested_configs(problem: GemmProblem, target: Target) -> list[dict[str, Value]]:
