@@ -393,9 +393,17 @@ __device__ __forceinline__ void store_pair(u32 staging, elem_t* C, int r, int co
 #endif
 }
 
-// Split-K: adds this consumer's raw sums (no epilogue) into the fp32 workspace, M x N with leading dimension N.
+// Adds a pair of sums into two adjacent fp32 words, 8-byte aligned: one vector reduction (sm_90), so that a warp's
+// adds fill each 32-byte sector of the workspace instead of half of two.
+__device__ __forceinline__ void red_add_pair(float* at, float x, float y) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(at), "f"(x), "f"(y) : "memory");
+}
+
+// Split-K: adds this consumer's raw sums (no epilogue) into the fp32 workspace, M x N with leading dimension N. A
+// thread's pairs start at even columns; with N even they are 8-byte aligned and go as one vector add each.
 __device__ __forceinline__ void add_partial(float* workspace, const float (&acc)[kSlabs][kAcc], int row0, int n0, int M,
                                             int N, int warp, int lane) {
+  const bool pairs = (N & 1) == 0;
 #pragma unroll
   for (int i = 0; i < kTileN / 8; ++i) {
     const int col = n0 + 8 * i + 2 * (lane % 4);
@@ -404,10 +412,15 @@ __device__ __forceinline__ void add_partial(float* workspace, const float (&acc)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = row0 + j * 64 + warp * 16 + lane / 4 + 8 * h;
-        if (row >= M) continue;
+        if (row >= M || col >= N) continue;
         float* at = workspace + static_cast<long long>(row) * N + col;
-        if (col < N) atomicAdd(at, acc[j][4 * i + 2 * h]);
-        if (col + 1 < N) atomicAdd(at + 1, acc[j][4 * i + 2 * h + 1]);
+        const float x = acc[j][4 * i + 2 * h], y = acc[j][4 * i + 2 * h + 1];
+        if (pairs) {
+          red_add_pair(at, x, y);
+        } else {
+          atomicAdd(at, x);
+          if (col + 1 < N) atomicAdd(at + 1, y);
+        }
       }
     }
   }
