@@ -41,20 +41,21 @@ PINGPONG_TEMPLATE = "cuda/attention_wgmma_pingpong.cuh"
 KERNEL = "attention_fa3"
 MAPS = ("map_q", "map_k", "map_v")
 PARAMS = MAPS + FA2_PARAMS  # the tensor maps, then fa2's TRACEA_ATTENTION_PARAMS
-# Where the GEMM kernel's own entry point begins: the attention translation unit has its own instead.
-GEMM_ENTRY = ('}  // namespace wg\n\nextern "C" __global__ void __launch_bounds__(wg::kThreads, 1)\n    '
-              f"{gemm_wgmma.KERNEL_NAME}(")
+# Where the GEMM kernel's producer and consumer begin (then its entry point): the attention translation unit has its
+# own roles, so it takes the GEMM helpers only up to there, and the GEMM's roles can change without changing any fa3
+# source (and so any fa3 cache key).
+GEMM_ROLES = "// ---- the two roles "
 
 
 @functools.lru_cache(maxsize=None)
 def gemm_helpers_text() -> str:
-    """The GEMM family's headers (as an aligned nt problem has them: no staging entries) up to its entry point, the
-    namespace closed. Raises RuntimeError where that text no longer has exactly one such entry point."""
+    """The GEMM family's headers (as an aligned nt problem has them: no staging entries) up to its roles, the
+    namespace closed. Raises RuntimeError where that text no longer has exactly one such section."""
     text = gemm_wgmma.headers_text(GemmProblem(m=64, n=64, k=64, dtype="fp16", layout="nt"))
-    if text.count(GEMM_ENTRY) != 1:
-        raise RuntimeError(f"{gemm_wgmma.HEADER} has {text.count(GEMM_ENTRY)} copies of its entry point's opening, "
-                           "not 1: the attention fa3 kernel cannot leave it out")
-    return text[: text.index(GEMM_ENTRY)] + "}  // namespace wg\n"
+    if text.count(GEMM_ROLES) != 1:
+        raise RuntimeError(f"{gemm_wgmma.HEADER} has {text.count(GEMM_ROLES)} sections opening {GEMM_ROLES.strip()!r}, "
+                           "not 1: the attention fa3 kernel cannot leave the GEMM's roles out")
+    return text[: text.index(GEMM_ROLES)] + "}  // namespace wg\n"
 
 
 @functools.lru_cache(maxsize=None)
