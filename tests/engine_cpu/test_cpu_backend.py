@@ -18,7 +18,7 @@ from tracea_cli.target import Target
 from tracea_cli.timing import TimingPolicy
 
 POLICY = TimingPolicy(warmup=1, min_samples=3, max_samples=5, target_cv=1.0, max_seconds=0.5)
-TARGET = Target(backend="cpu", device_class="test cpu", threads=2)
+TARGET = Target(backend="cpu", device_class="test cpu | 2 threads | avx512f", threads=2)
 PROBLEM = GemmProblem(127, 130, 300, epilogue="bias_relu")
 
 
@@ -65,6 +65,20 @@ def test_evaluate_checks_then_times(backend, config):
     assert ev.samples is not None and POLICY.min_samples <= ev.samples.n <= POLICY.max_samples
     assert all(t > 0 for t in ev.samples.times_ms)
     assert ev.compile_s >= 0
+
+
+@pytest.mark.parametrize("problem", [PROBLEM, GemmProblem(33, 17, 70, dtype="fp64", layout="nt", epilogue="bias_silu")],
+                         ids=["fp32-bias-relu", "fp64-nt-bias-silu"])
+def test_the_ymm_kernels_of_an_avx2_target_compute_what_the_reference_does(backend, problem):
+    """An AVX2 target's configurations use 32-byte vectors (ymm runs on this machine's AVX-512 too), each checked
+    against the float64 reference on ragged sizes before it is timed."""
+    avx2 = Target(backend="cpu", device_class="test cpu | 2 threads | avx2", threads=2)
+    config = hand_picked(problem, avx2)[0]
+    artifact = backend.compile(problem, config, avx2)
+    assert config["vector"] == 32 and "_ymm" in artifact.source.splitlines()[0]
+    ev = backend.evaluate(artifact, problem, avx2, policy=POLICY, seed=3)
+    assert ev.status is Status.OK, ev.reason
+    assert ev.rel_error <= (1e-5 if problem.dtype == "fp32" else 1e-12)
 
 
 def test_baseline_is_numpy_on_the_same_problem(backend):

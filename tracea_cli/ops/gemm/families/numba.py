@@ -19,9 +19,9 @@ scratch tile and copied back element by element. With `pack_a=False` A is read i
 strip is packed.
 
 SIMD: numba has no vector type and runs LLVM without the SLP vectoriser, so the micro-kernel uses the CPU runtime's
-vector vocabulary (backends/numba_simd.py: `vload`, `vsplat`, `vfma`, `vadd`, `vstore`, `vzero` over one 512-bit
-register of 16 fp32 or 8 fp64 lanes): LLVM keeps the MR×(NR/lanes) accumulators in vector registers and emits packed
-FMAs (vfmadd231ps/pd on zmm where AVX-512 is present, split into ymm/xmm halves elsewhere).
+vector vocabulary (backends/numba_simd.py: `vload`, `vsplat`, `vfma`, `vadd`, `vstore`, `vzero` over one register
+of the target's widest vectors, `vector`: 64 bytes, 16 fp32 or 8 fp64 lanes, where AVX-512 is present, else 32):
+LLVM keeps the MR×(NR/lanes) accumulators in vector registers and emits packed FMAs (vfmadd231ps/pd on zmm or ymm).
 While the A strips of one B strip run, each also prefetches its share of the next B strip into L2 (`vprefetch`, one
 cache line per K step), so that a fresh strip comes from L2 rather than L3.
 
@@ -45,6 +45,7 @@ from tracea_cli.ops.gemm.families.numba_space import (
     gemm_space,
     hand_picked,
     lanes,
+    vector_of,
 )
 from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem
 from tracea_cli.ops.launch import CallStep, LaunchPlan
@@ -68,14 +69,15 @@ class KernelSpec:
     mr: int
     nr: int
     parallel: str  # m | n
+    vector: int = 64  # bytes per vector register
 
     @classmethod
     def of(cls, problem: GemmProblem, config: Mapping[str, Value]) -> "KernelSpec":
-        return cls(problem.dtype, int(config["mr"]), int(config["nr"]), str(config["parallel"]))
+        return cls(problem.dtype, int(config["mr"]), int(config["nr"]), str(config["parallel"]), vector_of(config))
 
     @property
     def lanes(self) -> int:
-        return lanes(self.dtype)
+        return lanes(self.dtype, self.vector)
 
     @property
     def line(self) -> int:
@@ -84,7 +86,7 @@ class KernelSpec:
 
     @property
     def name(self) -> str:
-        return f"gemm_{self.dtype}_{self.mr}x{self.nr}_parallel_{self.parallel}"
+        return f"gemm_{self.dtype}_{self.mr}x{self.nr}_parallel_{self.parallel}" + ("" if self.vector == 64 else "_ymm")
 
 
 # ---- the micro-kernel, generated per tile shape -------------------------------------------------------------------

@@ -8,8 +8,9 @@ one packed B panel for all threads, "n" one packed A block) and the number of th
 Rules come from the register file (accumulators plus one row of B must fit, or the micro-kernel spills), from
 the parameters themselves (a block holds whole register tiles), and from the shape (a tile or block larger than its
 dimension needs only repeats a smaller one; every thread gets at least one block; one thread has no parallel
-dimension to choose; sharing out N blocks is for short M, where M has too few blocks to share). Pure: no I/O, no randomness;
-the target contributes only its thread count.
+dimension to choose; sharing out N blocks is for short M, where M has too few blocks to share). Pure: no I/O, no
+randomness; the target contributes its thread count and its vector (`vector`: the widest it has, so that the register
+rule counts the registers it really has).
 
 Only `mr`, `nr` and `parallel` (with the dtype) select a compiled kernel; the rest, and the problem's layout and
 epilogue, are run-time arguments, so a search compiles at most a dozen kernels per dtype.
@@ -27,8 +28,10 @@ from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import Target
 
 DTYPES = ("fp32", "fp64")
-VECTOR_BYTES = 64  # one AVX-512 register: the kernels' vector; LLVM splits it on narrower machines
-VECTOR_REGISTERS = 32  # zmm0-31 (AVX-512); the rule below keeps the micro-kernel's working set inside them
+WIDE_VECTOR_BYTES = 64  # one AVX-512 register (zmm): the kernels' vector where the target has them
+VECTOR_BYTES = 32  # one AVX2 register (ymm): the vector elsewhere (a zmm there is two ymm, and the tiles spill)
+# the register rule keeps the micro-kernel's working set inside these: zmm0-31, ymm0-15
+VECTOR_REGISTERS = {WIDE_VECTOR_BYTES: 32, VECTOR_BYTES: 16}
 MR = (4, 6, 8)
 NR_VECTORS = (2, 4)
 MC = (64, 96, 192)
@@ -37,21 +40,33 @@ NC = (512, 4096)
 
 
 
-def lanes(dtype: str) -> int:
-    """Elements of `dtype` in one of this family's vector registers."""
-    return numba_family.lanes(dtype, VECTOR_BYTES)
+def vector_bytes(target: Target) -> int:
+    """The vector the target's kernels use: a zmm where it has 512-bit vectors, else a ymm."""
+    return WIDE_VECTOR_BYTES if numba_family.has_512_bit_vectors(target) else VECTOR_BYTES
 
 
-def registers_needed(mr: int, nr: int, dtype: str) -> int:
+def vector_of(config: Mapping[str, Value]) -> int:
+    """The configuration's vector bytes (64 for one stored before the parameter existed: what it ran with)."""
+    return int(config.get("vector", WIDE_VECTOR_BYTES))
+
+
+def lanes(dtype: str, vector: int = WIDE_VECTOR_BYTES) -> int:
+    """Elements of `dtype` in one vector register of `vector` bytes."""
+    return numba_family.lanes(dtype, vector)
+
+
+def registers_needed(mr: int, nr: int, dtype: str, vector: int = WIDE_VECTOR_BYTES) -> int:
     """Vector registers the micro-kernel keeps live (numba_family.registers_needed) for `dtype`."""
-    return numba_family.registers_needed(mr, nr, lanes(dtype))
+    return numba_family.registers_needed(mr, nr, lanes(dtype, vector))
 
 
-def _params(problem: GemmProblem, threads: int) -> tuple[Param, ...]:
-    width = lanes(problem.dtype)
+def _params(problem: GemmProblem, threads: int, vector: int) -> tuple[Param, ...]:
+    width = lanes(problem.dtype, vector)
     return (
         Param("mr", MR, doc="rows of the register tile"),
         Param("nr", tuple(v * width for v in NR_VECTORS), doc=f"columns of the register tile ({width} per vector)"),
+        Param("vector", (vector,), doc="bytes of the vector registers the micro-kernel uses (the target's widest: "
+              "64, AVX-512's zmm, or 32, AVX2's ymm)", default=vector),
         Param("mc", MC, doc="rows of A per cache block"),
         Param("kc", KC, doc="depth (K) of a cache block"),
         Param("nc", NC, doc="columns of B per cache block"),
@@ -62,15 +77,15 @@ def _params(problem: GemmProblem, threads: int) -> tuple[Param, ...]:
 
 
 
-def _rules(problem: GemmProblem) -> tuple[Rule, ...]:
+def _rules(problem: GemmProblem, vector: int) -> tuple[Rule, ...]:
     m, n, k = problem.m, problem.n, problem.k
-    nr_values = tuple(v * lanes(problem.dtype) for v in NR_VECTORS)
+    nr_values = tuple(v * lanes(problem.dtype, vector) for v in NR_VECTORS)
 
     def register_file(c) -> str | None:
-        needed = registers_needed(int(c["mr"]), int(c["nr"]), problem.dtype)
-        if needed > VECTOR_REGISTERS:
-            return (f"a {c['mr']}x{c['nr']} register tile needs {needed} vector registers (accumulators, a row of B, "
-                    f"a broadcast of A); more than {VECTOR_REGISTERS} spill")
+        needed = registers_needed(int(c["mr"]), int(c["nr"]), problem.dtype, vector)
+        if needed > VECTOR_REGISTERS[vector]:
+            return (f"a {c['mr']}x{c['nr']} register tile needs {needed} vector registers of {vector} bytes "
+                    f"(accumulators, a row of B, a broadcast of A); more than {VECTOR_REGISTERS[vector]} spill")
         return None
 
     def whole_tiles(c) -> str | None:
@@ -129,7 +144,8 @@ def gemm_space(problem: GemmProblem, target: Target) -> SearchSpace:
     """The CPU GEMM configurations for `problem` (fp32 or fp64) on a target with `target.threads` threads."""
     if problem.dtype not in DTYPES:
         raise ValueError(f"the CPU kernels do {' and '.join(DTYPES)}, not {problem.dtype}")
-    return SearchSpace(params=_params(problem, target.threads or 1), rules=_rules(problem))
+    vector = vector_bytes(target)
+    return SearchSpace(params=_params(problem, target.threads or 1, vector), rules=_rules(problem, vector))
 
 
 def hand_picked(problem: GemmProblem, target: Target) -> list[Config]:
@@ -137,7 +153,7 @@ def hand_picked(problem: GemmProblem, target: Target) -> list[Config]:
     tuner's first proposals). For each register tile of `_PICKS` it takes the valid configuration that uses the most
     threads, prefers parallel=m and packed A, and has the cache blocks closest to the pick's."""
     space = gemm_space(problem, target)
-    width = lanes(problem.dtype)
+    width = lanes(problem.dtype, vector_bytes(target))
     valid = space.valid_configs()
     picks: list[Config] = []
     for mr, vectors, mc, kc in _PICKS:
@@ -152,7 +168,7 @@ def hand_picked(problem: GemmProblem, target: Target) -> list[Config]:
 
 
 def describe(config: Mapping[str, Value]) -> str:
-    """A short human label: "6x64 mc96 kc256 nc4096 packA par-m t2"."""
+    """A short human label: "6x64 mc96 kc256 nc4096 packA par-m t2" (" ymm" at the end with 32-byte vectors)."""
     pack = "packA" if config["pack_a"] else "inplaceA"
     return (f"{config['mr']}x{config['nr']} mc{config['mc']} kc{config['kc']} nc{config['nc']} {pack} "
-            f"par-{config['parallel']} t{config['threads']}")
+            f"par-{config['parallel']} t{config['threads']}" + (" ymm" if vector_of(config) == VECTOR_BYTES else ""))
