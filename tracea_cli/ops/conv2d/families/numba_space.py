@@ -23,16 +23,17 @@ from typing import Mapping
 
 from tracea_cli.ops import numba_family
 from tracea_cli.ops.conv2d.problem import Conv2dProblem
+from tracea_cli.ops.numba_family import (
+    VECTOR_BYTES,
+    VECTOR_REGISTERS,
+    WIDE_VECTOR_BYTES,
+    thread_counts,
+)
 from tracea_cli.ops.numba_family import covering as _covering
-from tracea_cli.ops.numba_family import thread_counts
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import Target
 
 DTYPES = ("fp32", "fp64")
-VECTOR_BYTES = 32  # one AVX2 register (ymm): the kernels' vector where the target has no AVX-512 (and the default)
-WIDE_VECTOR_BYTES = 64  # one AVX-512 register (zmm), offered where the target has them
-# the register rule keeps the micro-kernel's working set inside these: ymm0-15, zmm0-31
-VECTOR_REGISTERS = {VECTOR_BYTES: 16, WIDE_VECTOR_BYTES: 32}
 MR = (2, 3, 4, 6, 8)
 NR_VECTORS = (1, 2, 4)
 # Every MB is a multiple of every MR; NB holds whole NR strips by rule (zmm's NR reaches 64 for fp32).

@@ -49,7 +49,7 @@ from tracea_cli.ops.gemm.families.numba_space import (
 )
 from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem
 from tracea_cli.ops.launch import CallStep, LaunchPlan
-from tracea_cli.ops.numba_family import SILU_SPAN, NumbaFamily
+from tracea_cli.ops.numba_family import SILU_SPAN, WIDE_VECTOR_BYTES, NumbaFamily
 from tracea_cli.space import Value
 
 GENERATOR_VERSION = 1  # bump when the module text changes in a way the templates below do not show
@@ -69,7 +69,7 @@ class KernelSpec:
     mr: int
     nr: int
     parallel: str  # m | n
-    vector: int = 64  # bytes per vector register
+    vector: int = WIDE_VECTOR_BYTES  # bytes per vector register
 
     @classmethod
     def of(cls, problem: GemmProblem, config: Mapping[str, Value]) -> "KernelSpec":
@@ -86,7 +86,8 @@ class KernelSpec:
 
     @property
     def name(self) -> str:
-        return f"gemm_{self.dtype}_{self.mr}x{self.nr}_parallel_{self.parallel}" + ("" if self.vector == 64 else "_ymm")
+        narrow = "" if self.vector == WIDE_VECTOR_BYTES else "_ymm"
+        return f"gemm_{self.dtype}_{self.mr}x{self.nr}_parallel_{self.parallel}{narrow}"
 
 
 # ---- the micro-kernel, generated per tile shape -------------------------------------------------------------------

@@ -22,16 +22,17 @@ from typing import Mapping
 
 from tracea_cli.ops import numba_family
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.numba_family import (
+    VECTOR_BYTES,
+    VECTOR_REGISTERS,
+    WIDE_VECTOR_BYTES,
+    thread_counts,
+)
 from tracea_cli.ops.numba_family import covering as _covering
-from tracea_cli.ops.numba_family import thread_counts
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import Target
 
 DTYPES = ("fp32", "fp64")
-WIDE_VECTOR_BYTES = 64  # one AVX-512 register (zmm): the kernels' vector where the target has them
-VECTOR_BYTES = 32  # one AVX2 register (ymm): the vector elsewhere (a zmm there is two ymm, and the tiles spill)
-# the register rule keeps the micro-kernel's working set inside these: zmm0-31, ymm0-15
-VECTOR_REGISTERS = {WIDE_VECTOR_BYTES: 32, VECTOR_BYTES: 16}
 MR = (4, 6, 8)
 NR_VECTORS = (2, 4)
 MC = (64, 96, 192)
@@ -41,7 +42,8 @@ NC = (512, 4096)
 
 
 def vector_bytes(target: Target) -> int:
-    """The vector the target's kernels use: a zmm where it has 512-bit vectors, else a ymm."""
+    """The vector the target's kernels use: a zmm where it has 512-bit vectors, else a ymm (a zmm there would be two
+    ymm, and every tile would spill)."""
     return WIDE_VECTOR_BYTES if numba_family.has_512_bit_vectors(target) else VECTOR_BYTES
 
 
