@@ -30,8 +30,8 @@ def silu_span(v, start, stop):
 
 
 # The widest-ISA ends of a CPU device class (doctor/profile.cpu_device_class: "model | N threads | isa") that have
-# 512-bit vector registers (32 of them).
-WIDE_VECTOR_ISAS = ("amx_tile", "avx512_fp16", "avx512_bf16", "avx512f")
+# 512-bit vector registers (32 of them); "avx512" is how profiles of release 0.1.0 named them (cache keys keep it).
+WIDE_VECTOR_ISAS = ("amx_tile", "avx512_fp16", "avx512_bf16", "avx512f", "avx512")
 VECTOR_BYTES = 32  # one AVX2 register (ymm)
 WIDE_VECTOR_BYTES = 64  # one AVX-512 register (zmm)
 VECTOR_REGISTERS = {VECTOR_BYTES: 16, WIDE_VECTOR_BYTES: 32}  # ymm0-15, zmm0-31: what register rules count in
