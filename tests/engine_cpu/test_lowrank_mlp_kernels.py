@@ -64,6 +64,32 @@ def test_kernels_match_the_reference_on_awkward_shapes(dtype, i, shape, act, lay
     assert verdict.ok, (p.label, config, verdict.reason)
 
 
+AVX512 = Target(backend="cpu", device_class="test cpu | 2 threads | avx512f", threads=2)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_a_target_with_512_bit_vectors_gets_them_and_they_compute_the_same(dtype):
+    """Where the device class names AVX-512 the space's `vector` is 64 (zmm: 32 registers, twice the lanes), else 32;
+    the kernels of both widths match the float64 reference on ragged shapes (without AVX-512, LLVM would split the
+    512-bit vectors)."""
+    p = OP.problem(m=37, d_in=300, rank=48, d_out=70, dtype=dtype, act="silu", residual=True)
+    assert lowrank_space(p, CPU).param("vector").values == (32,)
+    wide = lowrank_space(p, AVX512)
+    assert wide.param("vector").values == (64,)
+    lanes = 16 if dtype == "fp32" else 8
+    assert wide.param("nr").values == (lanes, 2 * lanes, 4 * lanes)
+    assert "needs 37 vector registers of 64 bytes" in wide.why_invalid(
+        {"mr": 8, "nr": 4 * lanes, "vector": 64, "mb": 48, "kc": 256, "threads": 1})
+    picks = hand_picked(p, AVX512)
+    assert picks and all(c["vector"] == 64 for c in picks)
+    inputs = make_inputs(p, np.random.default_rng(3))
+    ref = reference(p, inputs)["y"]
+    for config in picks[:2]:
+        assert "_v64" in NUMBA.source(p, config) and f"LANES = {lanes} " in NUMBA.source(p, config)
+        verdict = check(run_lowrank(p, config, inputs), ref, p.dtype)
+        assert verdict.ok, (config, verdict.reason)
+
+
 def test_a_wrong_kernel_would_be_caught():
     """The check the tests rely on fails on a result that misses one rank column: the tests can fail."""
     p = OP.problem(m=13, d_in=17, rank=3, d_out=9, act="relu")

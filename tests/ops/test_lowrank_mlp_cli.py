@@ -45,7 +45,7 @@ def test_tune_lowrank_runs_hits_and_benches(tracea):
     first = json.loads(out)
     assert {"cache_hit", "evaluations", "key", "trials_total", "winner", "baseline", "failures"} <= set(first)
     assert first["cache_hit"] is False and first["evaluations"] == 1 and first["trials_total"] == 1
-    assert set(first["winner"]["config"]) == {"mr", "nr", "mb", "kc", "threads"} and first["failures"] == []
+    assert set(first["winner"]["config"]) == {"mr", "nr", "vector", "mb", "kc", "threads"} and first["failures"] == []
     assert first["winner"]["median_ms"] > 0 and first["winner"]["cv"] >= 0
     assert first["baseline"]["name"].startswith(("torch-unfused", "numpy-unfused"))
     assert first["baseline"]["median_ms"] > 0

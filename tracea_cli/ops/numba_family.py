@@ -43,6 +43,12 @@ def has_512_bit_vectors(target: Target) -> bool:
     return target.device_class.rsplit("|", 1)[-1].strip() in WIDE_VECTOR_ISAS
 
 
+def widest_vector_bytes(target: Target) -> int:
+    """The vector a target's kernels use where a family takes the widest it has: a zmm where it has 512-bit
+    vectors, else a ymm (a zmm there would be two ymm, and a register rule counting zmm would be wrong by half)."""
+    return WIDE_VECTOR_BYTES if has_512_bit_vectors(target) else VECTOR_BYTES
+
+
 def lanes(dtype: str, vector_bytes: int) -> int:
     """Elements of `dtype` (fp32 or fp64) in one vector register of `vector_bytes`."""
     return vector_bytes // (4 if dtype == "fp32" else 8)

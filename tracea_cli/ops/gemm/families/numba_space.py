@@ -41,12 +41,6 @@ NC = (512, 4096)
 
 
 
-def vector_bytes(target: Target) -> int:
-    """The vector the target's kernels use: a zmm where it has 512-bit vectors, else a ymm (a zmm there would be two
-    ymm, and every tile would spill)."""
-    return WIDE_VECTOR_BYTES if numba_family.has_512_bit_vectors(target) else VECTOR_BYTES
-
-
 def vector_of(config: Mapping[str, Value]) -> int:
     """The configuration's vector bytes (64 for one stored before the parameter existed: what it ran with)."""
     return int(config.get("vector", WIDE_VECTOR_BYTES))
@@ -146,7 +140,7 @@ def gemm_space(problem: GemmProblem, target: Target) -> SearchSpace:
     """The CPU GEMM configurations for `problem` (fp32 or fp64) on a target with `target.threads` threads."""
     if problem.dtype not in DTYPES:
         raise ValueError(f"the CPU kernels do {' and '.join(DTYPES)}, not {problem.dtype}")
-    vector = vector_bytes(target)
+    vector = numba_family.widest_vector_bytes(target)
     return SearchSpace(params=_params(problem, target.threads or 1, vector), rules=_rules(problem, vector))
 
 
@@ -155,7 +149,7 @@ def hand_picked(problem: GemmProblem, target: Target) -> list[Config]:
     tuner's first proposals). For each register tile of `_PICKS` it takes the valid configuration that uses the most
     threads, prefers parallel=m and packed A, and has the cache blocks closest to the pick's."""
     space = gemm_space(problem, target)
-    width = lanes(problem.dtype, vector_bytes(target))
+    width = lanes(problem.dtype, numba_family.widest_vector_bytes(target))
     valid = space.valid_configs()
     picks: list[Config] = []
     for mr, vectors, mc, kc in _PICKS:

@@ -34,9 +34,10 @@ from tracea_cli.ops.lowrank_mlp.families.numba_space import (
     hand_picked,
     lanes,
     lowrank_space,
+    vector_of,
 )
 from tracea_cli.ops.lowrank_mlp.problem import ACTS, LowrankMlpProblem, check_operands
-from tracea_cli.ops.numba_family import SILU_SPAN, NumbaFamily
+from tracea_cli.ops.numba_family import SILU_SPAN, VECTOR_BYTES, NumbaFamily
 from tracea_cli.space import Value
 
 GENERATOR_VERSION = 1  # bump when the module text changes in a way the templates below do not show
@@ -53,14 +54,20 @@ class KernelSpec:
     dtype: str
     mr: int
     nr: int
+    vector: int = VECTOR_BYTES  # bytes per vector register
 
     @classmethod
     def of(cls, problem: LowrankMlpProblem, config: Mapping[str, Value]) -> "KernelSpec":
-        return cls(problem.dtype, int(config["mr"]), int(config["nr"]))
+        return cls(problem.dtype, int(config["mr"]), int(config["nr"]), vector_of(config))
+
+    @property
+    def lanes(self) -> int:
+        return lanes(self.dtype, self.vector)
 
     @property
     def name(self) -> str:
-        return f"lowrank_mlp_{self.dtype}_{self.mr}x{self.nr}"
+        wide = "" if self.vector == VECTOR_BYTES else f"_v{self.vector}"
+        return f"lowrank_mlp_{self.dtype}_{self.mr}x{self.nr}{wide}"
 
 
 # ---- the epilogue over a block of y: act codes are the index in problem.ACTS ---------------------------------------
@@ -172,14 +179,14 @@ def module_source(spec: KernelSpec) -> str:
         "",
         f"MR = {spec.mr}",
         f"NR = {spec.nr}",
-        f"LANES = {lanes(spec.dtype)}  # elements per vector",
+        f"LANES = {spec.lanes}  # elements per vector",
         'FASTMATH = {"contract"}  # FMAs are explicit (llvm.fma) in the micro-kernel; elsewhere no reassociation',
         'PARALLEL = {"fusion": False}  # packing and computing are two parallel loops in a row: never fuse them',
         codes,
         "",
         "",
         "@njit(fastmath=FASTMATH, cache=CACHE)",
-    ]) + "\n" + gemm_numba.micro_kernel_source(spec.mr, spec.nr, lanes(spec.dtype)) + gemm_numba.PACK_STRIP \
+    ]) + "\n" + gemm_numba.micro_kernel_source(spec.mr, spec.nr, spec.lanes) + gemm_numba.PACK_STRIP \
         + SILU_SPAN + _EPILOGUE + _DRIVER
 
 

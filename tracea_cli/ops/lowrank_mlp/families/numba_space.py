@@ -8,57 +8,70 @@ panel that stay in cache), and the threads.
 
 Rules come from the register file (accumulators, one row of the packed operand and one broadcast must fit, or the
 micro-kernel spills) and from the shape (a tile or block larger than its dimension needs only repeats a smaller
-one; every thread gets at least one block). Pure: no I/O, no randomness; the target contributes only its thread
-count. Only `mr` and `nr` (with the dtype) select a compiled kernel; the rest, and the problem's layout and
-epilogue, are run-time arguments.
+one; every thread gets at least one block). Pure: no I/O, no randomness; the target contributes its thread count and
+its widest vector (`vector`: 64 bytes with AVX-512, else 32). Only `mr`, `nr` and `vector` (with the dtype) select a
+compiled kernel; the rest, and the problem's layout and epilogue, are run-time arguments.
 """
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from tracea_cli.ops import numba_family
 from tracea_cli.ops.lowrank_mlp.problem import LowrankMlpProblem
-from tracea_cli.ops.numba_family import covering, thread_counts
-from tracea_cli.space import Config, Param, Rule, SearchSpace
+from tracea_cli.ops.numba_family import (
+    VECTOR_BYTES,
+    VECTOR_REGISTERS,
+    covering,
+    thread_counts,
+)
+from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
 from tracea_cli.target import Target
 
 DTYPES = ("fp32", "fp64")
-VECTOR_BYTES = 32  # one AVX2 register (ymm), as the conv2d family: AVX-512 machines run it on the lower halves
-VECTOR_REGISTERS = 16  # ymm0-15
 MR = (2, 3, 4, 6, 8)
 NR_VECTORS = (1, 2, 4)
 MB = (24, 48, 96, 192)  # multiples of every MR: a block holds whole register tiles
 KC = (128, 256, 512)
 
 
-def lanes(dtype: str) -> int:
-    return numba_family.lanes(dtype, VECTOR_BYTES)
+def vector_of(config: Mapping[str, Value]) -> int:
+    """The configuration's vector bytes (32 for one stored before the parameter existed: what it ran with)."""
+    return int(config.get("vector", VECTOR_BYTES))
 
 
-def registers_needed(mr: int, nr: int, dtype: str) -> int:
-    return numba_family.registers_needed(mr, nr, lanes(dtype))
+def lanes(dtype: str, vector: int = VECTOR_BYTES) -> int:
+    return numba_family.lanes(dtype, vector)
 
 
-def _params(problem: LowrankMlpProblem, threads: int) -> tuple[Param, ...]:
-    width = lanes(problem.dtype)
+def registers_needed(mr: int, nr: int, dtype: str, vector: int = VECTOR_BYTES) -> int:
+    return numba_family.registers_needed(mr, nr, lanes(dtype, vector))
+
+
+def _params(problem: LowrankMlpProblem, threads: int, vector: int) -> tuple[Param, ...]:
+    width = lanes(problem.dtype, vector)
     return (
         Param("mr", MR, doc="rows of the register tile"),
         Param("nr", tuple(v * width for v in NR_VECTORS), doc=f"columns of the register tile ({width} per vector)"),
+        Param("vector", (vector,), doc="bytes of the vector registers the micro-kernel uses (the target's widest: "
+              "64, AVX-512's zmm, or 32, AVX2's ymm)", default=vector),
         Param("mb", MB, doc="rows of x (and of T, kept per thread) per block"),
         Param("kc", KC, doc="depth of d_in summed per pass over a block"),
         Param("threads", thread_counts(threads), doc="threads of numba's pool"),
     )
 
 
-def _rules(problem: LowrankMlpProblem) -> tuple[Rule, ...]:
+def _rules(problem: LowrankMlpProblem, vector: int) -> tuple[Rule, ...]:
     m, d_in = problem.m, problem.d_in
     widest = max(problem.rank, problem.d_out)  # nr strips both T's columns (rank) and y's (d_out)
-    nr_values = tuple(v * lanes(problem.dtype) for v in NR_VECTORS)
+    nr_values = tuple(v * lanes(problem.dtype, vector) for v in NR_VECTORS)
 
     def register_file(c) -> str | None:
-        needed = registers_needed(int(c["mr"]), int(c["nr"]), problem.dtype)
-        if needed > VECTOR_REGISTERS:
-            return (f"a {c['mr']}x{c['nr']} register tile needs {needed} vector registers (accumulators, a row of the "
-                    f"packed operand, a broadcast); more than {VECTOR_REGISTERS} spill")
+        needed = registers_needed(int(c["mr"]), int(c["nr"]), problem.dtype, vector)
+        if needed > VECTOR_REGISTERS[vector]:
+            return (f"a {c['mr']}x{c['nr']} register tile needs {needed} vector registers of {vector} bytes "
+                    f"(accumulators, a row of the packed operand, a broadcast); more than {VECTOR_REGISTERS[vector]} "
+                    "spill")
         return None
 
     def tile_fits_problem(c) -> str | None:
@@ -91,7 +104,8 @@ def lowrank_space(problem: LowrankMlpProblem, target: Target) -> SearchSpace:
     """The CPU configurations for `problem` (fp32 or fp64) on a target with `target.threads` threads."""
     if problem.dtype not in DTYPES:
         raise ValueError(f"the CPU kernels do {' and '.join(DTYPES)}, not {problem.dtype}")
-    return SearchSpace(params=_params(problem, target.threads or 1), rules=_rules(problem))
+    vector = numba_family.widest_vector_bytes(target)
+    return SearchSpace(params=_params(problem, target.threads or 1, vector), rules=_rules(problem, vector))
 
 
 # Register tile (mr, vectors of nr), mb and kc of the hand-picked configurations, best guesses first.
@@ -102,7 +116,7 @@ def hand_picked(problem: LowrankMlpProblem, target: Target) -> list[Config]:
     """A few sensible configurations, all valid, best guesses first: per register tile of `_PICKS` the valid
     configuration with the most threads and the blocks closest to the pick's; then the same on one thread."""
     space = lowrank_space(problem, target)
-    width = lanes(problem.dtype)
+    width = lanes(problem.dtype, numba_family.widest_vector_bytes(target))
     valid = space.valid_configs()
     picks: list[Config] = []
     for mr, vectors, mb, kc in _PICKS:
