@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from tracea_cli.ops.launch import LaunchPlan
-from tracea_cli.space import SearchSpace, Value
+from tracea_cli.space import Param, SearchSpace, Value
 from tracea_cli.target import Target
 
 # SiLU over a span of a flat array, in place, for the families' epilogues: whole vectors of LANES (a module constant:
@@ -47,6 +47,12 @@ def widest_vector_bytes(target: Target) -> int:
     """The vector a target's kernels use where a family takes the widest it has: a zmm where it has 512-bit
     vectors, else a ymm (a zmm there would be two ymm, and a register rule counting zmm would be wrong by half)."""
     return WIDE_VECTOR_BYTES if has_512_bit_vectors(target) else VECTOR_BYTES
+
+
+def vector_param(vector_bytes: int) -> Param:
+    """The `vector` parameter of a family that takes the target's widest vector: one value, that width."""
+    return Param("vector", (vector_bytes,), doc="bytes of the vector registers the micro-kernel uses (the target's "
+                 "widest: 64, AVX-512's zmm, or 32, AVX2's ymm)", default=vector_bytes)
 
 
 def lanes(dtype: str, vector_bytes: int) -> int:

@@ -61,8 +61,7 @@ def _params(problem: GemmProblem, threads: int, vector: int) -> tuple[Param, ...
     return (
         Param("mr", MR, doc="rows of the register tile"),
         Param("nr", tuple(v * width for v in NR_VECTORS), doc=f"columns of the register tile ({width} per vector)"),
-        Param("vector", (vector,), doc="bytes of the vector registers the micro-kernel uses (the target's widest: "
-              "64, AVX-512's zmm, or 32, AVX2's ymm)", default=vector),
+        numba_family.vector_param(vector),
         Param("mc", MC, doc="rows of A per cache block"),
         Param("kc", KC, doc="depth (K) of a cache block"),
         Param("nc", NC, doc="columns of B per cache block"),

@@ -53,8 +53,7 @@ def _params(problem: LowrankMlpProblem, threads: int, vector: int) -> tuple[Para
     return (
         Param("mr", MR, doc="rows of the register tile"),
         Param("nr", tuple(v * width for v in NR_VECTORS), doc=f"columns of the register tile ({width} per vector)"),
-        Param("vector", (vector,), doc="bytes of the vector registers the micro-kernel uses (the target's widest: "
-              "64, AVX-512's zmm, or 32, AVX2's ymm)", default=vector),
+        numba_family.vector_param(vector),
         Param("mb", MB, doc="rows of x (and of T, kept per thread) per block"),
         Param("kc", KC, doc="depth of d_in summed per pass over a block"),
         Param("threads", thread_counts(threads), doc="threads of numba's pool"),
