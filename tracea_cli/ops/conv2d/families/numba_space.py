@@ -56,8 +56,8 @@ def vector_of(config: Mapping[str, Value]) -> int:
 
 
 def vectors(target: Target) -> tuple[int, ...]:
-    """The vector widths (bytes) the target's kernels may use."""
-    return (VECTOR_BYTES, WIDE_VECTOR_BYTES) if numba_family.has_512_bit_vectors(target) else (VECTOR_BYTES,)
+    """The vector widths (bytes) the target's kernels may use: ymm, and its widest where that is wider."""
+    return tuple(sorted({VECTOR_BYTES, numba_family.widest_vector_bytes(target)}))
 
 
 def registers_needed(mr: int, nr: int, dtype: str, vector: int = VECTOR_BYTES) -> int:
@@ -149,7 +149,7 @@ def hand_picked(problem: Conv2dProblem, target: Target) -> list[Config]:
     development machine, docs/results/cpu_conv2d.md): the valid configuration with the most threads, the blocks
     closest to the pick's and the largest C block (the whole C where it fits); then the same on one thread."""
     space = conv2d_space(problem, target)
-    vector = vectors(target)[-1]
+    vector = numba_family.widest_vector_bytes(target)
     width = lanes(problem.dtype, vector)
     valid = space.valid_configs()
     picks: list[Config] = []
