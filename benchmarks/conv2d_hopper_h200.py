@@ -3,12 +3,13 @@
 an H200, for ResNet-50's convolution layers at batch 32, fp16.
 
     python3 benchmarks/conv2d_hopper_h200.py --out FILE.md --json FILE.json [--seconds 420] [--epilogue none]
-                                             [--rows all|1x1|late] [--batch 32]
+                                             [--rows all|1x1|late] [--batch 32] [--pairs]
 
 Rows: every distinct convolution of ResNet-50 (v1.5: the stride in the 3x3) at N = 32 — first the twelve 1x1
 stride-1 layers the wgmma family serves, then (with --rows all, the default) the 3x3 layers, the strided 1x1
 projections and the 7x7 stem, where the wgmma row says why the family does not apply (C = 3). `--rows late`: the
-layers at 14x14 and 7x7 (few output tiles, where the picks include K split into slices); `--batch` another N.
+layers at 14x14 and 7x7 (few output tiles, where the picks include K split into slices or K pairs); `--batch` another
+N; `--pairs` adds every K pair (cluster_k=2) the row's space allows over 128-row tiles, stages and stores.
 
 Per row, through the code `tracea tune conv2d` runs (OpBackend("conv2d", "cuda"): each family's space, NVRTC
 compile, the check-then-time path): cuDNN (torch.nn.functional.conv2d on channels_last tensors, cudnn.benchmark =
@@ -69,10 +70,30 @@ def name_of(p: Conv2dProblem) -> str:
     return f"{p.r}x{p.s}{stride} {p.c}->{p.k} @{p.h}"
 
 
-def candidates(problem: Conv2dProblem, target, implicit: int) -> tuple[list[dict], str | None]:
-    """The wgmma family's hand-picked configurations (or why it does not apply), then the implicit-GEMM family's."""
+PAIR_SWEEP = {"tile_n": (64, 128, 192), "stages": (3, 4, 5, 6), "store": ("direct", "tma")}
+
+
+def pair_sweep(space, picks: list[dict]) -> list[dict]:
+    """Every K pair (cluster_k=2) of 128-row tiles the space allows over PAIR_SWEEP that `picks` lack."""
+    base = {"family": "wgmma", "tile_m": 128, "consumers": 2, "schedule": "cooperative", "cluster_m": 1,
+            "persistent": 0, "group_m": 8, "split_k": 1, "cluster_k": 2}
+    out = []
+    for tn in PAIR_SWEEP["tile_n"]:
+        for stages in PAIR_SWEEP["stages"]:
+            for store in PAIR_SWEEP["store"]:
+                config = {**base, "tile_n": tn, "stages": stages, "store": store}
+                if space.why_invalid(config) is None and config not in picks:
+                    out.append(config)
+    return out
+
+
+def candidates(problem: Conv2dProblem, target, implicit: int, pairs: bool = False) -> tuple[list[dict], str | None]:
+    """The wgmma family's hand-picked configurations (or why it does not apply), with `pairs` every valid K pair
+    (`pair_sweep`), then the implicit-GEMM family's."""
     served = ws.conv2d_space(problem, target)
     picks = [] if isinstance(served, str) else ws.hand_picked(problem, target)
+    if pairs and not isinstance(served, str):
+        picks += pair_sweep(served, picks)
     return picks + ig.hand_picked(problem, target)[:implicit], served if isinstance(served, str) else None
 
 
@@ -163,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=N, help="N of every row")
     ap.add_argument("--epilogue", choices=EPILOGUE_NAMES, default="none")
     ap.add_argument("--implicit", type=int, default=4, help="implicit-GEMM hand-picked configurations per row")
+    ap.add_argument("--pairs", action="store_true", help="also every valid K pair (cluster_k=2) of 128-row tiles")
     args = ap.parse_args(argv)
     start = time.monotonic()
     target = device_target(0)
@@ -175,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         meta["torch"], meta["cudnn"] = torch.__version__, torch.backends.cudnn.version()
     except Exception as e:  # the rows then say why their baseline is missing
         meta["torch"] = f"unavailable ({e})"
-    plans = [(p, *candidates(p, target, args.implicit)) for p in rows(args.rows, args.epilogue, args.batch)]
+    plans = [(p, *candidates(p, target, args.implicit, args.pairs)) for p in rows(args.rows, args.epilogue, args.batch)]
 
     build = compiler(backend, target)
 

@@ -57,7 +57,7 @@ __device__ __forceinline__ void produce_conv(const Ring& ring, const TensorMap* 
   u32 phase = 0;
   const int pq = g.P * g.Q;
   for (int t = first; t < work; t += stride) {
-    const Slice sl = slice_of(t, work / kSplitK, k_blocks);
+    const Slice sl = cta_slice(t, work / kSplitK, k_blocks);
     int crow, tn;
     tile_of(sl.item, cluster_rows, tiles_n, crow, tn);
     const int m0 = (crow * kCluster + static_cast<int>(rank)) * kTileM;
@@ -99,13 +99,7 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const u32 raw = smem_u32(smem_raw);
   const u32 base = (raw + 1023) & ~1023u;
-  Ring ring;
-  ring.a = base;
-  ring.b = base + kStages * kStageBytesA;
-  ring.c = ring.b + kStages * kStageBytesB;
-  ring.full = ring.c + kStageBytesC;
-  ring.empty = ring.full + 8 * kStages;
-  ring.turn = ring.empty + 8 * kStages;
+  const Ring ring = ring_at(base);
 
   const ConvGeometry g{M, P, Q, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, (C + kTileK - 1) / kTileK};
   const int tiles_m = (M + kTileM - 1) / kTileM;
@@ -117,17 +111,7 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
   const int first = blockIdx.x / kCluster;
   const int stride = WG_PERSISTENT ? gridDim.x / kCluster : work;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(ring.full_bar(s), 1);
-      mbar_init(ring.empty_bar(s), kStageUsers * kCluster);
-    }
-    mbar_init(ring.turn_bar(0), 1);
-    mbar_init(ring.turn_bar(1), 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  if (kCluster > 1) cluster_sync();
-  else __syncthreads();
+  init_ring(ring);
 
   if (threadIdx.x < 128) {
     if (kConsumers > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -138,7 +122,7 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
     consume(ring, &map_c, Y, bias, residual, workspace, M, N, ldc, work, first, stride, cluster_rows, tiles_n,
             k_blocks, rank, threadIdx.x / 128 - 1);
   }
-  if (kCluster > 1) {
+  if (kClusterCtas > 1) {
     __syncwarp();
     cluster_sync();
   }

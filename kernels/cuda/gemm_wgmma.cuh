@@ -324,19 +324,130 @@ __device__ __forceinline__ float activation(float x) {
 
 // ---- the two roles ----------------------------------------------------------------------------------------------------
 
+// The K pair. WG_CLUSTER_K 2 (default 1): the two CTAs of a cluster, launched as a (1, 2, 1) cluster over a
+// (work, 2, 1) grid, take the same output tile and each half of its K blocks. Consumer warpgroup c owns the same rows
+// in both CTAs, and those rows are finished in CTA c: the other CTA's consumer c sends its fp32 sums there through
+// distributed shared memory (st.async, completing on the receiver's `pair` mbarrier), and the receiver adds them
+// before the usual epilogue. No workspace and no second pass, unlike WG_SPLIT_K: for problems whose tiles fill too
+// few SMs and whose K is long (ResNet-50's late layers at batch 32). Cooperative with two consumers, no B multicast
+// (WG_CLUSTER_M 1), no WG_SPLIT_K, one tile per CTA (wgmma_space: cluster_k's rules).
+#ifndef WG_CLUSTER_K
+#define WG_CLUSTER_K 1
+#endif
+constexpr int kClusterK = WG_CLUSTER_K;
+constexpr int kClusterCtas = kCluster * kClusterK;
+constexpr u32 kPairBytes = kClusterK > 1 ? kConsumerRows * kTileN * 4 : 0;  // one consumer's sums in fp32
+static_assert(kClusterK == 1 || (kClusterK == 2 && kCluster == 1 && kConsumers == 2 && !kPingpong && kSplitK == 1 &&
+                                 !WG_PERSISTENT),
+              "a K pair is two cooperative CTAs of two consumers each, one tile per CTA, without B multicast or split-K");
+
+// This CTA's place in its K pair (0 without one).
+__device__ __forceinline__ u32 pair_rank() {
+  u32 r = 0;
+  if (kClusterK > 1) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// The K blocks this CTA multiplies for work item t: slice_of's, the first half in the pair's CTA 0, the rest in 1.
+__device__ __forceinline__ Slice cta_slice(int t, int tiles, int k_blocks) {
+  Slice sl = slice_of(t, tiles, k_blocks);
+  if (kClusterK > 1) {
+    const int half = (sl.kb1 - sl.kb0 + 1) / 2;
+    const int kb0 = sl.kb0 + static_cast<int>(pair_rank()) * half;
+    sl.kb1 = min(sl.kb1, kb0 + half);
+    sl.kb0 = kb0;
+  }
+  return sl;
+}
+
+// Shared memory.
 struct Ring {
-  u32 a, b, c, full, empty, turn;  // shared-window addresses: slot 0 of A and B, C staging, mbarrier arrays
+  u32 a, b, c, x, full, empty, turn, pair;  // shared-window addresses: slot 0 of A and B, C staging, the K pair's
+                                            // incoming sums, mbarrier arrays, the pair's mbarrier
   __device__ u32 full_bar(int s) const { return full + 8 * s; }
   __device__ u32 empty_bar(int s) const { return empty + 8 * s; }
   __device__ u32 turn_bar(int consumer) const { return turn + 8 * consumer; }
 };
+
+// The layout from `base` (1024-byte aligned: every slot starts on a swizzle period): the A ring, the B ring, C staging
+// (TMA store), the K pair's buffer, then the mbarriers (wgmma_space.smem_bytes counts the same).
+__device__ __forceinline__ Ring ring_at(u32 base) {
+  Ring ring;
+  ring.a = base;
+  ring.b = base + kStages * kStageBytesA;
+  ring.c = ring.b + kStages * kStageBytesB;
+  ring.x = ring.c + kStageBytesC;
+  ring.full = ring.x + kPairBytes;
+  ring.empty = ring.full + 8 * kStages;
+  ring.turn = ring.empty + 8 * kStages;
+  ring.pair = ring.turn + 16;
+  return ring;
+}
+
+// Thread 0 initialises the mbarriers, then every CTA of the cluster meets (peers multicast into our slots, arrive on
+// our barriers and send into our pair buffer), or without a cluster the CTA's threads.
+__device__ __forceinline__ void init_ring(const Ring& ring) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(ring.full_bar(s), 1);
+      mbar_init(ring.empty_bar(s), kStageUsers * kCluster);
+    }
+    mbar_init(ring.turn_bar(0), 1);
+    mbar_init(ring.turn_bar(1), 1);
+    if (kClusterK > 1) mbar_init(ring.pair, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if (kClusterCtas > 1) cluster_sync();
+  else __syncthreads();
+}
+
+// The K pair's exchange. Thread tid's accumulators go four at a time to float4 (q * 128 + tid) of the buffer, q
+// counting them slab by slab: a warp's 16-byte stores fill whole 512-byte runs.
+__device__ __forceinline__ void send_sums(const Ring& ring, const float (&acc)[kSlabs][kAcc], int tid) {
+  const u32 peer = 1 - pair_rank();
+  u32 buf, bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(buf) : "r"(ring.x + tid * 16), "r"(peer));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(ring.pair), "r"(peer));
+#pragma unroll
+  for (int j = 0; j < kSlabs; ++j)
+#pragma unroll
+    for (int q = 0; q < kAcc / 4; ++q)  // one address register (this thread's), a constant offset per float4
+      asm volatile(
+          "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+              buf + (j * (kAcc / 4) + q) * 128 * 16),
+          "r"(__float_as_uint(acc[j][4 * q])),
+          "r"(__float_as_uint(acc[j][4 * q + 1])), "r"(__float_as_uint(acc[j][4 * q + 2])),
+          "r"(__float_as_uint(acc[j][4 * q + 3])), "r"(bar)
+          : "memory");
+}
+
+// Waits for the peer's sums of these rows (the only exchange of this CTA: one tile each) and adds them.
+__device__ __forceinline__ void add_received(const Ring& ring, float (&acc)[kSlabs][kAcc], int tid, bool signaller) {
+  if (signaller) mbar_expect_tx(ring.pair, kPairBytes);
+  mbar_wait(ring.pair, 0);
+  const u32 mine = ring.x + tid * 16;
+#pragma unroll
+  for (int j = 0; j < kSlabs; ++j)
+#pragma unroll
+    for (int q = 0; q < kAcc / 4; ++q) {
+      float4 v;
+      asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                   : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                   : "r"(mine + (j * (kAcc / 4) + q) * 128 * 16)
+                   : "memory");
+      acc[j][4 * q] += v.x;
+      acc[j][4 * q + 1] += v.y;
+      acc[j][4 * q + 2] += v.z;
+      acc[j][4 * q + 3] += v.w;
+    }
+}
 
 __device__ __forceinline__ void produce(const Ring& ring, const TensorMap* map_a, const TensorMap* map_b, int work,
                                         int first, int stride, int cluster_rows, int tiles_n, int k_blocks, u32 rank) {
   int slot = 0;
   u32 phase = 0;
   for (int t = first; t < work; t += stride) {
-    const Slice sl = slice_of(t, work / kSplitK, k_blocks);
+    const Slice sl = cta_slice(t, work / kSplitK, k_blocks);
     int crow, tn;
     tile_of(sl.item, cluster_rows, tiles_n, crow, tn);
     const int m0 = (crow * kCluster + static_cast<int>(rank)) * kTileM;
@@ -443,7 +554,7 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
   u32 phase = 0;
   int mine = 0;    // tiles this consumer has multiplied (pingpong turns taken)
   for (int local = 0, t = first; t < work; ++local, t += stride) {
-    const Slice sl = slice_of(t, work / kSplitK, k_blocks);
+    const Slice sl = cta_slice(t, work / kSplitK, k_blocks);
     if (kPingpong && (local & 1) != consumer) {  // the other consumer's tile: skip its k-blocks in the ring
       const int ahead = slot + (sl.kb1 - sl.kb0);
       phase ^= static_cast<u32>(ahead / kStages) & 1;
@@ -494,6 +605,13 @@ __device__ __forceinline__ void consume(const Ring& ring, const TensorMap* map_c
     // 8i + 2*(lane%4) (+1): acc[j][4i + 2h + {0,1}] for h = 0, 1.
     const int row0 = m0 + (kPingpong ? 0 : consumer * kConsumerRows);
     if (row0 >= M) continue;  // a cluster's spare tile past the last row
+    if (kClusterK > 1) {  // the K pair: these rows are finished in CTA `consumer`
+      if (consumer != static_cast<int>(pair_rank())) {
+        send_sums(ring, acc, tid);
+        continue;
+      }
+      add_received(ring, acc, tid, signaller);
+    }
     if (kSplitK > 1) {  // the slice's sums go to the workspace; gemm_wgmma_splitk applies the epilogue
       add_partial(workspace, acc, row0, n0, M, N, warp, lane);
       continue;
@@ -572,13 +690,7 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
   // The 128-byte swizzle repeats every 1024 bytes: every slot starts on such a boundary.
   const u32 raw = smem_u32(smem_raw);
   const u32 base = (raw + 1023) & ~1023u;
-  Ring ring;
-  ring.a = base;
-  ring.b = base + kStages * kStageBytesA;
-  ring.c = ring.b + kStages * kStageBytesB;
-  ring.full = ring.c + kStageBytesC;
-  ring.empty = ring.full + 8 * kStages;
-  ring.turn = ring.empty + 8 * kStages;
+  const Ring ring = ring_at(base);
 
   const int tiles_m = (M + kTileM - 1) / kTileM;
   const int tiles_n = (N + kTileN - 1) / kTileN;
@@ -589,17 +701,7 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
   const int first = blockIdx.x / kCluster;
   const int stride = WG_PERSISTENT ? gridDim.x / kCluster : work;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(ring.full_bar(s), 1);
-      mbar_init(ring.empty_bar(s), kStageUsers * kCluster);
-    }
-    mbar_init(ring.turn_bar(0), 1);
-    mbar_init(ring.turn_bar(1), 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  if (kCluster > 1) cluster_sync();  // peers multicast into our slots and arrive on our barriers
-  else __syncthreads();
+  init_ring(ring);
 
   if (threadIdx.x < 128) {
     if (kConsumers > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -610,8 +712,8 @@ extern "C" __global__ void __launch_bounds__(wg::kThreads, 1)
     consume(ring, &map_c, C, bias, residual, workspace, M, N, ldc, work, first, stride, cluster_rows, tiles_n, k_blocks,
             rank, threadIdx.x / 128 - 1);
   }
-  if (kCluster > 1) {
+  if (kClusterCtas > 1) {
     __syncwarp();
-    cluster_sync();  // no CTA leaves while a peer may still signal its barriers
+    cluster_sync();  // no CTA leaves while a peer may still signal its barriers or send into its shared memory
   }
 }

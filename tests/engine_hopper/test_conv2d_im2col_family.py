@@ -47,7 +47,8 @@ def test_general_convolutions_get_a_space_and_valid_picks(problem):
     assert not isinstance(space, str), space
     picks = cs.hand_picked(problem, H200)
     assert picks and all(space.why_invalid(c) is None for c in picks)
-    assert all(c["persistent"] == 1 and c["schedule"] == "cooperative" and c["cluster_m"] == 1 for c in picks)
+    assert all(c["persistent"] == 1 - (c.get("cluster_k", 1) - 1) and c["schedule"] == "cooperative"
+               and c["cluster_m"] == 1 for c in picks)  # persistent but the K pairs (one tile per CTA pair)
     assert cw.WGMMA.template(problem).startswith(f"generator {cw.GENERATOR_VERSION}\nim2col\n")
 
 
@@ -62,9 +63,10 @@ def test_resnets_7x7_stem_is_refused_with_the_reason():
 def test_resnet50_3x3_picks_are_the_measured_best_first(c, hw, stride):
     """docs/results/conv2d_im2col_h200_2026-12-03.md: 128x128 best on the layers where it fills at least half of the
     H200's 132 SMs, 128x64 on the two 512-channel layers (52 work items of 128x128) and the 64-channel one. (The first
-    pick with K split, second where its tiles leave SMs idle, is not part of that measurement.)"""
+    pick with K split or as a K pair, placed where its tiles leave SMs idle, is not part of that measurement.)"""
     problem = three_by_three(c, hw, stride)
-    picks = [cs.describe(p) for p in cs.hand_picked(problem, H200) if p.get("split_k", 1) == 1]
+    picks = [cs.describe(p) for p in cs.hand_picked(problem, H200)
+             if p.get("split_k", 1) == p.get("cluster_k", 1) == 1]
     wide, narrow = "wgmma 128x128 s4 c2 cooperative cl1 p1 g8 tma", "wgmma 128x64 s6 c2 cooperative cl1 p1 g8 direct"
     if c == 512:
         assert picks[:2] == [narrow, wide]

@@ -115,8 +115,8 @@ def test_resnet50_1x1_layers_get_valid_picks_sized_to_the_shape(c, k, hw, epilog
     assert 3 <= len(picks) <= 8 and len({cs.describe(p) for p in picks}) == len(picks)
     assert all(space.why_invalid(p) is None for p in picks)
     costs = [cs.estimated_cost(problem, p, 132) for p in picks if p["cluster_m"] == 1 and p["schedule"] ==
-             "cooperative" and p.get("split_k", 1) == 1]
-    assert costs == sorted(costs)  # ordered by the wave model (the variants, K split among them, placed by rule)
+             "cooperative" and p.get("split_k", 1) == p.get("cluster_k", 1) == 1]
+    assert costs == sorted(costs)  # ordered by the wave model (the variants, K split and K pairs among them, by rule)
     if problem.has_residual:
         assert all(p["store"] == "direct" for p in picks)
     assert cw.WGMMA.suggested(problem, H200) == picks[:3]

@@ -182,3 +182,26 @@ def test_split_k_leaves_its_workspace_zero_for_the_next_call():
     assert scale > 0 and not bool(cupy.isnan(results[0]).any())
     for later in results[1:]:
         assert float(cupy.abs(later - results[0]).max()) <= 1e-2 * scale
+
+
+# K pairs (WG_CLUSTER_K = 2): the two CTAs of a cluster each multiply half of K, one consumer's sums cross to the
+# other CTA through distributed shared memory. Few tiles and a long K, as the space's rule asks; an odd number of
+# K-blocks (the halves differ); ragged M and N (spare rows, element-wise stores); tf32; a TMA store; every epilogue
+# kind that reads more than the sums.
+PAIR = {"cluster_k": 2, "persistent": 0}
+PAIR_CASES = [
+    (GemmProblem(1568, 512, 4608, "fp16", "nt", "bias_residual"), {**cfg(128, 128, 4, group=8), **PAIR}),
+    (GemmProblem(1000, 1001, 4160, "bf16", "nn", "bias_silu"), {**cfg(128, 128, 4, group=4), **PAIR}),
+    (GemmProblem(512, 768, 8192, "tf32", "nt", "bias_relu"), {**cfg(128, 192, 3), **PAIR}),
+    (GemmProblem(300, 1024, 4032, "bf16", "nt"), {**cfg(128, 128, 4, store="tma", group=1), **PAIR}),
+]
+
+
+@pytest.mark.parametrize("problem,config", PAIR_CASES, ids=[p.label for p, _ in PAIR_CASES])
+def test_k_pair_problems_match_the_float64_reference(problem, config):
+    artifact = BACKEND.compile(problem, config, H200)
+    main = artifact.plan.main_kernel
+    assert main.cluster == (1, 2, 1) and main.grid[1] == 2
+    evaluation = BACKEND.evaluate(artifact, problem, H200, policy=ONE_SAMPLE, seed=13)
+    assert evaluation.status is Status.OK, evaluation.reason
+    assert evaluation.rel_error <= get_dtype(problem.dtype).bound

@@ -262,6 +262,24 @@ def test_clusters_launch_with_their_attribute_and_persistent_grids_with_the_occu
 
 # ---- choosing architectures -------------------------------------------------------------------------------------------
 
+def test_a_k_pair_launches_as_a_cluster_of_one_by_two_over_a_grid_of_two_rows(tmp_path, toolchain, fake_driver):
+    """cluster_k=2 (gemm_wgmma.cuh's K pair): the plan's second grid and cluster dimension, as the backend launches
+    it; no occupancy query (one tile per CTA pair)."""
+    config = {**default_config("fp16", "nt"), "tile_n": 128, "stages": 4, "store": "direct", "persistent": 0,
+              "cluster_k": 2}
+    result = export_config(tmp_path, config, dtype="fp16", layout="nt", shape="1568x512x4608")
+    assert result.exit_code == 0, result.output
+    doc = read_manifest(tmp_path / "out")
+    assert validate(doc) == [] and doc["kernels"][0]["cluster"] == [1, 2, 1]
+    program = build_probe(tmp_path / "out", toolchain, elem_bytes=2, dtype_code=DTYPE_CODE["fp16"])
+    m, n, k = 1568, 512, 4608
+    out, log, _ = run_probe(program, [str(m), str(n), str(k), "nt"], fake_driver)
+    assert out[-1] == "status=0 ok", (out, log)
+    (launch,) = launches(log)
+    assert launch["api"] == "ex" and launch["cluster"] == "1,2,1" and launch["grid"] == f"{13 * 4},2,1"
+    assert not [line for line in log if line.startswith("occupancy_")]
+
+
 def test_a_wgmma_configuration_for_sm_90_is_built_as_sm_90a_with_a_warning(tmp_path):
     result = export_config(tmp_path, default_config("fp16", "nt"), dtype="fp16", layout="nt", arch="sm_90",
                            shape="2048x2048x2048")

@@ -40,6 +40,9 @@ class FaultyCudaBackend:
     def suggested(self, problem, target):
         return []
 
+    def config_in(self, problem, config):
+        return config
+
     def compile(self, problem, config, target):
         src = ('extern "C" __global__ void k(const float* a, float* y, long long n) {'
                ' long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; if (i < n) { '

@@ -181,11 +181,13 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
 
 def _with_split(problem: Conv2dProblem, space: SearchSpace, picks: list[dict[str, Value]], sms: int | None,
                 limit: int | None) -> list[dict[str, Value]]:
-    """`picks` (the first `limit`), the first with K split second where its tiles leave SMs idle
-    (gemm wgmma_space.split_variant): ResNet's late layers at small batch. Unmeasured order: by rule."""
-    split = gs.split_variant(space, view(problem), picks[0], sms) if picks else None
-    if split is not None and split not in picks:
-        picks = [picks[0], split, *picks[1:]]
+    """`picks` (the first `limit`), where the first's tiles leave SMs idle the first with K split, then as a K pair,
+    second (gemm wgmma_space.split_variant, pair_variant): ResNet's late layers at small batch. Unmeasured order:
+    by rule."""
+    for variant in ((gs.pair_variant(space, view(problem), picks[0], sms), gs.split_variant(space, view(problem),
+                     picks[0], sms)) if picks else ()):
+        if variant is not None and variant not in picks:
+            picks = [picks[0], variant, *picks[1:]]
     return picks[:limit] if limit else picks
 
 
@@ -226,7 +228,7 @@ def _fitted(space: SearchSpace, base: Mapping[str, Value], k_blocks: int, residu
 
 def describe(config: Mapping[str, Value]) -> str:
     """A short human label: "wgmma 128x256 s3 c2 cooperative cl1 p1 g8 tma" (and " split5" with K split)."""
-    split = gs.split_k_of(config)
+    split, pair = gs.split_k_of(config), gs.cluster_k_of(config)
     return (f"wgmma {config['tile_m']}x{config['tile_n']} s{config['stages']} c{config['consumers']} "
             f"{config['schedule']} cl{config['cluster_m']} p{config['persistent']} g{config['group_m']} "
-            f"{config['store']}" + (f" split{split}" if split > 1 else ""))
+            f"{config['store']}" + (f" split{split}" if split > 1 else "") + (" kpair" if pair > 1 else ""))

@@ -106,6 +106,8 @@ def defines(problem: GemmProblem, config: Mapping[str, Value]) -> dict[str, int]
         "WG_PINGPONG": 1 if config["schedule"] == "pingpong" else 0,
         "WG_SPLIT_K": hs.split_k_of(config),
     }
+    if hs.cluster_k_of(config) > 1:  # defined only for K pairs: every other configuration's source stays as it was
+        out["WG_CLUSTER_K"] = hs.cluster_k_of(config)
     if staged.any:
         out["WG_STAGE_A"] = int(staged.pad_a)
         out["WG_STAGE_B"] = {None: 0, "pad": 1, "transpose": 2}[staged.b]
@@ -194,12 +196,14 @@ def split_steps(split: int) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
 def wgmma_launch(problem: GemmProblem, config: Mapping[str, Value]) -> LaunchPlan:
     """The staging steps (if any), split-K's zeroing (if any), the main kernel and split-K's second pass: params,
     tensor maps (innermost dimension first), grid rules, cluster, shared memory, and the scratch the staging writes.
-    With split-K the work items are every tile's K slices: the cluster grid rules multiply by `split_k`."""
+    With split-K the work items are every tile's K slices: the cluster grid rules multiply by `split_k`. A K pair
+    (cluster_k=2) launches its two CTAs as the grid's and the cluster's second dimension."""
     cluster = int(config["cluster_m"])
     split = hs.split_k_of(config)
-    main = KernelStep(KERNEL_NAME, grid=("persistent_clusters" if int(config["persistent"]) else "work_clusters", 1, 1),
+    pair = hs.cluster_k_of(config)  # a K pair: the grid's and the cluster's second dimension
+    main = KernelStep(KERNEL_NAME, grid=("persistent_clusters" if int(config["persistent"]) else "work_clusters", pair, 1),
                       block=(hs.threads(config), 1, 1), dynamic_smem_bytes=hs.smem_bytes(problem.dtype, config),
-                      cluster=(cluster, 1, 1))
+                      cluster=(cluster, pair, 1))
     params = tuple(p for p in PARAMS if p != "map_c") if hs.ragged_n(problem) else PARAMS  # see _tensor_maps
     before, after = split_steps(split)
     return LaunchPlan(

@@ -42,6 +42,14 @@ SPLIT_K_GAIN = 0.9  # a split must shorten the ideal schedule to at most this sh
 # sped up, 1.02-2.05x), taken lower so that the rule keeps a split it is unsure of for the tuner to measure.
 SPLIT_ADD_DEPTH = 1024
 REFERENCE_SMS = 132  # H100 SXM and H200: the SMs split-K's rule assumes where the target has no device to ask
+# What a K pair's exchange costs (one consumer's fp32 sums through distributed shared memory, added before the
+# epilogue), as reduction depth of the product: not measured yet; a guess well under split-K's adds into global
+# memory, so that the rule refuses only pairs that cannot pay and leaves the rest for the tuner to measure.
+PAIR_ADD_DEPTH = 256
+# The most accumulators per thread beside which a K pair's exchange builds without spills (ptxas, sm_90a), per store:
+# storing from registers, 128 x 256 tiles (128 each) spilled 56 bytes with a ragged N and bias+SiLU, 128 x 192 (96)
+# none; through a TMA store, 128 x 192 spilled 56-308 bytes in the im2col kernel, 128 x 128 (64) none
+PAIR_MAX_ACCUMULATORS = {"direct": 96, "tma": 64}
 
 PARAMS = (
     Param("family", (FAMILY,), "categorical", "instruction family: wgmma (sm_90a)"),
@@ -58,6 +66,9 @@ PARAMS = (
     Param("store", ("direct", "tma"), "categorical", "epilogue: registers -> global, or via swizzled shared memory + TMA"),
     Param("split_k", SPLIT_K_VALUES, doc="K slices per output tile, their sums added in an fp32 workspace and the "
           "epilogue applied by a second pass (for problems whose tiles leave SMs idle)", default=1),
+    Param("cluster_k", (1, 2), doc="CTAs per output tile, each multiplying its share of K: 2 is a cluster pair whose "
+          "halves' sums meet in shared memory (no workspace, no second pass; for problems whose tiles leave SMs idle)",
+          default=1),
 )
 
 DTYPE_CODES = {"fp16": 0, "bf16": 1, "tf32": 2}
@@ -88,12 +99,25 @@ def smem_bytes(dtype: str, config: Mapping[str, Value]) -> int:
     tm, tn, stages = int(config["tile_m"]), int(config["tile_n"]), int(config["stages"])
     ring = stages * (tm + tn) * SWIZZLE_BYTES
     staging = int(config["consumers"]) * consumer_rows(config) * tn * elem_bytes(dtype) if config["store"] == "tma" else 0
-    return ring + staging + (2 * stages + 2) * 8 + SLACK_BYTES
+    paired = cluster_k_of(config) > 1
+    pair = consumer_rows(config) * tn * 4 if paired else 0  # one consumer's fp32 sums, sent by the other CTA
+    return ring + staging + pair + (2 * stages + 2 + int(paired)) * 8 + SLACK_BYTES
 
 
 def split_k_of(config: Mapping[str, Value]) -> int:
     """The configuration's split_k (1 for one stored before the parameter existed)."""
     return int(config.get("split_k", 1))
+
+
+def cluster_k_of(config: Mapping[str, Value]) -> int:
+    """The configuration's cluster_k (1 for one stored before the parameter existed)."""
+    return int(config.get("cluster_k", 1))
+
+
+def pair_schedule(ctas: int, sms: int, k: int) -> float:
+    """`split_schedule` for `ctas` tiles each shared by a K pair: rounds of 2 x ctas CTAs, each a half tile's product
+    and the exchange (PAIR_ADD_DEPTH)."""
+    return ceil_div(2 * ctas, sms) * (k / 2 + PAIR_ADD_DEPTH) / k
 
 
 def split_schedule(ctas: int, parts: int, sms: int, k: int) -> float:
@@ -242,6 +266,28 @@ def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
                     f"their adds into the workspace, {sliced:.2f}: not shorter by a tenth, so split_k={parts} is slower")
         return None
 
+    def pair(c: Mapping[str, Value]) -> str | None:
+        if cluster_k_of(c) == 1:
+            return None
+        if c["schedule"] != "cooperative" or int(c["consumers"]) != 2:
+            return "cluster_k=2 sends one consumer warpgroup's rows to the other CTA: cooperative with consumers=2 only"
+        if int(c["cluster_m"]) != 1 or split_k_of(c) != 1:
+            return "cluster_k=2 makes the cluster a K pair: cluster_m=1 and split_k=1 only"
+        if int(c["persistent"]):
+            return "cluster_k=2 runs one tile per CTA pair: persistent=0 only"
+        if k_blocks < 2:
+            return f"cluster_k=2 halves the K-blocks, and K={problem.k} has one"
+        most = PAIR_MAX_ACCUMULATORS[str(c["store"])]
+        if consumer_rows(c) * int(c["tile_n"]) // 128 > most:
+            return (f"cluster_k=2 with store={c['store']} spills registers above {most} accumulators per thread "
+                    f"(tile_n={c['tile_n']} has {consumer_rows(c) * int(c['tile_n']) // 128})")
+        ctas = work_items(problem, c)
+        whole, paired = split_schedule(ctas, 1, sms, problem.k), pair_schedule(ctas, sms, problem.k)
+        if paired > SPLIT_K_GAIN * whole:
+            return (f"{ctas} CTAs of whole tiles take {whole:g} wave(s) of the {sms} SMs; as K pairs, with the "
+                    f"exchange, {paired:.2f}: not shorter by a tenth, so cluster_k=2 is slower")
+        return None
+
     def tile_order(c: Mapping[str, Value]) -> str | None:
         # Group sizes at or past the number of cluster rows all give the same order: keep the smallest of them.
         rows = ceil_div(ceil_div(problem.m, int(c["tile_m"])), int(c["cluster_m"]))
@@ -252,7 +298,7 @@ def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
 
     return SearchSpace(params=PARAMS,
                        rules=(schedule, slabs_split, accumulators, shared_memory, fits_problem, c_store, cluster,
-                              split, tile_order))
+                              split, pair, tile_order))
 
 
 def default_config(problem: GemmProblem, target: Target) -> dict[str, Value] | None:
@@ -315,6 +361,36 @@ def split_variant(space: SearchSpace, problem: GemmProblem, config: Mapping[str,
                                      c["split_k"]))
 
 
+PAIR_TILES = ((128, 128), (128, 192), (128, 256))  # the 128-row tiles a K pair is tried with, beside the config's own
+
+
+def pair_variant(space: SearchSpace, problem: GemmProblem, config: Mapping[str, Value],
+                 sms: int | None) -> dict[str, Value] | None:
+    """`config` as a K pair (cluster_k=2: cooperative, two consumers, one tile per CTA pair, no split_k or B
+    multicast) where `space` allows it, with its own tile or a 128-row one (PAIR_TILES), each with the ring depth
+    nearest the config's, its store or else a direct one, and a tile order that is not redundant: of those valid, the
+    one with the least tile area per SM over its rounds of CTAs on `sms` SMs, the larger tile on a tie; None where
+    none is valid."""
+    pair = {"consumers": 2, "schedule": "cooperative", "cluster_m": 1, "persistent": 0, "split_k": 1, "cluster_k": 2}
+    stages = sorted(STAGE_VALUES, key=lambda s: (abs(s - int(config["stages"])), -s))
+    valid = []
+    for tm, tn in dict.fromkeys(((int(config["tile_m"]), int(config["tile_n"])), *PAIR_TILES)):
+        candidates = ({**config, **pair, "tile_m": tm, "tile_n": tn, "store": store, "stages": s, "group_m": g}
+                      for store in dict.fromkeys((config["store"], "direct")) for g in (config["group_m"], 8, 4, 1)
+                      for s in stages)
+        found = next((c for c in candidates if space.why_invalid(c) is None), None)
+        if found is not None:
+            valid.append(found)
+    if not valid:
+        return None
+
+    def load(c: Mapping[str, Value]) -> tuple[int, int]:
+        area = int(c["tile_m"]) * int(c["tile_n"])
+        return ceil_div(2 * work_items(problem, c), sms or REFERENCE_SMS) * area, -area
+
+    return min(valid, key=load)
+
+
 def suggested_configs(problem: GemmProblem, target: Target) -> list[dict[str, Value]]:
     """The tuner's first Hopper configurations: `default_config`, then (where the problem's tiles leave SMs idle) the
     same with K split (`split_variant`), then its measured runners-up on the H200 (the sweep of
@@ -333,7 +409,9 @@ def suggested_configs(problem: GemmProblem, target: Target) -> list[dict[str, Va
     for config in variants:
         if config not in out and space.why_invalid(config) is None:
             out.append(config)
-    split = split_variant(space, problem, first, target.cuda_limits().sm_count)
-    if split is not None:  # a problem whose tiles leave SMs idle: the default with K split comes second
-        out.insert(1, split)
+    sms = target.cuda_limits().sm_count
+    # a problem whose tiles leave SMs idle: the default with K split, then as a K pair, come second
+    for variant in (pair_variant(space, problem, first, sms), split_variant(space, problem, first, sms)):
+        if variant is not None and variant not in out:
+            out.insert(1, variant)
     return out
