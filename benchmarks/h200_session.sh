@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that checks and measures what the issues ask of the H200, writing everything under $OUT.
 # Usage on the device machine, from the repository root, after installing the carried wheels (../shared/device/README.md):
-#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | ragged | ragged-fp32 | ragged-tune | fp32-x3 | regress | regress-engine | followup | splitk-wgmma | all
+#   bash benchmarks/h200_session.sh PART     PART: tests | doctor | tune | weak | warm | defaults | hopper | engine | multi | bench | bench2 | api | resnet | ray | conv2d-tune | splitk | ragged | ragged-fp32 | ragged-tune | fp32-x3 | regress | regress-engine | followup | splitk-wgmma | fixed-cost | all
 # (ray needs Ray unpacked on the path: ../shared/device/prep-ray.sh says how)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -237,6 +237,14 @@ if [[ $part == splitk-wgmma ]]; then
     grep -E "^\| [0-9]" "$OUT/conv_late_n$n.md"; grep -h "split" "$OUT/conv_late_n$n.md" | grep -E "^- " | head -12
   done
   tune_case tune_small_m_bf16 --m 16 --n 4096 --k 4096 --dtype bf16 --layout nt --budget 12  # last: the call's limit may cut it
+fi
+if [[ $part == fixed-cost ]]; then
+  say "where a short convolution's time goes (fixed per launch against per K block; 2026-12-08's K pairs left ~16 us unexplained), then the late layers with every K pair and a fused epilogue"
+  timeout 300 python3 benchmarks/conv2d_fixed_cost.py --out "$OUT/conv_fixed_cost.md" --json "$OUT/conv_fixed_cost.json" > "$OUT/conv_fixed_cost.log" 2>&1
+  grep -E "^\| (3x3|1x1)" "$OUT/conv_fixed_cost.md"
+  timeout 120 python3 benchmarks/conv2d_hopper_h200.py --rows late --batch 32 --implicit 0 --pairs --epilogue bias_residual_relu \
+    --seconds 100 --out "$OUT/conv_pairs_fused.md" --json "$OUT/conv_pairs_fused.json" > "$OUT/conv_pairs_fused.log" 2>&1
+  grep -E "^\| [0-9]|geometric" "$OUT/conv_pairs_fused.md"
 fi
 # Every GPU test takes about 10 minutes on an H100 (2026-12-07: 322 tests), past one call's limit: `regress` verifies
 # the sm_90 GEMM defaults and runs all but the two largest files, `regress-engine` those two.
