@@ -153,7 +153,7 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
         return []
     sms = target.cuda_limits().sm_count  # None where the target has no device to ask
     if not is_gemm(problem):
-        return _with_split(problem, space, im2col_picked(problem, space, sms or ASSUMED_SMS), sms, limit)
+        return _with_k_variants(problem, space, im2col_picked(problem, space, sms or ASSUMED_SMS), sms, limit)
     gemm = gemm_view(problem)
     sm_count = sms or 0
     k_blocks = gs.ceil_div(gemm.k, gs.tile_k(gemm.dtype))
@@ -176,10 +176,10 @@ def hand_picked(problem: Conv2dProblem, target: Target, *, limit: int | None = N
                                     if int(c["tile_m"]) == 128) if v), None)
         if variant and variant not in picks:
             picks.append(variant)
-    return _with_split(problem, space, picks, sms, limit)
+    return _with_k_variants(problem, space, picks, sms, limit)
 
 
-def _with_split(problem: Conv2dProblem, space: SearchSpace, picks: list[dict[str, Value]], sms: int | None,
+def _with_k_variants(problem: Conv2dProblem, space: SearchSpace, picks: list[dict[str, Value]], sms: int | None,
                 limit: int | None) -> list[dict[str, Value]]:
     """`picks` (the first `limit`), where the first's tiles leave SMs idle the first with K split, then as a K pair,
     second (gemm wgmma_space.split_variant, pair_variant): ResNet's late layers at small batch. Unmeasured order:
