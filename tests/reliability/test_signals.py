@@ -18,10 +18,13 @@ pytestmark = pytest.mark.timeout(600)
 
 
 def _start(tmp_path: Path, stderr: Path) -> subprocess.Popen:
+    """A CPU tune that outlasts the test's signal: a budget of 400 (patience 133 evaluations without improvement)
+    over M = 128. With budget 60 at M = 64 (patience 20) a CI run once saw the tune finish, exit 0, between the
+    poll that counted its second trial and the signal."""
     env = {**os.environ, "TRACEA_CACHE_DIR": str(tmp_path / "cache"), "TRACEA_DATA_DIR": str(tmp_path / "data"),
            "NO_COLOR": "1"}
-    return subprocess.Popen([sys.executable, "-m", "tracea_cli", "tune", "gemm", "--m", "64", "--backend", "cpu",
-                             "--budget", "60", "--json"], env=env, stdout=subprocess.DEVNULL, stderr=stderr.open("w"),
+    return subprocess.Popen([sys.executable, "-m", "tracea_cli", "tune", "gemm", "--m", "128", "--backend", "cpu",
+                             "--budget", "400", "--json"], env=env, stdout=subprocess.DEVNULL, stderr=stderr.open("w"),
                             start_new_session=True)
 
 
