@@ -13,7 +13,8 @@ family it lacks gets the ops module's entries, compiled, `compiled-only`, in the
 joins without losing what a GPU checked (valid while no kernel source changed since; after a kernel change run
 plain `generate` and `verify`). `verify`
 checks each entry of the present GPU's family against the float64 reference at the op's check shapes and records
-`verified` with the device class, the architecture, the largest relative error and the date. What each op's lists
+`verified` with the device class, the architecture, the largest relative error and the date; its last line counts
+the entries ok and failed, and it exits 1 where one failed. What each op's lists
 hold is its defaults module (DTYPES, FAMILIES, COMPILE_FOR, ABOUT, big_problems, candidates, verify_problems).
 """
 
@@ -88,8 +89,10 @@ def generate(*, op: str = "gemm", date: str | None = None, compile_entries: bool
             "families": {f: list(m) for f, m in gd.FAMILIES.items()}, "defaults": entries}
 
 
-def verify(profile: Mapping[str, Any], *, op: str = "gemm", device_index: int = 0, log=print) -> dict[str, Any]:
-    """Check every entry of this GPU's family on this GPU at the op's check problems where the entry is valid."""
+def verify(profile: Mapping[str, Any], *, op: str = "gemm", device_index: int = 0,
+           log=print) -> tuple[dict[str, Any], int]:
+    """Check every entry of this GPU's family on this GPU at the op's check problems where the entry is valid:
+    (the profile with their records rewritten, how many failed)."""
     from tracea_cli.backends.cuda import device_target
 
     gd = importlib.import_module(MODULES[op])
@@ -101,6 +104,7 @@ def verify(profile: Mapping[str, Any], *, op: str = "gemm", device_index: int = 
         raise SystemExit(f"no default family holds this GPU's architecture {arch}")
     date = time.strftime("%Y-%m-%d", time.gmtime())
     out = json.loads(json.dumps(profile))
+    tally = {"ok": 0, "failed": 0}
     for entry in out["defaults"]:
         if entry["family"] != family:
             continue
@@ -116,6 +120,7 @@ def verify(profile: Mapping[str, Any], *, op: str = "gemm", device_index: int = 
             else:
                 worst = max(worst, float(ev.rel_error or 0.0))
         label = f"{entry['dtype']} {config_key(entry['config'])}"
+        tally["failed" if failure or not checked else "ok"] += 1
         if failure or not checked:
             log(f"FAIL {label}: {failure or 'valid at none of the check shapes'}")
             entry["verification"] = {"status": "compiled-only", "date": date,
@@ -128,7 +133,9 @@ def verify(profile: Mapping[str, Any], *, op: str = "gemm", device_index: int = 
                         f"{', '.join(dict.fromkeys('x'.join(map(str, s)) for s in gd.VERIFY_SHAPES))} where valid) by "
                         f"`python benchmarks/gemm_defaults.py verify{'' if op == 'gemm' else ' --op ' + op}`"),
             }
-    return out
+    # the last line says it all, for a log that comes back without the file
+    log(f"{op} defaults of family {family} on {target.device_class}: {tally['ok']} ok, {tally['failed']} failed")
+    return out, tally["failed"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -141,17 +148,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "its lists lack")
     parser.add_argument("--device", type=int, default=0, help="CUDA device for verify")
     args = parser.parse_args(argv)
+    failed = 0
     if args.action == "generate":
         profile = generate(op=args.op, keep=load_defaults(args.op) if args.keep_records else None)
     else:
-        profile = verify(load_defaults(args.op), op=args.op, device_index=args.device,
-                         log=lambda s: print(s, file=sys.stderr))
+        profile, failed = verify(load_defaults(args.op), op=args.op, device_index=args.device,
+                                 log=lambda s: print(s, file=sys.stderr))
     text = json.dumps(profile, indent=1) + "\n"
     if args.write:
         defaults_path(args.op).write_text(text)
     else:
         sys.stdout.write(text)
-    return 0
+    return 1 if failed else 0  # a verify with a failed entry fails (its record says which)
 
 
 if __name__ == "__main__":
