@@ -19,8 +19,9 @@ from tracea_cli.backends.checked import poison, upload
 from tracea_cli.backends.cpu import call, compiled_entry, kernel_cache_dir
 from tracea_cli.backends.op_backend import OpBackend
 from tracea_cli.ops.conv2d.families.numba import NUMBA
-from tracea_cli.ops.conv2d.families.numba_space import conv2d_space, hand_picked, registers_needed
+from tracea_cli.ops.conv2d.families.numba_space import conv2d_space, hand_picked
 from tracea_cli.ops.conv2d.problem import EPILOGUE_NAMES, make_inputs, reference
+from tracea_cli.ops.numba_family import lanes, registers_for
 from tracea_cli.ops.registry import get_op
 from tracea_cli.ops.verify import check
 from tracea_cli.target import Target
@@ -126,12 +127,12 @@ def test_the_rules_say_what_is_wrong():
     space = conv2d_space(p, CPU)
     base = {"mr": 6, "nr": 16, "mb": 96, "nb": 64, "cb": 64, "threads": 2}
     assert space.why_invalid(base) is None
-    assert registers_needed(3, 32, "fp32") == 17
+    assert registers_for(3, 32, "fp32", 32) == 17
     assert "needs 17 vector registers" in space.why_invalid({**base, "mr": 3, "nr": 32})
     from tracea_cli.ops.conv2d.families import numba_space as ns
 
     assert all(mb % mr == 0 for mb in ns.MB for mr in ns.MR)  # blocks hold whole tiles: no rule needed
-    assert all(nb % (v * ns.lanes(d)) == 0 for nb in ns.NB for v in ns.NR_VECTORS for d in ns.DTYPES)
+    assert all(nb % (v * lanes(d, ns.VECTOR_BYTES)) == 0 for nb in ns.NB for v in ns.NR_VECTORS for d in ns.DTYPES)
     assert "cb=128 is larger than C=64 needs" in space.why_invalid({**base, "cb": 128})
     assert "nb=128 is larger than K=64 needs" in space.why_invalid({**base, "nb": 128})
     small = conv2d_space(OP.problem(n=1, h=9, w=7, c=3, k=5, r=3), CPU)
@@ -163,7 +164,7 @@ def test_512_bit_vectors_are_offered_where_the_target_has_them_and_compute_the_s
     assert conv2d_space(p, CPU).param("vector").values == (32,)
     wide = conv2d_space(p, AVX512)
     assert wide.param("vector").values == (32, 64) and wide.param("vector").default == 32
-    assert registers_needed(6, 32, "fp32", 64) == 15 and registers_needed(6, 32, "fp32") == 29
+    assert registers_for(6, 32, "fp32", 64) == 15 and registers_for(6, 32, "fp32", 32) == 29
     base = {"mr": 6, "nr": 32, "mb": 48, "nb": 64, "cb": 32, "threads": 2}
     assert wide.why_invalid({**base, "vector": 64}) is None
     assert "needs 29 vector registers" in wide.why_invalid(base)  # 4 ymm per row: too many for 16 ymm

@@ -11,11 +11,10 @@ from tracea_cli.ops.gemm.families.numba_space import (
     describe,
     gemm_space,
     hand_picked,
-    lanes,
-    registers_needed,
     thread_counts,
 )
 from tracea_cli.ops.gemm.problem import GemmProblem
+from tracea_cli.ops.numba_family import WIDE_VECTOR_BYTES, lanes, registers_for
 from tracea_cli.target import Target
 
 AWKWARD = (1, 17, 127, 1000, 1023)
@@ -41,7 +40,7 @@ def test_every_rejection_has_a_reason_and_every_kept_config_obeys_the_rules(dtyp
             assert isinstance(reason, str) and len(reason) > 20, (config, reason)
         for c in kept:
             assert c["vector"] == vector
-            assert registers_needed(c["mr"], c["nr"], dtype, vector) <= VECTOR_REGISTERS[vector]
+            assert registers_for(c["mr"], c["nr"], dtype, vector) <= VECTOR_REGISTERS[vector]
             assert c["nr"] % lanes(dtype, vector) == 0
             assert c["mc"] % c["mr"] == 0 and c["nc"] % c["nr"] == 0
             assert c["threads"] <= threads
@@ -139,6 +138,6 @@ def test_space_and_kernels_agree_on_the_vector(dtype, isa, vector):
     width = lanes(dtype, vector)
     assert spec.vector == vector and spec.lanes == width and width * (4 if dtype == "fp32" else 8) == vector
     assert micro_kernel_source(config["mr"], config["nr"], width, prefetch=spec.line) in source
-    assert spec.line == lanes(dtype)  # the prefetch takes one 64-byte line per K step, whatever the vector
+    assert spec.line == lanes(dtype, WIDE_VECTOR_BYTES)  # the prefetch takes one 64-byte line per K step, whatever the vector
     assert f"vload(b, bp + 0, {width})" in source and f"LANES = {width} " in source
     assert (spec.name.endswith("_ymm")) == (vector == 32)  # the two widths compile apart

@@ -60,6 +60,12 @@ def lanes(dtype: str, vector_bytes: int) -> int:
     return vector_bytes // (4 if dtype == "fp32" else 8)
 
 
+def vector_of(config: Mapping[str, Value], stored: int) -> int:
+    """A configuration's vector bytes; `stored`: what one stored before the parameter existed ran with (each op's
+    STORED_VECTOR)."""
+    return int(config.get("vector", stored))
+
+
 def thread_counts(available: int) -> tuple[int, ...]:
     """1, half the cores and all of them (deduplicated, ascending)."""
     available = max(1, available)
@@ -71,6 +77,11 @@ def registers_needed(mr: int, nr: int, lanes: int) -> int:
     broadcast value."""
     vectors = nr // lanes
     return mr * vectors + vectors + 1
+
+
+def registers_for(mr: int, nr: int, dtype: str, vector_bytes: int) -> int:
+    """`registers_needed` by an MR×NR tile of `dtype` in vectors of `vector_bytes`."""
+    return registers_needed(mr, nr, lanes(dtype, vector_bytes))
 
 
 def covering(values: tuple[int, ...], extent: int, step: int = 1) -> int:

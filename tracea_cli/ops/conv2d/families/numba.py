@@ -33,15 +33,14 @@ import numpy as np
 
 from tracea_cli.ops.conv2d.families.numba_space import (
     DTYPES,
+    STORED_VECTOR,
     VECTOR_BYTES,
     conv2d_space,
     hand_picked,
-    lanes,
-    vector_of,
 )
 from tracea_cli.ops.conv2d.problem import EPILOGUES, Conv2dProblem
 from tracea_cli.ops.launch import CallStep, LaunchPlan
-from tracea_cli.ops.numba_family import SILU_SPAN, NumbaFamily
+from tracea_cli.ops.numba_family import SILU_SPAN, NumbaFamily, lanes, vector_of
 from tracea_cli.space import Value
 
 GENERATOR_VERSION = 2  # bump when the module text changes in a way the templates below do not show
@@ -64,7 +63,7 @@ class KernelSpec:
 
     @classmethod
     def of(cls, problem: Conv2dProblem, config: Mapping[str, Value]) -> "KernelSpec":
-        return cls(problem.dtype, int(config["mr"]), int(config["nr"]), vector_of(config))
+        return cls(problem.dtype, int(config["mr"]), int(config["nr"]), vector_of(config, STORED_VECTOR))
 
     @property
     def lanes(self) -> int:

@@ -27,7 +27,10 @@ from tracea_cli.ops.numba_family import (
     VECTOR_BYTES,
     VECTOR_REGISTERS,
     WIDE_VECTOR_BYTES,
+    lanes,
+    registers_for,
     thread_counts,
+    vector_of,
 )
 from tracea_cli.ops.numba_family import covering as _covering
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
@@ -45,24 +48,12 @@ CB = (16, 32, 64, 128, 256)
 
 
 
-def lanes(dtype: str, vector: int = VECTOR_BYTES) -> int:
-    """Elements of `dtype` in one vector register of `vector` bytes."""
-    return numba_family.lanes(dtype, vector)
-
-
-def vector_of(config: Mapping[str, Value]) -> int:
-    """The configuration's vector bytes (32 for one stored before the parameter existed)."""
-    return int(config.get("vector", VECTOR_BYTES))
+STORED_VECTOR = VECTOR_BYTES  # what a configuration stored before `vector` existed ran with
 
 
 def vectors(target: Target) -> tuple[int, ...]:
     """The vector widths (bytes) the target's kernels may use: ymm, and its widest where that is wider."""
     return tuple(sorted({VECTOR_BYTES, numba_family.widest_vector_bytes(target)}))
-
-
-def registers_needed(mr: int, nr: int, dtype: str, vector: int = VECTOR_BYTES) -> int:
-    """Vector registers the micro-kernel keeps live (numba_family.registers_needed) for `dtype`."""
-    return numba_family.registers_needed(mr, nr, lanes(dtype, vector))
 
 
 def _nr_values(dtype: str, widths: tuple[int, ...]) -> tuple[int, ...]:
@@ -88,17 +79,17 @@ def _rules(problem: Conv2dProblem, widths: tuple[int, ...]) -> tuple[Rule, ...]:
     nr_values = _nr_values(problem.dtype, widths)
 
     def whole_vectors(c) -> str | None:
-        width = lanes(problem.dtype, vector_of(c))
+        width = lanes(problem.dtype, vector_of(c, STORED_VECTOR))
         if int(c["nr"]) % width or int(c["nr"]) // width not in NR_VECTORS:
             return (f"nr={c['nr']} is not 1, 2 or 4 vectors of {width} {problem.dtype} lanes "
-                    f"(vector={vector_of(c)} bytes)")
+                    f"(vector={vector_of(c, STORED_VECTOR)} bytes)")
         if int(c["nb"]) % int(c["nr"]):  # the driver starts a packed strip of the filter at every block
             return f"nb={c['nb']} is not a whole number of nr={c['nr']} strips"
         return None
 
     def register_file(c) -> str | None:
-        vector = vector_of(c)
-        needed = registers_needed(int(c["mr"]), int(c["nr"]), problem.dtype, vector)
+        vector = vector_of(c, STORED_VECTOR)
+        needed = registers_for(int(c["mr"]), int(c["nr"]), problem.dtype, vector)
         if needed > VECTOR_REGISTERS[vector]:
             return (f"a {c['mr']}x{c['nr']} register tile needs {needed} vector registers (accumulators, a row of the "
                     f"filter, a broadcast of the input); more than {VECTOR_REGISTERS[vector]} spill")
@@ -169,4 +160,4 @@ def hand_picked(problem: Conv2dProblem, target: Target) -> list[Config]:
 def describe(config: Mapping[str, Value]) -> str:
     """A short human label: "6x16 mb96 nb64 cb64 t2" (and " zmm" with 64-byte vectors)."""
     return (f"{config['mr']}x{config['nr']} mb{config['mb']} nb{config['nb']} cb{config['cb']} t{config['threads']}"
-            + (" zmm" if vector_of(config) == WIDE_VECTOR_BYTES else ""))
+            + (" zmm" if vector_of(config, STORED_VECTOR) == WIDE_VECTOR_BYTES else ""))

@@ -42,14 +42,19 @@ import numpy as np
 
 from tracea_cli.ops.gemm.families.numba_space import (
     DTYPES,
+    STORED_VECTOR,
     gemm_space,
     hand_picked,
-    lanes,
-    vector_of,
 )
 from tracea_cli.ops.gemm.problem import EPILOGUES, GemmProblem
 from tracea_cli.ops.launch import CallStep, LaunchPlan
-from tracea_cli.ops.numba_family import SILU_SPAN, WIDE_VECTOR_BYTES, NumbaFamily
+from tracea_cli.ops.numba_family import (
+    SILU_SPAN,
+    WIDE_VECTOR_BYTES,
+    NumbaFamily,
+    lanes,
+    vector_of,
+)
 from tracea_cli.space import Value
 
 GENERATOR_VERSION = 1  # bump when the module text changes in a way the templates below do not show
@@ -73,7 +78,8 @@ class KernelSpec:
 
     @classmethod
     def of(cls, problem: GemmProblem, config: Mapping[str, Value]) -> "KernelSpec":
-        return cls(problem.dtype, int(config["mr"]), int(config["nr"]), str(config["parallel"]), vector_of(config))
+        return cls(problem.dtype, int(config["mr"]), int(config["nr"]), str(config["parallel"]),
+                   vector_of(config, STORED_VECTOR))
 
     @property
     def lanes(self) -> int:

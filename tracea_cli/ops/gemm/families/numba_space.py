@@ -26,7 +26,10 @@ from tracea_cli.ops.numba_family import (
     VECTOR_BYTES,
     VECTOR_REGISTERS,
     WIDE_VECTOR_BYTES,
+    lanes,
+    registers_for,
     thread_counts,
+    vector_of,
 )
 from tracea_cli.ops.numba_family import covering as _covering
 from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
@@ -41,19 +44,7 @@ NC = (512, 4096)
 
 
 
-def vector_of(config: Mapping[str, Value]) -> int:
-    """The configuration's vector bytes (64 for one stored before the parameter existed: what it ran with)."""
-    return int(config.get("vector", WIDE_VECTOR_BYTES))
-
-
-def lanes(dtype: str, vector: int = WIDE_VECTOR_BYTES) -> int:
-    """Elements of `dtype` in one vector register of `vector` bytes."""
-    return numba_family.lanes(dtype, vector)
-
-
-def registers_needed(mr: int, nr: int, dtype: str, vector: int = WIDE_VECTOR_BYTES) -> int:
-    """Vector registers the micro-kernel keeps live (numba_family.registers_needed) for `dtype`."""
-    return numba_family.registers_needed(mr, nr, lanes(dtype, vector))
+STORED_VECTOR = WIDE_VECTOR_BYTES  # what a configuration stored before `vector` existed ran with
 
 
 def _params(problem: GemmProblem, threads: int, vector: int) -> tuple[Param, ...]:
@@ -77,7 +68,7 @@ def _rules(problem: GemmProblem, vector: int) -> tuple[Rule, ...]:
     nr_values = tuple(v * lanes(problem.dtype, vector) for v in NR_VECTORS)
 
     def register_file(c) -> str | None:
-        needed = registers_needed(int(c["mr"]), int(c["nr"]), problem.dtype, vector)
+        needed = registers_for(int(c["mr"]), int(c["nr"]), problem.dtype, vector)
         if needed > VECTOR_REGISTERS[vector]:
             return (f"a {c['mr']}x{c['nr']} register tile needs {needed} vector registers of {vector} bytes "
                     f"(accumulators, a row of B, a broadcast of A); more than {VECTOR_REGISTERS[vector]} spill")
@@ -166,4 +157,4 @@ def describe(config: Mapping[str, Value]) -> str:
     """A short human label: "6x64 mc96 kc256 nc4096 packA par-m t2" (" ymm" at the end with 32-byte vectors)."""
     pack = "packA" if config["pack_a"] else "inplaceA"
     return (f"{config['mr']}x{config['nr']} mc{config['mc']} kc{config['kc']} nc{config['nc']} {pack} "
-            f"par-{config['parallel']} t{config['threads']}" + (" ymm" if vector_of(config) == VECTOR_BYTES else ""))
+            f"par-{config['parallel']} t{config['threads']}" + (" ymm" if vector_of(config, STORED_VECTOR) == VECTOR_BYTES else ""))

@@ -31,13 +31,18 @@ from tracea_cli.ops.gemm.families import numba as gemm_numba
 from tracea_cli.ops.launch import CallStep, LaunchPlan
 from tracea_cli.ops.lowrank_mlp.families.numba_space import (
     DTYPES,
+    STORED_VECTOR,
     hand_picked,
-    lanes,
     lowrank_space,
-    vector_of,
 )
 from tracea_cli.ops.lowrank_mlp.problem import ACTS, LowrankMlpProblem, check_operands
-from tracea_cli.ops.numba_family import SILU_SPAN, VECTOR_BYTES, NumbaFamily
+from tracea_cli.ops.numba_family import (
+    SILU_SPAN,
+    VECTOR_BYTES,
+    NumbaFamily,
+    lanes,
+    vector_of,
+)
 from tracea_cli.space import Value
 
 GENERATOR_VERSION = 1  # bump when the module text changes in a way the templates below do not show
@@ -58,7 +63,7 @@ class KernelSpec:
 
     @classmethod
     def of(cls, problem: LowrankMlpProblem, config: Mapping[str, Value]) -> "KernelSpec":
-        return cls(problem.dtype, int(config["mr"]), int(config["nr"]), vector_of(config))
+        return cls(problem.dtype, int(config["mr"]), int(config["nr"]), vector_of(config, STORED_VECTOR))
 
     @property
     def lanes(self) -> int:

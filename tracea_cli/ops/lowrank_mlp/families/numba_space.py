@@ -15,17 +15,17 @@ compiled kernel; the rest, and the problem's layout and epilogue, are run-time a
 
 from __future__ import annotations
 
-from typing import Mapping
-
 from tracea_cli.ops import numba_family
 from tracea_cli.ops.lowrank_mlp.problem import LowrankMlpProblem
 from tracea_cli.ops.numba_family import (
     VECTOR_BYTES,
     VECTOR_REGISTERS,
     covering,
+    lanes,
+    registers_for,
     thread_counts,
 )
-from tracea_cli.space import Config, Param, Rule, SearchSpace, Value
+from tracea_cli.space import Config, Param, Rule, SearchSpace
 from tracea_cli.target import Target
 
 DTYPES = ("fp32", "fp64")
@@ -35,17 +35,7 @@ MB = (24, 48, 96, 192)  # multiples of every MR: a block holds whole register ti
 KC = (128, 256, 512)
 
 
-def vector_of(config: Mapping[str, Value]) -> int:
-    """The configuration's vector bytes (32 for one stored before the parameter existed: what it ran with)."""
-    return int(config.get("vector", VECTOR_BYTES))
-
-
-def lanes(dtype: str, vector: int = VECTOR_BYTES) -> int:
-    return numba_family.lanes(dtype, vector)
-
-
-def registers_needed(mr: int, nr: int, dtype: str, vector: int = VECTOR_BYTES) -> int:
-    return numba_family.registers_needed(mr, nr, lanes(dtype, vector))
+STORED_VECTOR = VECTOR_BYTES  # what a configuration stored before `vector` existed ran with
 
 
 def _params(problem: LowrankMlpProblem, threads: int, vector: int) -> tuple[Param, ...]:
@@ -66,7 +56,7 @@ def _rules(problem: LowrankMlpProblem, vector: int) -> tuple[Rule, ...]:
     nr_values = tuple(v * lanes(problem.dtype, vector) for v in NR_VECTORS)
 
     def register_file(c) -> str | None:
-        needed = registers_needed(int(c["mr"]), int(c["nr"]), problem.dtype, vector)
+        needed = registers_for(int(c["mr"]), int(c["nr"]), problem.dtype, vector)
         if needed > VECTOR_REGISTERS[vector]:
             return (f"a {c['mr']}x{c['nr']} register tile needs {needed} vector registers of {vector} bytes "
                     f"(accumulators, a row of the packed operand, a broadcast); more than {VECTOR_REGISTERS[vector]} "
