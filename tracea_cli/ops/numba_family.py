@@ -72,16 +72,11 @@ def thread_counts(available: int) -> tuple[int, ...]:
     return tuple(sorted({1, max(1, available // 2), available}))
 
 
-def registers_needed(mr: int, nr: int, lanes: int) -> int:
-    """Vector registers a micro-kernel keeps live: the MR×NR accumulators, one row of the packed operand and one
-    broadcast value."""
-    vectors = nr // lanes
-    return mr * vectors + vectors + 1
-
-
 def registers_for(mr: int, nr: int, dtype: str, vector_bytes: int) -> int:
-    """`registers_needed` by an MR×NR tile of `dtype` in vectors of `vector_bytes`."""
-    return registers_needed(mr, nr, lanes(dtype, vector_bytes))
+    """Vector registers an MR×NR micro-kernel of `dtype` in vectors of `vector_bytes` keeps live: the accumulators,
+    one row of the packed operand and one broadcast value."""
+    vectors = nr // lanes(dtype, vector_bytes)
+    return mr * vectors + vectors + 1
 
 
 def covering(values: tuple[int, ...], extent: int, step: int = 1) -> int:

@@ -44,10 +44,6 @@ MB = (48, 96, 192, 384)
 NB = (32, 64, 128, 256)
 CB = (16, 32, 64, 128, 256)
 
-
-
-
-
 STORED_VECTOR = VECTOR_BYTES  # what a configuration stored before `vector` existed ran with
 
 

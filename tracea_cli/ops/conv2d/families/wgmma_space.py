@@ -184,10 +184,11 @@ def _with_k_variants(problem: Conv2dProblem, space: SearchSpace, picks: list[dic
     """`picks` (the first `limit`), where the first's tiles leave SMs idle the first with K split, then as a K pair,
     second (gemm wgmma_space.split_variant, pair_variant): ResNet's late layers at small batch. Unmeasured order:
     by rule."""
-    for variant in ((gs.pair_variant(space, view(problem), picks[0], sms), gs.split_variant(space, view(problem),
-                     picks[0], sms)) if picks else ()):
-        if variant is not None and variant not in picks:
-            picks = [picks[0], variant, *picks[1:]]
+    if picks:
+        over = view(problem)
+        for variant in (gs.pair_variant(space, over, picks[0], sms), gs.split_variant(space, over, picks[0], sms)):
+            if variant is not None and variant not in picks:
+                picks = [picks[0], variant, *picks[1:]]
     return picks[:limit] if limit else picks
 
 

@@ -42,8 +42,6 @@ MC = (64, 96, 192)
 KC = (256, 512)
 NC = (512, 4096)
 
-
-
 STORED_VECTOR = WIDE_VECTOR_BYTES  # what a configuration stored before `vector` existed ran with
 
 
@@ -157,4 +155,5 @@ def describe(config: Mapping[str, Value]) -> str:
     """A short human label: "6x64 mc96 kc256 nc4096 packA par-m t2" (" ymm" at the end with 32-byte vectors)."""
     pack = "packA" if config["pack_a"] else "inplaceA"
     return (f"{config['mr']}x{config['nr']} mc{config['mc']} kc{config['kc']} nc{config['nc']} {pack} "
-            f"par-{config['parallel']} t{config['threads']}" + (" ymm" if vector_of(config, STORED_VECTOR) == VECTOR_BYTES else ""))
+            f"par-{config['parallel']} t{config['threads']}"
+            + (" ymm" if vector_of(config, STORED_VECTOR) == VECTOR_BYTES else ""))

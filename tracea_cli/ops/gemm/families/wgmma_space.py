@@ -278,10 +278,10 @@ def hopper_space(problem: GemmProblem, target: Target) -> SearchSpace | None:
             return "cluster_k=2 runs one tile per CTA pair: persistent=0 only"
         if k_blocks < 2:
             return f"cluster_k=2 halves the K-blocks, and K={problem.k} has one"
-        most = PAIR_MAX_ACCUMULATORS[str(c["store"])]
-        if consumer_rows(c) * int(c["tile_n"]) // 128 > most:
+        most, held = PAIR_MAX_ACCUMULATORS[str(c["store"])], consumer_rows(c) * int(c["tile_n"]) // 128
+        if held > most:
             return (f"cluster_k=2 with store={c['store']} spills registers above {most} accumulators per thread "
-                    f"(tile_n={c['tile_n']} has {consumer_rows(c) * int(c['tile_n']) // 128})")
+                    f"(tile_n={c['tile_n']} has {held})")
         ctas = work_items(problem, c)
         whole, paired = split_schedule(ctas, 1, sms, problem.k), pair_schedule(ctas, sms, problem.k)
         if paired > SPLIT_K_GAIN * whole:

@@ -34,7 +34,6 @@ NR_VECTORS = (1, 2, 4)
 MB = (24, 48, 96, 192)  # multiples of every MR: a block holds whole register tiles
 KC = (128, 256, 512)
 
-
 STORED_VECTOR = VECTOR_BYTES  # what a configuration stored before `vector` existed ran with
 
 
